@@ -1,0 +1,79 @@
+"""The Observer interface the runtime reports to.
+
+Like client-go's workqueue ``MetricsProvider``, the Observer is injected and its default does
+nothing: instrumentation costs a method call when nobody listens. Every hook is a plain, fast,
+non-blocking call made from the thread that did the work; implementations must never do I/O inline
+(the telemetry observer appends to an in-memory buffer that a publisher thread drains).
+
+Hooks are grouped by the component that calls them. Names (``informer``, ``queue``, ``controller``)
+are the human-readable names the dashboard shows; ``key`` is the ``namespace/name`` cache key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Observer:
+    """No-op base: subclass and override the hooks you care about."""
+
+    # -- Reflector -------------------------------------------------------------------------
+    def on_list(self, informer: str, *, resource_version: str, items: int, duration: float,
+                error: str | None = None) -> None:
+        """A LIST (initial list or relist) finished, successfully or not."""
+
+    def on_watch_start(self, informer: str, *, resource_version: str) -> None:
+        """A WATCH was opened from ``resource_version``."""
+
+    def on_watch_event(self, informer: str, *, event_type: str, key: str,
+                       resource_version: str) -> None:
+        """A watch event (ADDED/MODIFIED/DELETED) was received and decoded."""
+
+    def on_bookmark(self, informer: str, *, resource_version: str) -> None:
+        """A BOOKMARK advanced the reflector's resourceVersion."""
+
+    def on_watch_end(self, informer: str, *, reason: str) -> None:
+        """A watch ended: ``timeout``, ``closed``, ``expired`` (410) or an error text."""
+
+    def on_backoff(self, informer: str, *, delay: float, reason: str) -> None:
+        """The reflector is waiting ``delay`` seconds before listing or watching again."""
+
+    def on_reflector_state(self, informer: str, *, state: str) -> None:
+        """listing / watching / backing-off / relisting; and synced."""
+
+    # -- Store / FIFO ----------------------------------------------------------------------
+    def on_store(self, informer: str, *, op: str, key: str, obj: Any) -> None:
+        """The cache changed: ``op`` is ``upsert``, ``delete`` or ``replace``."""
+
+    def on_fifo(self, informer: str, *, op: str, key: str, delta: str, depth: int) -> None:
+        """The FIFO between reflector and store queued or popped a delta."""
+
+    # -- SharedInformer handlers -----------------------------------------------------------
+    def on_handler(self, informer: str, *, handler: str, event: str, key: str,
+                   outcome: str, duration: float, error: str | None = None,
+                   old: Any = None, new: Any = None) -> None:
+        """An event handler ran; ``outcome`` is ``ok`` or ``error``."""
+
+    # -- Workqueue -------------------------------------------------------------------------
+    def on_queue(self, queue: str, *, op: str, key: str, depth: int,
+                 delay: float | None = None, requeues: int | None = None) -> None:
+        """A workqueue operation: add, dedup, get, done, add_after, add_rate_limited, forget,
+        shutdown. ``delay`` is set for delayed adds, ``requeues`` for rate-limited ones."""
+
+    # -- Reconcile -------------------------------------------------------------------------
+    def on_reconcile_start(self, controller: str, *, key: str, worker: int) -> None:
+        """A worker took ``key`` and called Reconcile."""
+
+    def on_reconcile_end(self, controller: str, *, key: str, worker: int, duration: float,
+                         result: str, requeue_after: float = 0.0,
+                         error: str | None = None) -> None:
+        """Reconcile returned or raised. ``result`` uses controller-runtime's labels:
+        success, error, requeue, requeue_after, terminal (and panic for unexpected exceptions)."""
+
+    # -- Leader election -------------------------------------------------------------------
+    def on_leader(self, name: str, *, identity: str, leader: bool, holder: str | None) -> None:
+        """Leadership changed for this process (``leader``) or was observed for ``holder``."""
+
+
+NOOP_OBSERVER = Observer()
+"""Shared do-nothing observer: the default everywhere."""

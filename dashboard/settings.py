@@ -1,0 +1,137 @@
+"""Django settings for the ctrlscope dashboard.
+
+Twelve-factor: everything that differs between a laptop demo, CI and a deployment comes from the
+environment. Defaults are safe for a loopback demo; ``CTRLSCOPE_SECRET_KEY`` must be set anywhere
+else (a missing key outside DEBUG is a startup error, not a silent default).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+RUN_DIR = Path(os.environ.get("CTRLSCOPE_RUN_DIR", BASE_DIR / "run"))
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r}: expected one of 1/0, true/false, yes/no, on/off")
+
+
+DEBUG = _env_bool("CTRLSCOPE_DEBUG", False)
+SECRET_KEY = os.environ.get("CTRLSCOPE_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not (DEBUG or _env_bool("CTRLSCOPE_DEMO", False)):
+        raise ImproperlyConfigured(
+            "CTRLSCOPE_SECRET_KEY is not set. Set it to a long random string "
+            "(make demo and the tests set CTRLSCOPE_DEMO=1, which uses a throwaway key)."
+        )
+    SECRET_KEY = "ctrlscope-demo-only-not-secret"
+
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("CTRLSCOPE_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h.strip()]
+
+# Anonymous read-only access exists only when explicitly switched on (make demo does, on loopback,
+# and says so). Everything else requires a logged-in user.
+CTRLSCOPE_ALLOW_ANONYMOUS = _env_bool("CTRLSCOPE_ALLOW_ANONYMOUS", False)
+
+# Redis: the only link between worker and dashboard processes (see controllers/telemetry/redisboot.py).
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+CTRLSCOPE_PREFIX = os.environ.get("CTRLSCOPE_PREFIX", "ctrlscope:")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "dashboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "dashboard.urls"
+ASGI_APPLICATION = "dashboard.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("CTRLSCOPE_DB", str(RUN_DIR / "ctrlscope.sqlite3")),
+    }
+}
+
+# The channel layer carries only small control/presence messages; telemetry goes through Redis
+# Streams (DESIGN.md). socket_timeout=None: redis-py 8's 5 s default closes idle layer sockets.
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+            "prefix": CTRLSCOPE_PREFIX + "layer:",
+        },
+    }
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = RUN_DIR / "static"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Strict"
+SESSION_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("CTRLSCOPE_LOG_LEVEL", "INFO")},
+    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+}
