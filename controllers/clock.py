@@ -24,6 +24,10 @@ class Clock(Protocol):
     def sleep(self, seconds: float) -> None:
         """Block the calling thread for ``seconds`` of this clock's time."""
 
+    def wait(self, cond: threading.Condition, timeout: float | None) -> None:
+        """Wait on ``cond`` (held by the caller) until notified or ``timeout`` of this clock's time
+        has passed. Like ``Condition.wait`` it may return early: callers re-check their predicate."""
+
 
 class RealClock:
     """The process clock."""
@@ -38,12 +42,16 @@ class RealClock:
         if seconds > 0:
             time.sleep(seconds)
 
+    def wait(self, cond: threading.Condition, timeout: float | None) -> None:
+        cond.wait(timeout)
+
 
 class FakeClock:
     """A clock that only moves when a test calls ``step``.
 
-    Threads blocked in ``sleep`` wake once ``step`` has moved time past their deadline, so a test
-    can drive a background thread deterministically: step, then wait for the effect.
+    Threads blocked in ``sleep`` or in a timed ``wait`` wake once ``step`` has moved time past their
+    deadline, so a test can drive a background thread deterministically: step, then wait for the
+    effect. ``wait_for_waiters`` lets a test first make sure the thread is parked on this clock.
     """
 
     def __init__(self, start: float = 1000.0, wall_offset: float = 1_700_000_000.0) -> None:
@@ -51,6 +59,9 @@ class FakeClock:
         self._wall_offset = wall_offset
         self._cond = threading.Condition()
         self._sleepers = 0
+        # Timed ``wait`` callers: (deadline, their condition). ``step`` notifies the due ones after
+        # releasing its own lock, so the lock order is always caller's condition -> clock lock.
+        self._timed: list[tuple[float, threading.Condition]] = []
 
     def now(self) -> float:
         with self._cond:
@@ -63,17 +74,54 @@ class FakeClock:
         with self._cond:
             deadline = self._now + seconds
             self._sleepers += 1
+            self._cond.notify_all()
             try:
                 while self._now < deadline:
                     self._cond.wait()
             finally:
                 self._sleepers -= 1
 
+    def wait(self, cond: threading.Condition, timeout: float | None) -> None:
+        if timeout is None:
+            cond.wait()
+            return
+        if timeout <= 0:
+            return
+        with self._cond:
+            entry = (self._now + timeout, cond)
+            self._timed.append(entry)
+            self._sleepers += 1
+            self._cond.notify_all()
+        try:
+            # ``step`` needs ``cond`` to notify us and we hold it until ``cond.wait`` releases it,
+            # so a step between registering and waiting cannot be lost.
+            cond.wait()
+        finally:
+            with self._cond:
+                self._timed.remove(entry)
+                self._sleepers -= 1
+                self._cond.notify_all()
+
     def step(self, seconds: float) -> None:
-        """Advance time and wake every sleeper whose deadline has passed."""
+        """Advance time and wake every sleeper and timed waiter whose deadline has passed."""
         with self._cond:
             self._now += seconds
+            due = [c for deadline, c in self._timed if deadline <= self._now]
             self._cond.notify_all()
+        for c in due:
+            with c:
+                c.notify_all()
+
+    def wait_for_waiters(self, count: int = 1, timeout: float = 5.0) -> bool:
+        """Block (real time, at most ``timeout`` s) until ``count`` threads are parked on this clock."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._sleepers < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
 
     def has_waiters(self) -> bool:
         """True while some thread is blocked in ``sleep`` (client-go's ``HasWaiters``)."""

@@ -17,6 +17,10 @@ from typing import Any
 class Observer:
     """No-op base: subclass and override the hooks you care about."""
 
+    # -- Informer --------------------------------------------------------------------------
+    def on_informer(self, informer: str, *, fifo: str, resync_period: float) -> None:
+        """An informer started: which FIFO model it runs (``DeltaFIFO``) and its resync period."""
+
     # -- Reflector -------------------------------------------------------------------------
     def on_list(self, informer: str, *, resource_version: str, items: int, duration: float,
                 error: str | None = None) -> None:
@@ -56,9 +60,24 @@ class Observer:
 
     # -- Workqueue -------------------------------------------------------------------------
     def on_queue(self, queue: str, *, op: str, key: str, depth: int,
-                 delay: float | None = None, requeues: int | None = None) -> None:
-        """A workqueue operation: add, dedup, get, done, add_after, add_rate_limited, forget,
-        shutdown. ``delay`` is set for delayed adds, ``requeues`` for rate-limited ones."""
+                 delay: float | None = None, requeues: int | None = None,
+                 duration: float | None = None) -> None:
+        """A workqueue operation. ``depth`` is the number of keys ready in the FIFO afterwards.
+
+        ``op`` is one of: ``add`` (key queued), ``dedup`` (key already queued or already waiting to
+        be re-queued: the add is absorbed), ``defer`` (key is being processed: marked dirty, queued
+        again at ``done``), ``get`` (``duration`` = seconds since the first un-processed add),
+        ``done`` (``duration`` = seconds since ``get``), ``add_after`` (``delay`` seconds),
+        ``add_rate_limited`` (``delay`` chosen by the rate limiter, ``requeues`` so far),
+        ``forget`` (``requeues`` being cleared), ``shutdown`` (``key`` is empty).
+        """
+
+    # -- Controller event mapping -----------------------------------------------------------
+    def on_event(self, controller: str, *, event: str, key: str, requests: list[str],
+                 filtered_by: str | None = None) -> None:
+        """A watched object's event (``create``/``update``/``delete``) reached a controller: either
+        a predicate (``filtered_by``) dropped it or the handler mapped it to ``requests``. This is
+        the cause that the workqueue's dedup later discards."""
 
     # -- Reconcile -------------------------------------------------------------------------
     def on_reconcile_start(self, controller: str, *, key: str, worker: int) -> None:

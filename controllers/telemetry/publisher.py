@@ -1,0 +1,281 @@
+"""RedisPublisher: batches observations into frames on its own thread and appends them to Redis.
+
+Producers (informer, queue and reconcile threads) call ``publish(topic, record)`` and
+``set_state(topic, key, value)``. Both are non-blocking and do no I/O: a record is appended to a
+bounded deque, a state change updates an in-memory mirror of the topic's state and marks the key
+dirty. The publisher thread wakes every ``flush_interval`` (50 ms by default) or as soon as
+``max_frame_items`` records wait, drains the buffer into one frame per topic, and sends all frames
+in one pipeline over one long-lived connection (DESIGN.md: a connection per message costs ms).
+
+Why the state mirror: after a Redis restart or a buffer overflow the snapshot hash must be rebuilt
+from scratch, and only the worker knows the truth. Such a rebuild goes out as a ``reset`` frame, which
+makes every dashboard client resync — a gap is always visible, never silent.
+
+Loss budget: records wait in a bounded buffer while Redis is unreachable. When it is full the oldest
+records are dropped, counted, and the count rides on the next frame (``dropped``) so the dashboard
+shows it; state is never dropped because the mirror holds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections import deque
+from typing import Any
+
+import orjson
+import redis
+
+from controllers.clock import Clock, RealClock
+from controllers.telemetry.streams import FRAME_SCRIPT, Keys
+
+log = logging.getLogger(__name__)
+
+_MISSING = object()
+
+
+class _Topic:
+    """Per-topic publisher state. Invariant: ``dirty`` ⊆ keys ever set; ``state`` is the truth."""
+
+    __slots__ = ("name", "state", "dirty", "reset", "dropped", "seq")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.state: dict[str, Any] = {}
+        self.dirty: set[str] = set()
+        self.reset = True  # the first frame of every publisher rewrites the snapshot
+        self.dropped = 0
+        self.seq = 0
+
+
+class RedisPublisher:
+    """Publishes telemetry frames to bounded Redis Streams plus snapshot hashes (see streams.py)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "ctrlscope:",
+        flush_interval: float = 0.05,
+        max_frame_items: int = 2000,
+        buffer_limit: int = 200_000,
+        maxlen: int = 20_000,
+        clock: Clock | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.keys = Keys(prefix)
+        self.flush_interval = flush_interval
+        self.max_frame_items = max_frame_items
+        self.buffer_limit = buffer_limit
+        self.maxlen = maxlen
+        self.clock = clock or RealClock()
+        self.name = name or f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        # socket_timeout bounds every call: a frame pipeline is small, so 5 s means Redis is gone.
+        self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2,
+                                           health_check_interval=10)
+        self._script = self._redis.register_script(FRAME_SCRIPT)
+        self._buffer: deque[tuple[str, Any]] = deque()
+        self._topics: dict[str, _Topic] = {}
+        self._lock = threading.Lock()  # guards _topics' state/dirty against the flush thread
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._epoch: bytes | None = None
+        self._last_epoch: bytes | None = None
+        self._inflight: tuple[list[tuple[str, list[Any]]], dict[str, list[Any]]] | None = None
+        # Counters, read by the synthetic load generator, the benchmarks and the worker's status line.
+        self.records_published = 0
+        self.frames_published = 0
+        self.records_dropped = 0
+        self.redis_errors = 0
+        self.connected = False
+
+    # -- producer side (any thread, non-blocking) -------------------------------------------
+    def publish(self, topic: str, record: dict[str, Any]) -> None:
+        """Queue one record for ``topic``. Drops (and counts) the oldest record when full."""
+        buf = self._buffer
+        if len(buf) >= self.buffer_limit:
+            try:
+                old_topic, _ = buf.popleft()
+            except IndexError:
+                pass
+            else:
+                with self._lock:
+                    self._topic(old_topic).dropped += 1
+                    self.records_dropped += 1
+        buf.append((topic, record))
+        if len(buf) >= self.max_frame_items:
+            self._wake.set()
+
+    def set_state(self, topic: str, key: str, value: Any) -> None:
+        """Set ``key`` in the topic's snapshot state; ``None`` deletes it."""
+        with self._lock:
+            t = self._topic(topic)
+            if value is None:
+                if t.state.pop(key, _MISSING) is _MISSING:
+                    return
+            else:
+                t.state[key] = value
+            t.dirty.add(key)
+
+    def state(self, topic: str) -> dict[str, Any]:
+        """A copy of the topic's current state (what the snapshot converges to)."""
+        with self._lock:
+            return dict(self._topic(topic).state)
+
+    def _topic(self, name: str) -> _Topic:
+        t = self._topics.get(name)
+        if t is None:
+            t = self._topics[name] = _Topic(name)
+        return t
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> RedisPublisher:
+        self._thread = threading.Thread(target=self._run, name=f"publisher-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Flush what is buffered (best effort within ``timeout``) and stop the thread."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._redis.close()
+
+    def _run(self) -> None:
+        backoff = 0.0
+        while True:
+            stopping = self._stopping.is_set()
+            if backoff:
+                self._wake.wait(backoff)
+            else:
+                self._wake.wait(self.flush_interval)
+            self._wake.clear()
+            try:
+                while self.flush() >= self.max_frame_items:
+                    pass  # a backlog: keep draining without waiting
+                backoff = 0.0
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+                self.redis_errors += 1
+                if self.connected:
+                    log.warning("telemetry: Redis unreachable (%s); buffering, will retry", exc)
+                self.connected = False
+                self._epoch = None
+                backoff = min(2.0, max(0.1, backoff * 2))
+            except redis.RedisError:
+                self.redis_errors += 1
+                log.exception("telemetry: Redis rejected a frame; retrying")
+                backoff = min(2.0, max(0.1, backoff * 2))
+            if stopping:
+                return
+
+    # -- flush (publisher thread; also called directly by tests) -----------------------------
+    def _ensure_epoch(self) -> bytes:
+        if self._epoch is None:
+            self._redis.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
+            epoch = self._redis.get(self.keys.epoch)
+            if epoch is None:  # deleted between SET NX and GET: try again next flush
+                raise redis.ConnectionError("epoch key vanished")
+            if self._last_epoch is not None and epoch != self._last_epoch:
+                self._on_new_epoch()
+            self._epoch = self._last_epoch = epoch
+            if not self.connected:
+                log.info("telemetry: connected to Redis (epoch %s)", epoch.decode())
+            self.connected = True
+        return self._epoch
+
+    def _on_new_epoch(self) -> None:
+        """Redis lost our data: frames in flight are void, every snapshot is rewritten (reset)."""
+        if self._inflight is not None:
+            _frames, records = self._inflight
+            self._inflight = None
+            self._buffer.extendleft(reversed([(t, r) for t, lst in records.items() for r in lst]))
+        with self._lock:
+            for t in self._topics.values():
+                t.reset = True
+
+    def flush(self) -> int:
+        """Send everything buffered now. Returns the number of records sent.
+
+        A frame that failed in flight is retried *unchanged* (same seq, same content) before any new
+        frame is built: the script skips a seq it already applied, so a lost reply never duplicates
+        and never drops a frame.
+        """
+        epoch = self._ensure_epoch()
+        if self._inflight is None:
+            records = self._take_records()
+            frames = self._build_frames(records)
+            if not frames:
+                return 0
+            self._inflight = (frames, records)
+        frames, records = self._inflight
+        pipe = self._redis.pipeline(transaction=False)
+        k = self.keys
+        for topic, args in frames:
+            self._script(keys=[k.stream(topic), k.snapshot(topic), k.epoch, k.topics, k.pubseq(topic)],
+                         args=[epoch, self.maxlen, *args], client=pipe)
+        results = pipe.execute()
+        self._inflight = None
+        lost = [topic for (topic, _), (status, _v) in zip(frames, results, strict=True) if status == 0]
+        if lost:
+            # Redis restarted without persistence (or our keys were deleted): rewrite every snapshot
+            # as a reset frame, which makes every dashboard client resync; resend the records.
+            log.warning("telemetry: Redis epoch changed; rewriting snapshots and resyncing clients")
+            self._epoch = None
+            self._inflight = (frames, {t: records.get(t, []) for t in lost})
+            self._on_new_epoch()
+            return self.flush()
+        sent = sum(len(r) for r in records.values())
+        self.records_published += sent
+        self.frames_published += len(frames)
+        return sent
+
+    def _take_records(self) -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {}
+        buf = self._buffer
+        for _ in range(min(len(buf), self.max_frame_items)):
+            topic, record = buf.popleft()
+            lst = out.get(topic)
+            if lst is None:
+                lst = out[topic] = []
+            lst.append(record)
+        return out
+
+    def _build_frames(self, records: dict[str, list[Any]]) -> list[tuple[str, list[Any]]]:
+        frames: list[tuple[str, list[Any]]] = []
+        now_ms = round(self.clock.wall() * 1000, 3)
+        with self._lock:
+            names = set(records) | {n for n, t in self._topics.items() if t.dirty or t.reset}
+            for name in names:
+                t = self._topic(name)
+                reset = t.reset
+                if reset:
+                    changed = t.state
+                    deleted: list[str] = []
+                else:
+                    changed = {k: t.state[k] for k in t.dirty if k in t.state}
+                    deleted = [k for k in t.dirty if k not in t.state]
+                # "reset" must be the first key: readers detect resets by the raw prefix
+                # b'{"reset":true' without decoding (streams.RESET_PREFIX).
+                frame: dict[str, Any] = {"reset": True} if reset else {}
+                frame.update(r=records.get(name, []), ts=now_ms, src=self.name, seq=t.seq + 1)
+                if not reset:
+                    frame["s"] = {**changed, **dict.fromkeys(deleted)}
+                if t.dropped:
+                    frame["dropped"] = t.dropped
+                pairs: list[Any] = []
+                for k, v in changed.items():
+                    pairs.append(k)
+                    pairs.append(orjson.dumps(v))
+                args = [orjson.dumps(frame), name, self.name, t.seq + 1, 1 if reset else 0,
+                        len(changed), *pairs, *deleted]
+                frames.append((name, args))
+                # Consumed now: the built frame is retried unchanged until Redis confirms it.
+                t.seq += 1
+                t.reset = False
+                t.dirty = set()
+                t.dropped = 0
+        return frames

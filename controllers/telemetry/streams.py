@@ -1,0 +1,85 @@
+"""The Redis layout shared by the publisher (worker side) and the stream hub (dashboard side).
+
+Per topic (a string such as ``synthetic`` or ``informer:default/pods``):
+
+- ``{prefix}stream:{topic}`` — a Redis Stream, trimmed to about ``maxlen`` entries. Each entry is one
+  *frame*: field ``f`` holds orjson bytes ``{"r": [records], "s": {key: value|null}, "ts": ms,
+  "src": publisher, "seq": n}``, optionally ``"reset": true`` (the snapshot was rewritten: resync) and
+  ``"dropped": n`` (records the worker had to drop; surfaced, never silent).
+- ``{prefix}snap:{topic}`` — a hash: the topic's state (``key`` → JSON value) exactly as of the frame
+  whose id is stored in field ``__id__``. Frame and hash update happen in one Lua script, so a reader
+  that takes the hash and then reads the stream after ``__id__`` sees every change exactly once.
+- ``{prefix}topics`` — set of known topics; ``{prefix}epoch`` — a random token created with the
+  first frame. A Redis restart without persistence loses the token, so a client's cursor from the
+  old epoch is recognised as meaningless and the client resyncs instead of silently missing frames.
+- ``{prefix}pubseq:{topic}`` — hash publisher id → last applied frame seq, which makes a frame retried
+  after a lost reply idempotent (zero duplicates even when the connection drops mid-call).
+"""
+
+from __future__ import annotations
+
+SNAPSHOT_ID_FIELD = "__id__"
+RESET_PREFIX = b'{"reset":true'  # a reset frame starts with this, so readers need not decode
+FRAME_FIELD = b"f"
+
+
+class Keys:
+    """Key names under one prefix (tests use their own prefix and never touch anything else)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.topics = f"{prefix}topics"
+        self.epoch = f"{prefix}epoch"
+
+    def stream(self, topic: str) -> str:
+        return f"{self.prefix}stream:{topic}"
+
+    def snapshot(self, topic: str) -> str:
+        return f"{self.prefix}snap:{topic}"
+
+    def pubseq(self, topic: str) -> str:
+        return f"{self.prefix}pubseq:{topic}"
+
+
+def parse_id(stream_id: str | bytes) -> tuple[int, int]:
+    """``"1700000000000-3"`` → ``(1700000000000, 3)``; raises ValueError on anything else."""
+    if isinstance(stream_id, bytes):
+        stream_id = stream_id.decode("ascii")
+    ms, sep, seq = stream_id.partition("-")
+    if not sep or not ms.isdigit() or not seq.isdigit() or len(ms) > 20 or len(seq) > 20:
+        raise ValueError(f"not a stream id: {stream_id!r}")
+    return int(ms), int(seq)
+
+
+# KEYS: stream, snapshot, epoch, topics, pubseq
+# ARGV: epoch, maxlen, frame, topic, publisher, seq, reset(0|1), nset, set k/v pairs..., del keys...
+# Returns {1, id} on success, {2, ""} when this frame seq was already applied (retry after a lost
+# reply), {0, current_epoch_or_false} when the epoch differs (Redis lost its data: caller resets).
+FRAME_SCRIPT = """
+local epoch = redis.call('GET', KEYS[3])
+if epoch ~= ARGV[1] then return {0, epoch} end
+local seq = tonumber(ARGV[6])
+local last = tonumber(redis.call('HGET', KEYS[5], ARGV[5]) or '-1')
+if seq <= last then return {2, ''} end
+if ARGV[7] == '1' then redis.call('DEL', KEYS[2]) end
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'f', ARGV[3])
+local nset = tonumber(ARGV[8])
+local i = 9
+local stop = 9 + 2 * nset
+while i < stop do
+  local j = math.min(i + 999, stop - 1)
+  redis.call('HSET', KEYS[2], unpack(ARGV, i, j))
+  i = j + 1
+end
+local n = #ARGV
+while i <= n do
+  local j = math.min(i + 999, n)
+  redis.call('HDEL', KEYS[2], unpack(ARGV, i, j))
+  i = j + 1
+end
+redis.call('HSET', KEYS[2], '__id__', id)
+redis.call('HSET', KEYS[5], ARGV[5], ARGV[6])
+redis.call('EXPIRE', KEYS[5], 86400)
+redis.call('SADD', KEYS[4], ARGV[4])
+return {1, id}
+"""

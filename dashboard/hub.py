@@ -1,0 +1,241 @@
+"""StreamHub: one tail reader per server process, fanning telemetry frames out to websocket sessions.
+
+Each daphne process has one hub (per event loop). The hub runs a single task that XREADs every
+topic some session is subscribed to, from the last id it read, and hands each batch of entries to the
+subscribed sessions synchronously (no copy, no re-encoding: frames stay raw JSON bytes). Sessions
+buffer what they get; the hub never waits for a browser.
+
+A session joining a topic does not need the hub's position: it takes a snapshot (or resumes from its
+own cursor) and reads the gap with XRANGE, while the hub keeps delivering into the session's pending
+buffer; entries at or below the session's cursor are discarded there. So nobody misses an entry and
+nobody gets one twice.
+
+When Redis goes away the hub tells every session (the page shows "reconnecting"), retries with
+backoff, and when Redis answers again resyncs every subscription: the outage is never silent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Protocol
+
+import redis
+import redis.asyncio as aredis
+
+from controllers.telemetry.streams import FRAME_FIELD, SNAPSHOT_ID_FIELD, Keys, parse_id
+
+log = logging.getLogger(__name__)
+
+Entry = tuple[bytes, bytes]  # (stream id, frame JSON)
+
+TAIL_BLOCK_MS = 250  # well under redis-py's 5 s socket timeout; also how fast new topics join
+TAIL_COUNT = 2000
+TOPICS_REFRESH = 1.0
+
+
+class Subscriber(Protocol):
+    """What the hub needs from a websocket session."""
+
+    def deliver(self, topic: str, entries: list[Entry]) -> None: ...
+    def redis_status(self, up: bool) -> None: ...
+    def force_resync(self, topic: str, reason: str) -> None: ...
+    def topics_changed(self, topics: list[str]) -> None: ...
+
+
+class ResumeRefused(Exception):
+    """A session's cursor cannot be resumed without loss; the reason is shown to the user."""
+
+
+class StreamHub:
+    """Tails Redis Streams once per process and fans entries out to subscribers."""
+
+    def __init__(self, url: str, prefix: str) -> None:
+        self.keys = Keys(prefix)
+        self.redis = aredis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+        self._subs: dict[str, set[Subscriber]] = {}
+        self._members: set[Subscriber] = set()
+        self._positions: dict[str, bytes] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.redis_up = True
+        self.topics: list[str] = []
+        self._topics_checked = 0.0
+
+    # -- membership --------------------------------------------------------------------------
+    def join(self, member: Subscriber) -> None:
+        self._members.add(member)
+        self._ensure_task()
+
+    def leave(self, member: Subscriber) -> None:
+        self._members.discard(member)
+        for topic in list(self._subs):
+            self.unsubscribe(topic, member)
+
+    def subscribe(self, topic: str, member: Subscriber) -> None:
+        self._subs.setdefault(topic, set()).add(member)
+        self._ensure_task()
+
+    def unsubscribe(self, topic: str, member: Subscriber) -> None:
+        subs = self._subs.get(topic)
+        if subs is not None:
+            subs.discard(member)
+            if not subs:
+                del self._subs[topic]
+                self._positions.pop(topic, None)
+
+    def track_from(self, topic: str, cursor: bytes) -> None:
+        """Make sure the tail covers every entry after ``cursor`` for ``topic``.
+
+        A session calls this with its starting cursor (snapshot id or resume id) *before* its catch-up
+        read ends. If the hub already tails the topic, its position is at most the end of the stream
+        that catch-up reads to, and everything after it is delivered to the (registered) session;
+        if not, tailing starts at the cursor itself. Either way no entry falls between the two.
+        """
+        if topic in self._subs and topic not in self._positions:
+            self._positions[topic] = cursor
+
+    def _ensure_task(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._tail_loop(), name="stream-hub")
+
+    # -- reads used by sessions --------------------------------------------------------------
+    async def epoch(self) -> str:
+        raw = await self.redis.get(self.keys.epoch)
+        return raw.decode() if raw else ""
+
+    async def known_topics(self) -> list[str]:
+        return sorted(t.decode() for t in await self.redis.smembers(self.keys.topics))
+
+    async def snapshot(self, topic: str) -> tuple[bytes, dict[bytes, bytes]]:
+        """The topic's state and the stream id it is exact for (``0-0`` if nothing yet)."""
+        state = await self.redis.hgetall(self.keys.snapshot(topic))
+        snap_id = state.pop(SNAPSHOT_ID_FIELD.encode(), b"0-0")
+        return snap_id, state
+
+    async def check_resume(self, topic: str, since: bytes, epoch: str) -> None:
+        """Raise ResumeRefused when ``since`` belongs to another epoch or a position never written.
+
+        Whether everything after ``since`` is still retained is checked by ``read_after`` on every
+        catch-up read, so it also covers a snapshot id that ages out while a client catches up.
+        """
+        if epoch != await self.epoch():
+            raise ResumeRefused("epoch-changed")
+        try:
+            info = await self.redis.xinfo_stream(self.keys.stream(topic))
+        except redis.ResponseError:  # no such stream: only the very beginning can be resumed
+            if since != b"0-0":
+                raise ResumeRefused("stream-missing") from None
+            return
+        if parse_id(since) > parse_id(info["last-generated-id"]):
+            raise ResumeRefused("unknown-position")
+
+    async def read_after(self, topic: str, after: bytes, count: int = 1000) -> list[Entry]:
+        """Entries strictly after ``after``; ResumeRefused("retention") if some may be trimmed.
+
+        Trimming (XADD MAXLEN) removes the oldest entries first, so if the entry ``after`` itself is
+        still there, nothing after it is gone: the read is inclusive and proves that with its first
+        row. (Redis' max-deleted-entry-id does not count trimming, so it cannot answer this.)
+        """
+        stream = self.keys.stream(topic)
+        if after == b"0-0":
+            info = await self.redis.xinfo_stream(stream) if await self.redis.exists(stream) else None
+            if info is not None and info.get("entries-added", info["length"]) != info["length"]:
+                raise ResumeRefused("retention")
+            if info is not None and "entries-added" not in info and info["length"]:
+                raise ResumeRefused("retention")  # Redis < 7 cannot tell: resync to be safe
+            rows = await self.redis.xrange(stream, min=b"-", max=b"+", count=count)
+        else:
+            rows = await self.redis.xrange(stream, min=after, max=b"+", count=count + 1)
+            if not rows or rows[0][0] != after:
+                raise ResumeRefused("retention")
+            rows = rows[1:]
+        return [(eid, fields.get(FRAME_FIELD, b"{}")) for eid, fields in rows]
+
+    # -- the tail ----------------------------------------------------------------------------
+    async def _tail_loop(self) -> None:
+        backoff = 0.0
+        while self._members or self._subs:
+            try:
+                if not self.redis_up:
+                    await self.redis.ping()
+                    self._redis_back()
+                await self._refresh_topics()
+                await self._read_once()
+                backoff = 0.0
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+                if self.redis_up:
+                    log.warning("stream hub: Redis unreachable (%s)", exc)
+                    self.redis_up = False
+                    for m in list(self._members):
+                        m.redis_status(False)
+                backoff = min(2.0, max(0.1, backoff * 2))
+                await asyncio.sleep(backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # never let one bad entry kill the process' only reader
+                log.exception("stream hub: unexpected error; continuing")
+                await asyncio.sleep(0.5)
+
+    def _redis_back(self) -> None:
+        log.info("stream hub: Redis is back; resyncing every subscription")
+        self.redis_up = True
+        self._positions.clear()
+        for m in list(self._members):
+            m.redis_status(True)
+        for topic, subs in list(self._subs.items()):
+            for m in list(subs):
+                m.force_resync(topic, "redis-reconnected")
+
+    async def _refresh_topics(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._topics_checked < TOPICS_REFRESH:
+            return
+        self._topics_checked = loop.time()
+        topics = await self.known_topics()
+        if topics != self.topics:
+            self.topics = topics
+            for m in list(self._members):
+                m.topics_changed(topics)
+
+    async def _read_once(self) -> None:
+        if not self._subs:
+            await asyncio.sleep(TAIL_BLOCK_MS / 1000)
+            return
+        streams = {self.keys.stream(t): pos for t, pos in self._positions.items()}
+        if not streams:
+            await asyncio.sleep(TAIL_BLOCK_MS / 1000)
+            return
+        reply = await self.redis.xread(streams, count=TAIL_COUNT, block=TAIL_BLOCK_MS)
+        prefix_len = len(self.keys.stream(""))
+        for stream, rows in reply or ():
+            topic = (stream.decode() if isinstance(stream, bytes) else stream)[prefix_len:]
+            if topic not in self._subs or not rows:
+                continue
+            self._positions[topic] = rows[-1][0]
+            entries = [(eid, fields.get(FRAME_FIELD, b"{}")) for eid, fields in rows]
+            for m in list(self._subs.get(topic, ())):
+                m.deliver(topic, entries)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        await self.redis.aclose()
+
+
+_hubs: dict[int, StreamHub] = {}
+
+
+def get_hub(url: str, prefix: str) -> StreamHub:
+    """The process' hub for the running event loop (daphne runs one loop; tests may run several)."""
+    loop = asyncio.get_running_loop()
+    hub = _hubs.get(id(loop))
+    if hub is None:
+        hub = _hubs[id(loop)] = StreamHub(url, prefix)
+    return hub
+
+
+def ids_after(entries: Iterable[Entry], cursor: tuple[int, int]) -> list[Entry]:
+    """The entries whose id is strictly greater than ``cursor``."""
+    return [e for e in entries if parse_id(e[0]) > cursor]
+

@@ -1,0 +1,322 @@
+"""One browser tab's telemetry session: the websocket protocol, without the websocket.
+
+The consumer (``consumers.py``) only moves text in and out; everything here is plain asyncio and is
+tested without a socket.
+
+Protocol, client → server (JSON objects, at most ``MAX_MESSAGE_BYTES``):
+  ``{"op": "sub", "topic": T}``                          snapshot, then live frames
+  ``{"op": "sub", "topic": T, "since": ID, "epoch": E}`` resume after ID (after a reconnect)
+  ``{"op": "unsub", "topic": T}`` · ``{"op": "ack", "seq": N}`` · ``{"op": "ping"}``
+Server → client:
+  ``hello`` (epoch, topics, window) · ``snapshot`` (topic, id, state) · ``frames`` ({topic: [[id,
+  frame], ...]}) · ``resync`` (topic, reason; a snapshot follows) · ``status`` (redis up/down) ·
+  ``topics`` · ``error`` (code, message) · ``pong``.
+
+Flow control: daphne writes without backpressure, so a slow browser would grow server memory. Every
+``snapshot``/``frames`` message carries a ``seq`` and the client acks it; at most ``window`` messages
+are unacknowledged. Meanwhile frames wait in a bounded per-topic buffer; when it overflows the
+buffer is discarded and the topic is resynced (fresh snapshot) once the client catches up — the
+dashboard's own 410-and-relist. Server memory per client is bounded either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from controllers.telemetry.streams import RESET_PREFIX, parse_id
+from dashboard.hub import Entry, ResumeRefused, StreamHub
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 64 * 1024
+# Application close codes (servers may only send 1000 or 3000-4999): 4009 mirrors 1009 "too big",
+# 4008 mirrors 1008 "policy violation".
+CLOSE_TOO_BIG = 4009
+CLOSE_POLICY = 4008
+MAX_ERRORS = 50
+MAX_TOPICS = 256
+TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:/._@-]{0,199}$")
+
+
+class ProtocolViolation(Exception):
+    """The client broke the protocol badly enough that the socket is closed (code attached)."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+class _Sub:
+    """A subscription. Invariant: entries in ``pending`` may be ≤ cursor (dropped when sent)."""
+
+    __slots__ = ("cursor", "pending", "live", "sync", "since", "epoch", "reason")
+
+    def __init__(self, since: bytes | None, epoch: str) -> None:
+        self.cursor = (0, 0)
+        self.pending: list[Entry] = []
+        self.live = False
+        self.sync = True  # a (re)sync is due: snapshot or resume, then catch-up
+        self.since = since
+        self.epoch = epoch
+        self.reason: str | None = None
+
+
+class ClientSession:
+    """Subscriptions, buffering and flow control for one websocket."""
+
+    def __init__(self, hub: StreamHub, send: Callable[[str], Awaitable[None]], *, window: int = 16,
+                 max_pending: int = 5000, catch_up_chunk: int = 500) -> None:
+        self.hub = hub
+        self._send = send
+        self.window = window
+        self.max_pending = max_pending
+        self.catch_up_chunk = catch_up_chunk
+        self.subs: dict[str, _Sub] = {}
+        self._control: deque[str] = deque()
+        self._wake = asyncio.Event()
+        self._acked = asyncio.Event()
+        self._sent_seq = 0
+        self._acked_seq = 0
+        self._errors = 0
+        self._closed = False
+        self._task: asyncio.Task[None] | None = None
+        self.resyncs = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        epoch = await self.hub.epoch()
+        topics = await self.hub.known_topics()
+        self._queue_control({"t": "hello", "epoch": epoch, "topics": topics, "window": self.window,
+                             "redis": "up" if self.hub.redis_up else "down"})
+        self.hub.join(self)
+        self._task = asyncio.get_running_loop().create_task(self._sender(), name="ws-sender")
+
+    async def close(self) -> None:
+        self._closed = True
+        self.hub.leave(self)
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing anyway
+                pass
+
+    # -- incoming ----------------------------------------------------------------------------
+    async def handle(self, text: str | None, data: bytes | None = None) -> None:
+        """Handle one client message. Raises ProtocolViolation when the socket must close."""
+        if text is None:
+            self._error("binary", "binary messages are not part of the protocol; send JSON text")
+            return
+        if len(text) > MAX_MESSAGE_BYTES:
+            raise ProtocolViolation(CLOSE_TOO_BIG, f"message larger than {MAX_MESSAGE_BYTES} bytes")
+        try:
+            msg = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            self._error("bad_json", f"not JSON: {exc}")
+            return
+        if not isinstance(msg, dict):
+            self._error("bad_message", "expected a JSON object")
+            return
+        op = msg.get("op")
+        if op == "ack":
+            self._on_ack(msg.get("seq"))
+        elif op == "sub":
+            await self._on_sub(msg)
+        elif op == "unsub":
+            topic = msg.get("topic")
+            if isinstance(topic, str) and self.subs.pop(topic, None) is not None:
+                self.hub.unsubscribe(topic, self)
+        elif op == "ping":
+            self._queue_control({"t": "pong"})
+        else:
+            self._error("unknown_op", f"unknown op {op!r}; expected sub, unsub, ack or ping")
+
+    def _error(self, code: str, message: str, **extra: Any) -> None:
+        self._errors += 1
+        if self._errors > MAX_ERRORS:
+            raise ProtocolViolation(CLOSE_POLICY, "too many protocol errors")
+        self._queue_control({"t": "error", "code": code, "message": message, **extra})
+
+    def _on_ack(self, seq: Any) -> None:
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0 or seq > self._sent_seq:
+            self._error("bad_ack", f"ack seq must be an integer ≤ {self._sent_seq}")
+            return
+        if seq > self._acked_seq:
+            self._acked_seq = seq
+            self._acked.set()
+
+    async def _on_sub(self, msg: dict[str, Any]) -> None:
+        topic = msg.get("topic")
+        if not isinstance(topic, str) or not TOPIC_RE.match(topic):
+            self._error("bad_topic", "topic must be a string of letters, digits and :/._@-")
+            return
+        if topic not in self.hub.topics and topic not in await self.hub.known_topics():
+            self._error("unknown_topic", f"no such topic: {topic}", topic=topic)
+            return
+        since_raw = msg.get("since")
+        since: bytes | None = None
+        if since_raw is not None:
+            try:
+                if not isinstance(since_raw, str):
+                    raise ValueError(since_raw)
+                parse_id(since_raw)
+            except ValueError:
+                self._error("bad_since", "since must be a stream id like 1700000000000-0", topic=topic)
+                return
+            since = since_raw.encode()
+        epoch = msg.get("epoch", "")
+        if topic not in self.subs and len(self.subs) >= MAX_TOPICS:
+            self._error("too_many_topics", f"at most {MAX_TOPICS} subscriptions per connection")
+            return
+        self.subs[topic] = _Sub(since, epoch if isinstance(epoch, str) else "")
+        self.hub.subscribe(topic, self)
+        self._wake.set()
+
+    # -- called by the hub (synchronously, on the event loop) -------------------------------
+    def deliver(self, topic: str, entries: list[Entry]) -> None:
+        sub = self.subs.get(topic)
+        if sub is None or sub.sync:
+            return
+        if any(frame.startswith(RESET_PREFIX) for _, frame in entries):
+            self.force_resync(topic, "worker-reset")
+            return
+        sub.pending.extend(entries)
+        if len(sub.pending) > self.max_pending:
+            self.force_resync(topic, "slow-client")
+            return
+        if sub.live:
+            self._wake.set()
+
+    def force_resync(self, topic: str, reason: str) -> None:
+        sub = self.subs.get(topic)
+        if sub is None:
+            return
+        sub.pending = []
+        sub.live = False
+        sub.sync = True
+        sub.since = None
+        sub.reason = reason
+        self._wake.set()
+
+    def redis_status(self, up: bool) -> None:
+        self._queue_control({"t": "status", "redis": "up" if up else "down"})
+
+    def topics_changed(self, topics: list[str]) -> None:
+        self._queue_control({"t": "topics", "topics": topics})
+
+    # -- outgoing ----------------------------------------------------------------------------
+    def _queue_control(self, msg: dict[str, Any]) -> None:
+        self._control.append(orjson.dumps(msg).decode())
+        self._wake.set()
+
+    async def _send_data(self, head: bytes, body: bytes) -> None:
+        """Send a windowed message ``{head,"seq":N,body}`` once fewer than ``window`` are unacked."""
+        while self._sent_seq - self._acked_seq >= self.window:
+            self._acked.clear()
+            await self._acked.wait()
+            await self._flush_control()
+        self._sent_seq += 1
+        await self._send(b"".join((head, b',"seq":', str(self._sent_seq).encode(), body)).decode())
+
+    async def _flush_control(self) -> None:
+        while self._control:
+            await self._send(self._control.popleft())
+
+    async def _sender(self) -> None:
+        try:
+            while not self._closed:
+                await self._wake.wait()
+                self._wake.clear()
+                await self._flush_control()
+                for topic, sub in list(self.subs.items()):
+                    if sub.sync and self.subs.get(topic) is sub:
+                        await self._sync(topic, sub)
+                await self._send_live()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the socket went away mid-send; the consumer's disconnect cleans up
+            log.debug("sender stopped", exc_info=True)
+
+    async def _sync(self, topic: str, sub: _Sub) -> None:
+        """Bring one subscription up to date: resume or snapshot, then catch up from Redis."""
+        sub.sync = False
+        sub.live = False
+        cursor_raw = sub.since
+        if cursor_raw is not None:
+            try:
+                await self.hub.check_resume(topic, cursor_raw, sub.epoch)
+            except ResumeRefused as refused:
+                cursor_raw = None
+                sub.reason = str(refused)
+        if cursor_raw is None:
+            if sub.reason is not None:
+                self.resyncs += 1
+                await self._send(orjson.dumps({"t": "resync", "topic": topic, "reason": sub.reason}).decode())
+            snap_id, state = await self.hub.snapshot(topic)
+            epoch = await self.hub.epoch()
+            body = b"".join((b',"topic":', orjson.dumps(topic), b',"id":"', snap_id, b'","epoch":',
+                             orjson.dumps(epoch), b',"state":', _raw_object(state), b"}"))
+            await self._send_data(b'{"t":"snapshot"', body)
+            cursor_raw = snap_id
+        sub.reason = None
+        sub.since = None
+        sub.cursor = parse_id(cursor_raw)
+        self.hub.track_from(topic, cursor_raw)
+        while not sub.sync and self.subs.get(topic) is sub:
+            try:
+                rows = await self.hub.read_after(topic, cursor_raw, self.catch_up_chunk)
+            except ResumeRefused as refused:
+                self.force_resync(topic, str(refused))
+                return
+            if not rows:
+                break
+            if any(frame.startswith(RESET_PREFIX) for _, frame in rows):
+                self.force_resync(topic, "worker-reset")
+                return
+            await self._send_data(b'{"t":"frames"', _frames_body({topic: rows}))
+            cursor_raw = rows[-1][0]
+            sub.cursor = parse_id(cursor_raw)
+        if not sub.sync:
+            sub.live = True
+
+    async def _send_live(self) -> None:
+        batch: dict[str, list[Entry]] = {}
+        for topic, sub in self.subs.items():
+            if not sub.live or not sub.pending:
+                continue
+            fresh = [e for e in sub.pending if parse_id(e[0]) > sub.cursor]
+            sub.pending = []
+            if fresh:
+                batch[topic] = fresh
+                sub.cursor = parse_id(fresh[-1][0])
+        if batch:
+            await self._send_data(b'{"t":"frames"', _frames_body(batch))
+
+
+def _raw_object(state: dict[bytes, bytes]) -> bytes:
+    """``{key: raw JSON}`` as a JSON object without decoding the values."""
+    parts = [orjson.dumps(k.decode()) + b":" + v for k, v in state.items()]
+    return b"{" + b",".join(parts) + b"}"
+
+
+def _frames_body(batch: dict[str, list[Entry]]) -> bytes:
+    out = [b',"topics":{']
+    first_topic = True
+    for topic, entries in batch.items():
+        if not first_topic:
+            out.append(b",")
+        first_topic = False
+        out.append(orjson.dumps(topic))
+        out.append(b":[")
+        out.append(b",".join(b'["' + eid + b'",' + frame + b"]" for eid, frame in entries))
+        out.append(b"]")
+    out.append(b"}}")
+    return b"".join(out)

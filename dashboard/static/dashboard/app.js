@@ -1,0 +1,80 @@
+/*
+ * The dashboard shell: connection state, counters, topics and a live event list.
+ * DOM work happens once per animation frame, whatever the message rate: records are queued as they
+ * arrive and the newest MAX_ROWS are rendered; beyond that the page says how many it summarised.
+ */
+(function () {
+  "use strict";
+  const MAX_ROWS = 300;
+  const $ = (id) => document.getElementById(id);
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  const client = new TelemetryClient(proto + "//" + location.host + "/ws/telemetry/");
+  const pending = []; // rows waiting for the next animation frame
+  let scheduled = false;
+  let skipped = 0;
+  const rate = { last: performance.now(), records: 0, value: 0 };
+  const LABELS = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", resyncing: "resyncing…", unauthorized: "not signed in" };
+
+  function schedule() { if (!scheduled) { scheduled = true; requestAnimationFrame(render); } }
+
+  client.on("state", (s) => {
+    const el = $("conn");
+    el.textContent = LABELS[s] || s;
+    el.dataset.state = s;
+    el.className = "badge conn-" + s;
+    if (s === "unauthorized") location.href = "/accounts/login/?next=/";
+  });
+  client.on("redis", (up) => { const el = $("redis"); el.textContent = up ? "redis up" : "redis down"; el.className = "badge " + (up ? "ok" : "bad"); });
+  client.on("topics", (topics) => {
+    const ul = $("topics");
+    ul.replaceChildren(...(topics.length ? topics.map((t) => { const li = document.createElement("li"); li.textContent = t; return li; })
+      : [Object.assign(document.createElement("li"), { className: "muted", textContent: "waiting for a worker to publish…" })]));
+  });
+  client.on("records", (topic, records) => {
+    rate.records += records.length;
+    for (const r of records) pending.push([topic, r]);
+    if (pending.length > MAX_ROWS) { skipped += pending.length - MAX_ROWS; pending.splice(0, pending.length - MAX_ROWS); }
+    schedule();
+  });
+  client.on("resync", (topic, reason) => { pending.push([topic, { marker: true, reason: reason }]); schedule(); });
+  client.on("snapshot", () => schedule());
+
+  function cell(text) { const td = document.createElement("td"); td.textContent = text === undefined || text === null ? "" : String(text); return td; }
+
+  function render() {
+    scheduled = false;
+    const tbody = $("events");
+    const frag = document.createDocumentFragment();
+    for (let i = pending.length - 1; i >= 0; i--) {
+      const [topic, r] = pending[i];
+      const tr = document.createElement("tr");
+      if (r.marker) {
+        tr.className = "resync-marker";
+        const td = cell("⟳ resynced " + topic + " (" + r.reason + "): state reloaded from a fresh snapshot");
+        td.colSpan = 6;
+        tr.appendChild(td);
+      } else {
+        const when = r.ts ? new Date(r.ts).toISOString().slice(11, 23) : "";
+        tr.append(cell(when), cell(topic), cell(r.k), cell(r.type), cell(r.key), cell(r.rv));
+      }
+      frag.appendChild(tr);
+    }
+    pending.length = 0;
+    tbody.insertBefore(frag, tbody.firstChild);
+    while (tbody.rows.length > MAX_ROWS) tbody.deleteRow(-1);
+    const now = performance.now();
+    if (now - rate.last >= 1000) { rate.value = Math.round((rate.records * 1000) / (now - rate.last)); rate.records = 0; rate.last = now; }
+    $("c-records").textContent = client.stats.records.toLocaleString();
+    $("c-frames").textContent = client.stats.frames.toLocaleString();
+    $("c-rate").textContent = rate.value.toLocaleString();
+    $("c-resyncs").textContent = client.stats.resyncs.toLocaleString();
+    $("c-dropped").textContent = client.stats.dropped.toLocaleString();
+    let keys = 0; for (const t of client.topics.values()) keys += t.state.size;
+    $("c-keys").textContent = keys.toLocaleString();
+    $("summary").textContent = skipped ? "(busy: showing the newest " + MAX_ROWS + " rows; " + skipped.toLocaleString() + " summarised)" : "";
+  }
+
+  setInterval(schedule, 1000); // keeps the rate counter honest when nothing arrives
+  window.ctrlscope = { client: client };
+  client.connect();
+})();

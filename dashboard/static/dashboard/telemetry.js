@@ -1,0 +1,155 @@
+/*
+ * TelemetryClient: one multiplexed websocket per tab, with resume and resync.
+ *
+ * Per topic the client keeps a cursor (the last stream id applied) and the topic's state (a Map
+ * rebuilt from each snapshot and updated by every frame's "s" changes). After a reconnect it
+ * resubscribes with {since: cursor, epoch} and the server resumes exactly after the cursor, or
+ * answers "resync" + a fresh snapshot when that is impossible (retention, Redis restart, slow
+ * client). Every data message is acked so the server can bound what it has in flight.
+ *
+ * Listeners: onState(state), onRecords(topic, records, entryId), onSnapshot(topic),
+ * onResync(topic, reason), onTopics(list), onRedis(up), onError(err).
+ */
+(function (global) {
+  "use strict";
+
+  function cmpId(a, b) {
+    const [am, as] = a.split("-").map(Number);
+    const [bm, bs] = b.split("-").map(Number);
+    return am !== bm ? am - bm : as - bs;
+  }
+
+  class TelemetryClient {
+    constructor(url, opts) {
+      this.url = url;
+      this.opts = Object.assign({ autoSubscribe: true, maxBackoff: 5000 }, opts || {});
+      this.topics = new Map(); // topic -> {cursor, state: Map}
+      this.knownTopics = [];
+      this.epoch = "";
+      this.state = "connecting"; // connecting | live | reconnecting | resyncing | unauthorized
+      this.listeners = {};
+      this.stats = { records: 0, frames: 0, resyncs: 0, duplicates: 0, dropped: 0, messages: 0, errors: 0, reconnects: 0 };
+      this.backoff = 250;
+      this.ws = null;
+      this.closedByUser = false;
+      this.resyncing = new Set();
+    }
+
+    on(name, fn) { (this.listeners[name] = this.listeners[name] || []).push(fn); return this; }
+    emit(name, ...args) { (this.listeners[name] || []).forEach((fn) => { try { fn(...args); } catch (e) { console.error(e); } }); }
+
+    setState(s) { if (this.state !== s) { this.state = s; this.emit("state", s); } }
+
+    connect() {
+      this.closedByUser = false;
+      const ws = new WebSocket(this.url);
+      this.ws = ws;
+      ws.onopen = () => { this.backoff = 250; };
+      ws.onmessage = (ev) => this.handle(ev.data);
+      ws.onclose = (ev) => {
+        if (this.ws !== ws) return;
+        this.ws = null;
+        if (ev.code === 4401) { this.setState("unauthorized"); return; }
+        if (this.closedByUser) return;
+        this.setState("reconnecting");
+        this.stats.reconnects += 1;
+        const delay = this.backoff * (0.5 + Math.random());
+        this.backoff = Math.min(this.backoff * 2, this.opts.maxBackoff);
+        setTimeout(() => this.connect(), delay);
+      };
+    }
+
+    close() { this.closedByUser = true; if (this.ws) this.ws.close(); }
+
+    send(obj) { if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(obj)); }
+
+    subscribe(topic) {
+      let t = this.topics.get(topic);
+      if (!t) { t = { cursor: null, state: new Map() }; this.topics.set(topic, t); }
+      const msg = { op: "sub", topic: topic };
+      if (t.cursor !== null) { msg.since = t.cursor; msg.epoch = this.epoch; }
+      this.send(msg);
+    }
+
+    handle(text) {
+      let msg;
+      try { msg = JSON.parse(text); } catch (e) { this.stats.errors += 1; return; }
+      this.stats.messages += 1;
+      switch (msg.t) {
+        case "hello":
+          this.knownTopics = msg.topics;
+          this.emit("topics", msg.topics);
+          this.emit("redis", msg.redis === "up");
+          // Resume every topic we had; subscribe to new ones.
+          for (const topic of this.topics.keys()) this.subscribe(topic);
+          if (this.opts.autoSubscribe) for (const topic of msg.topics) if (!this.topics.has(topic)) this.subscribe(topic);
+          this.epoch = msg.epoch || this.epoch;
+          this.setState(this.resyncing.size ? "resyncing" : "live");
+          break;
+        case "topics":
+          this.knownTopics = msg.topics;
+          this.emit("topics", msg.topics);
+          if (this.opts.autoSubscribe) for (const topic of msg.topics) if (!this.topics.has(topic)) this.subscribe(topic);
+          break;
+        case "snapshot": {
+          const t = this.topics.get(msg.topic) || { cursor: null, state: new Map() };
+          t.state = new Map(Object.entries(msg.state));
+          t.cursor = msg.id;
+          this.topics.set(msg.topic, t);
+          if (msg.epoch) this.epoch = msg.epoch;
+          this.resyncing.delete(msg.topic);
+          this.emit("snapshot", msg.topic, t.state);
+          this.ack(msg.seq);
+          if (this.state !== "unauthorized") this.setState(this.resyncing.size ? "resyncing" : "live");
+          break;
+        }
+        case "frames":
+          for (const topic in msg.topics) this.applyEntries(topic, msg.topics[topic]);
+          this.ack(msg.seq);
+          break;
+        case "resync":
+          this.stats.resyncs += 1;
+          this.resyncing.add(msg.topic);
+          this.setState("resyncing");
+          this.emit("resync", msg.topic, msg.reason);
+          break;
+        case "status":
+          this.emit("redis", msg.redis === "up");
+          if (msg.redis !== "up") { this.setState("reconnecting"); break; }
+          // The server resyncs every subscription after a Redis outage: snapshots follow.
+          for (const topic of this.topics.keys()) this.resyncing.add(topic);
+          this.setState(this.resyncing.size ? "resyncing" : "live");
+          break;
+        case "error":
+          this.stats.errors += 1;
+          this.emit("error", msg);
+          break;
+        default:
+          break;
+      }
+    }
+
+    applyEntries(topic, entries) {
+      const t = this.topics.get(topic);
+      if (!t) return;
+      for (const [id, frame] of entries) {
+        if (t.cursor !== null && cmpId(id, t.cursor) <= 0) { this.stats.duplicates += 1; continue; }
+        t.cursor = id;
+        this.stats.frames += 1;
+        if (frame.s) {
+          for (const k in frame.s) {
+            if (frame.s[k] === null) t.state.delete(k); else t.state.set(k, frame.s[k]);
+          }
+        }
+        if (frame.dropped) this.stats.dropped += frame.dropped;
+        this.stats.records += frame.r.length;
+        this.emit("records", topic, frame.r, id, frame);
+      }
+    }
+
+    ack(seq) { if (typeof seq === "number") this.send({ op: "ack", seq: seq }); }
+  }
+
+  global.TelemetryClient = TelemetryClient;
+  global.TelemetryClient.cmpId = cmpId;
+})(window);

@@ -1,0 +1,177 @@
+"""Shared fixtures: a real Redis (whatever redisboot finds or starts), real daphne processes, real
+headless Chromium. Each test gets its own key prefix and deletes only keys under it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+from controllers.telemetry.publisher import RedisPublisher
+from controllers.telemetry.redisboot import RedisHandle, ensure_redis, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = Path(os.environ.get("CTRLSCOPE_ARTIFACTS", ROOT / "artifacts"))
+
+
+@pytest.fixture(scope="session")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("run")
+
+
+@pytest.fixture(scope="session")
+def redis_handle(run_dir: Path) -> RedisHandle:
+    handle = ensure_redis(run_dir)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_handle: RedisHandle) -> str:
+    return redis_handle.url
+
+
+def delete_prefix(url: str, prefix: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=prefix + "*", count=1000))
+        if keys:
+            client.delete(*keys)
+    except redis.RedisError:
+        pass
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def prefix(redis_url: str) -> str:
+    p = f"ctrlscope-test-{uuid.uuid4().hex[:10]}:"
+    yield p
+    delete_prefix(redis_url, p)
+
+
+@pytest.fixture
+def publisher_factory(redis_url: str, prefix: str):
+    made: list[RedisPublisher] = []
+
+    def make(url: str | None = None, **kw) -> RedisPublisher:
+        pub = RedisPublisher(url or redis_url, prefix=prefix, **kw)
+        made.append(pub)
+        return pub
+
+    yield make
+    for pub in made:
+        pub.stop()
+
+
+@pytest.fixture(scope="session")
+def django_db(run_dir: Path) -> Path:
+    db = run_dir / "dashboard.sqlite3"
+    env = {**os.environ, "CTRLSCOPE_DEMO": "1", "CTRLSCOPE_DB": str(db), "CTRLSCOPE_RUN_DIR": str(run_dir)}
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
+    return db
+
+
+class DashboardServer:
+    """A real daphne process serving the dashboard on a free loopback port."""
+
+    def __init__(self, redis_url: str, prefix: str, db: Path, run_dir: Path, **env: str) -> None:
+        self.port = free_port()
+        self.env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
+                    "CTRLSCOPE_DB": str(db), "CTRLSCOPE_RUN_DIR": str(run_dir),
+                    "CTRLSCOPE_ALLOW_ANONYMOUS": "1", **env}
+        self.log = run_dir / f"daphne-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws/telemetry/"
+
+    def start(self) -> DashboardServer:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "dashboard.asgi:application"],
+                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daphne exited: {self.log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as resp:
+                    if resp.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"daphne did not answer: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def rss_bytes(self) -> int:
+        import psutil
+
+        return psutil.Process(self.proc.pid).memory_info().rss if self.proc else 0
+
+
+@pytest.fixture
+def dashboard_factory(redis_url: str, prefix: str, django_db: Path, run_dir: Path):
+    servers: list[DashboardServer] = []
+
+    def make(url: str | None = None, **env: str) -> DashboardServer:
+        server = DashboardServer(url or redis_url, prefix, django_db, run_dir, **env).start()
+        servers.append(server)
+        return server
+
+    yield make
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture
+def dashboard(dashboard_factory) -> DashboardServer:
+    return dashboard_factory()
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory: pytest.TempPathFactory):
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing in CI: .ci/run should have installed Debian chromium")
+        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium); .ci/run installs it")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        profile = tmp_path_factory.mktemp("chromium-profile")
+        context = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 800})
+        yield context
+        context.close()
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS

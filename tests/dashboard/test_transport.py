@@ -1,0 +1,191 @@
+"""Worker → Redis → daphne → websocket, end to end: order, resume, retention, slow clients, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.error
+import urllib.request
+
+import pytest
+import websockets
+
+from dashboard.wsclient import TelemetryWsClient
+
+
+def seqs(client: TelemetryWsClient, topic: str) -> list[int]:
+    return [r["seq"] for r in client.topics[topic].records]
+
+
+def publish_batch(pub, topic: str, start: int, n: int, per_frame: int = 10) -> int:
+    """Publish ``n`` records (seq start..start+n-1) with state, flushing every ``per_frame``."""
+    for i in range(start, start + n):
+        pub.publish(topic, {"seq": i})
+        pub.set_state(topic, f"k{i % 40}", None if i % 9 == 0 else {"seq": i})
+        if (i + 1) % per_frame == 0:
+            pub.flush()
+    pub.flush()
+    return start + n
+
+
+def client_for(dashboard, **kw) -> TelemetryWsClient:
+    return TelemetryWsClient(dashboard.ws_url, origin=dashboard.url, **kw)
+
+
+def test_all_frames_reach_the_client_in_order(dashboard, publisher_factory):
+    pub = publisher_factory()
+    pub.set_state("t", "seed", {"v": 0})
+    pub.flush()
+
+    async def main():
+        c = await client_for(dashboard).connect()
+        await c.subscribe("t")
+        await c.wait_for(lambda: c.topics["t"].snapshots == 1, what="snapshot")
+        await asyncio.to_thread(publish_batch, pub, "t", 0, 3000)
+        await c.wait_for(lambda: len(c.topics["t"].records) >= 3000, what="3000 records")
+        await c.close()
+        return c
+
+    c = asyncio.run(main())
+    assert seqs(c, "t") == list(range(3000))
+    assert c.duplicates == 0 and c.resyncs == []
+    assert c.topics["t"].state == pub.state("t")
+
+
+def test_reconnect_resumes_with_zero_loss_and_zero_duplicates(dashboard, publisher_factory):
+    pub = publisher_factory()
+    pub.publish("t", {"seq": -1})
+    pub.flush()
+
+    async def main():
+        c = await client_for(dashboard).connect()
+        await c.subscribe("t")
+        await c.wait_for(lambda: c.topics["t"].snapshots == 1, what="snapshot")
+        pub_task = asyncio.create_task(asyncio.to_thread(publish_batch, pub, "t", 0, 2000, 5))
+        await c.wait_for(lambda: len(c.topics["t"].records) >= 300, what="first records")
+        await c.drop()  # killed mid-stream, no close handshake
+        await asyncio.sleep(0.2)
+        await c.connect()  # resubscribes with since=cursor, epoch
+        await pub_task
+        await c.wait_for(lambda: len(c.topics["t"].records) >= 2000, what="all records after resume")
+        await c.close()
+        return c
+
+    c = asyncio.run(main())
+    assert seqs(c, "t") == list(range(2000))
+    assert c.duplicates == 0
+    assert c.resyncs == [] and c.topics["t"].snapshots == 1, "a resume inside retention needs no snapshot"
+    assert c.topics["t"].state == pub.state("t")
+
+
+def test_resume_beyond_retention_resyncs_to_a_consistent_state(dashboard, publisher_factory):
+    pub = publisher_factory(maxlen=50)
+
+    async def main():
+        c = await client_for(dashboard).connect()
+        await asyncio.to_thread(publish_batch, pub, "t", 0, 20, 1)
+        await c.subscribe("t")
+        await c.wait_for(lambda: c.topics["t"].snapshots == 1, what="snapshot")
+        await c.drop()
+        # 1,500 frames while away: far more than the ~50 (+ one macro node) the stream retains.
+        await asyncio.to_thread(publish_batch, pub, "t", 20, 1500, 1)
+        await c.connect()
+        await c.wait_for(lambda: c.topics["t"].snapshots == 2, what="fresh snapshot after resync")
+        await asyncio.to_thread(publish_batch, pub, "t", 1520, 100, 1)
+        await c.wait_for(lambda: c.topics["t"].records and c.topics["t"].records[-1]["seq"] == 1619, what="tail")
+        await c.close()
+        return c
+
+    c = asyncio.run(main())
+    assert c.resyncs == [("t", "retention")]
+    assert c.topics["t"].state == pub.state("t")
+    assert c.duplicates == 0
+
+
+def test_a_client_that_stops_acking_is_resynced_instead_of_buffered(dashboard_factory, publisher_factory):
+    dashboard = dashboard_factory()
+    pub = publisher_factory()
+    pub.publish("t", {"seq": -1})
+    pub.flush()
+
+    async def main():
+        c = await client_for(dashboard, auto_ack=False).connect()
+        await c.subscribe("t")
+        await c.wait_for(lambda: c.topics["t"].snapshots == 1, what="snapshot")
+        # One frame per record: 7,000 entries overflow the 5,000-entry per-topic buffer while the
+        # client has 16 unacked messages outstanding.
+        await asyncio.to_thread(publish_batch, pub, "t", 0, 7000, 1)
+        await asyncio.sleep(1.0)
+        stalled_at = c.messages
+        await asyncio.sleep(0.5)
+        assert c.messages == stalled_at, "the server must stop sending at the window"
+        c.auto_ack = True
+        await c.send({"op": "ack", "seq": c._pending_ack})
+        c._pending_ack = None
+        await c.wait_for(lambda: c.topics["t"].snapshots == 2, what="resync snapshot")
+        await asyncio.to_thread(publish_batch, pub, "t", 7000, 10, 1)
+        await c.wait_for(lambda: c.topics["t"].records[-1]["seq"] == 7009, what="live again")
+        await c.close()
+        return c
+
+    c = asyncio.run(main())
+    assert ("t", "slow-client") in c.resyncs
+    assert c.topics["t"].state == pub.state("t")
+    assert c.duplicates == 0
+
+
+def test_bad_messages_get_error_frames_and_other_clients_are_unaffected(dashboard, publisher_factory):
+    pub = publisher_factory()
+    pub.publish("t", {"seq": -1})
+    pub.flush()
+
+    async def main():
+        good = await client_for(dashboard).connect()
+        await good.subscribe("t")
+        bad = await client_for(dashboard).connect()
+        for msg in ["{not json", "[1,2]", '{"op":"launch"}', '{"op":"sub","topic":"no-such-topic"}',
+                    '{"op":"sub","topic":"../../etc"}', '{"op":"sub","topic":"t","since":"yesterday"}',
+                    '{"op":"ack","seq":999999}', b"\x00\x01binary"]:
+            await bad.send(msg)
+        await bad.wait_for(lambda: len(bad.errors) == 8, what="8 error frames")
+        codes = [e["code"] for e in bad.errors]
+        assert codes == ["bad_json", "bad_message", "unknown_op", "unknown_topic", "bad_topic",
+                         "bad_since", "bad_ack", "binary"]
+        await bad.send('{"op":"sub","topic":"t","pad":"' + "x" * 70_000 + '"}')
+        await bad.wait_for(lambda: bad.close_code is not None, what="close after oversized message")
+        assert bad.close_code == 4009
+        await asyncio.to_thread(publish_batch, pub, "t", 0, 100)
+        await good.wait_for(lambda: len(good.topics["t"].records) >= 100, what="good client still served")
+        assert good.errors == []
+        await good.close()
+
+    asyncio.run(main())
+
+
+def test_a_wrong_origin_is_rejected(dashboard):
+    async def main():
+        with pytest.raises(websockets.InvalidStatus) as info:
+            await websockets.connect(dashboard.ws_url, origin="http://evil.example")
+        assert info.value.response.status_code == 403
+
+    asyncio.run(main())
+
+
+def test_anonymous_is_rejected_when_auth_is_required(dashboard_factory, publisher_factory):
+    dashboard = dashboard_factory(CTRLSCOPE_ALLOW_ANONYMOUS="0")
+
+    async def main():
+        ws = await websockets.connect(dashboard.ws_url, origin=dashboard.url)
+        with pytest.raises(websockets.ConnectionClosed):
+            await asyncio.wait_for(ws.recv(), 5)
+        assert ws.close_code == 4401
+
+    asyncio.run(main())
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    with pytest.raises(urllib.error.HTTPError) as info:
+        opener.open(dashboard.url + "/")
+    assert info.value.code == 302 and "/accounts/login/" in info.value.headers["Location"]

@@ -1,0 +1,154 @@
+"""RedisPublisher against a real Redis: frames, snapshots, idempotent retries, resets, overflow."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+import pytest
+import redis
+
+from controllers.telemetry.streams import SNAPSHOT_ID_FIELD, Keys, parse_id
+
+
+def read_stream(url: str, prefix: str, topic: str) -> list[tuple[bytes, dict]]:
+    r = redis.Redis.from_url(url)
+    try:
+        return [(eid, orjson.loads(f[b"f"])) for eid, f in r.xrange(Keys(prefix).stream(topic))]
+    finally:
+        r.close()
+
+
+def read_snapshot(url: str, prefix: str, topic: str) -> tuple[bytes, dict]:
+    r = redis.Redis.from_url(url)
+    try:
+        raw = r.hgetall(Keys(prefix).snapshot(topic))
+    finally:
+        r.close()
+    snap_id = raw.pop(SNAPSHOT_ID_FIELD.encode())
+    return snap_id, {k.decode(): orjson.loads(v) for k, v in raw.items()}
+
+
+def fold(state: dict, frames: list[dict]) -> dict:
+    state = dict(state)
+    for frame in frames:
+        for k, v in frame.get("s", {}).items():
+            if v is None:
+                state.pop(k, None)
+            else:
+                state[k] = v
+    return state
+
+
+def test_records_arrive_in_order_and_snapshot_is_stamped_with_last_frame(publisher_factory, redis_url, prefix):
+    pub = publisher_factory(max_frame_items=100)
+    for i in range(1000):
+        pub.publish("t", {"seq": i})
+        pub.set_state("t", f"k{i % 37}", {"v": i})
+    while pub.flush():
+        pass
+    entries = read_stream(redis_url, prefix, "t")
+    seqs = [r["seq"] for _, f in entries for r in f["r"]]
+    assert seqs == list(range(1000))
+    snap_id, state = read_snapshot(redis_url, prefix, "t")
+    assert snap_id == entries[-1][0]
+    assert state == pub.state("t")
+
+
+def test_snapshot_plus_later_frames_reproduce_current_state(publisher_factory, redis_url, prefix):
+    pub = publisher_factory()
+    for i in range(300):
+        pub.set_state("t", f"k{i % 50}", {"v": i})
+    pub.flush()
+    snap_id, snap_state = read_snapshot(redis_url, prefix, "t")
+    for i in range(300, 700):
+        pub.set_state("t", f"k{i % 60}", None if i % 7 == 0 else {"v": i})
+        if i % 50 == 0:
+            pub.flush()
+    pub.flush()
+    later = [f for eid, f in read_stream(redis_url, prefix, "t") if parse_id(eid) > parse_id(snap_id)]
+    assert fold(snap_state, later) == pub.state("t")
+
+
+def test_frame_retried_after_lost_reply_is_written_once(publisher_factory, redis_url, prefix, monkeypatch):
+    pub = publisher_factory()
+    pub.publish("t", {"seq": 1})
+    pub.flush()
+    pub.publish("t", {"seq": 2})
+    real_pipeline = pub._redis.pipeline
+
+    class LostReply:
+        def __init__(self) -> None:
+            self.pipe = real_pipeline(transaction=False)
+
+        def __getattr__(self, name):
+            return getattr(self.pipe, name)
+
+        def execute(self):
+            self.pipe.execute()  # Redis applied the frame...
+            raise redis.ConnectionError("connection reset while reading the reply")  # ...the reply is lost
+
+    monkeypatch.setattr(pub._redis, "pipeline", lambda transaction=False: LostReply())
+    with pytest.raises(redis.ConnectionError):
+        pub.flush()
+    monkeypatch.setattr(pub._redis, "pipeline", real_pipeline)
+    pub.publish("t", {"seq": 3})
+    pub.flush()  # retries the in-flight frame unchanged (skipped by seq), then sends seq 3
+    pub.flush()
+    seqs = [r["seq"] for _, f in read_stream(redis_url, prefix, "t") for r in f["r"]]
+    assert seqs == [1, 2, 3]
+
+
+def test_lost_redis_data_is_rewritten_as_a_reset_frame(publisher_factory, redis_url, prefix):
+    from tests.conftest import delete_prefix
+
+    pub = publisher_factory()
+    for i in range(20):
+        pub.set_state("t", f"k{i}", {"v": i})
+    pub.publish("t", {"seq": 1})
+    pub.flush()
+    delete_prefix(redis_url, prefix)  # what a Redis restart without persistence looks like
+    pub.set_state("t", "k0", {"v": "new"})
+    pub.publish("t", {"seq": 2})
+    pub.flush()
+    entries = read_stream(redis_url, prefix, "t")
+    assert len(entries) == 1
+    raw = redis.Redis.from_url(redis_url).xrange(Keys(prefix).stream("t"))[0][1][b"f"]
+    assert raw.startswith(b'{"reset":true'), "the dashboard recognises resets by this prefix"
+    assert [r["seq"] for r in entries[0][1]["r"]] == [2]
+    _, state = read_snapshot(redis_url, prefix, "t")
+    assert state == pub.state("t") and state["k0"] == {"v": "new"} and len(state) == 20
+
+
+def test_full_buffer_drops_oldest_records_and_reports_the_count(publisher_factory, redis_url, prefix):
+    pub = publisher_factory(buffer_limit=10)
+    for i in range(25):
+        pub.publish("t", {"seq": i})
+    pub.flush()
+    (_, frame), = read_stream(redis_url, prefix, "t")
+    assert [r["seq"] for r in frame["r"]] == list(range(15, 25))
+    assert frame["dropped"] == 15
+    assert pub.records_dropped == 15
+
+
+def test_publisher_thread_flushes_within_the_interval(publisher_factory, redis_url, prefix):
+    pub = publisher_factory(flush_interval=0.05).start()
+    t0 = time.monotonic()
+    pub.publish("t", {"seq": 1})
+    while not read_stream(redis_url, prefix, "t"):
+        assert time.monotonic() - t0 < 2, "frame not published"
+        time.sleep(0.005)
+    assert time.monotonic() - t0 < 0.5
+
+
+def test_unreachable_redis_buffers_without_blocking_the_producer(publisher_factory):
+    from controllers.telemetry.redisboot import free_port
+
+    pub = publisher_factory(url=f"redis://127.0.0.1:{free_port()}/0", buffer_limit=100).start()
+    t0 = time.monotonic()
+    for i in range(1000):
+        pub.publish("t", {"seq": i})
+    assert time.monotonic() - t0 < 0.5
+    time.sleep(0.3)
+    assert not pub.connected and pub.redis_errors >= 1
+    assert pub.records_dropped == 900
