@@ -16,7 +16,7 @@ $(STAMP): requirements.txt
 	@touch $(STAMP)
 
 demo: venv
-	$(BIN)/python manage.py demo
+	CTRLSCOPE_DEMO=1 $(BIN)/python manage.py demo
 
 lint: venv
 	$(BIN)/ruff check controllers dashboard tests bench

@@ -19,9 +19,15 @@ from dashboard.session import ClientSession, ProtocolViolation
 log = logging.getLogger(__name__)
 
 CLOSE_UNAUTHORIZED = 4401
+CLOSE_INTERNAL = 4500
 
 
 class TelemetryConsumer(AsyncWebsocketConsumer):
+    # Telemetry comes from Redis Streams through the hub, not the channel layer. Naming an alias
+    # that is not configured keeps this consumer off the layer: channels_redis' receive loop raises
+    # when Redis restarts and would take the socket down with it, which is exactly when the page
+    # must stay up and show "reconnecting".
+    channel_layer_alias = "ctrlscope-telemetry-has-no-channel-layer"
     session: ClientSession | None = None
 
     async def connect(self) -> None:
@@ -32,8 +38,12 @@ class TelemetryConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
         await self.accept()
-        self.session = ClientSession(get_hub(settings.REDIS_URL, settings.CTRLSCOPE_PREFIX), self._send_text)
+        self.session = ClientSession(get_hub(settings.REDIS_URL, settings.CTRLSCOPE_PREFIX), self._send_text,
+                                     on_fatal=self._fatal)
         await self.session.start()
+
+    async def _fatal(self) -> None:
+        await self.close(code=CLOSE_INTERNAL)
 
     async def _send_text(self, text: str) -> None:
         await self.send(text_data=text)

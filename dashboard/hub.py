@@ -152,6 +152,11 @@ class StreamHub:
             rows = rows[1:]
         return [(eid, fields.get(FRAME_FIELD, b"{}")) for eid, fields in rows]
 
+    async def read_range(self, topic: str, first: bytes, last: bytes, limit: int = 20_000) -> list[Entry]:
+        """Entries with ``first`` ≤ id ≤ ``last`` (at most ``limit``)."""
+        rows = await self.redis.xrange(self.keys.stream(topic), min=first, max=last, count=limit)
+        return [(eid, fields.get(FRAME_FIELD, b"{}")) for eid, fields in rows]
+
     # -- the tail ----------------------------------------------------------------------------
     async def _tail_loop(self) -> None:
         backoff = 0.0

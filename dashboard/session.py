@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
+import redis
 
 from controllers.telemetry.streams import RESET_PREFIX, parse_id
 from dashboard.hub import Entry, ResumeRefused, StreamHub
@@ -57,7 +58,7 @@ class ProtocolViolation(Exception):
 class _Sub:
     """A subscription. Invariant: entries in ``pending`` may be ≤ cursor (dropped when sent)."""
 
-    __slots__ = ("cursor", "pending", "live", "sync", "since", "epoch", "reason")
+    __slots__ = ("cursor", "pending", "live", "sync", "since", "epoch", "reason", "replay_from")
 
     def __init__(self, since: bytes | None, epoch: str) -> None:
         self.cursor = (0, 0)
@@ -67,15 +68,18 @@ class _Sub:
         self.since = since
         self.epoch = epoch
         self.reason: str | None = None
+        self.replay_from: bytes | None = None  # id of a worker reset frame to replay from
 
 
 class ClientSession:
     """Subscriptions, buffering and flow control for one websocket."""
 
     def __init__(self, hub: StreamHub, send: Callable[[str], Awaitable[None]], *, window: int = 16,
-                 max_pending: int = 5000, catch_up_chunk: int = 500) -> None:
+                 max_pending: int = 5000, catch_up_chunk: int = 500,
+                 on_fatal: Callable[[], Awaitable[None]] | None = None) -> None:
         self.hub = hub
         self._send = send
+        self._on_fatal = on_fatal
         self.window = window
         self.max_pending = max_pending
         self.catch_up_chunk = catch_up_chunk
@@ -185,8 +189,9 @@ class ClientSession:
         sub = self.subs.get(topic)
         if sub is None or sub.sync:
             return
-        if any(frame.startswith(RESET_PREFIX) for _, frame in entries):
-            self.force_resync(topic, "worker-reset")
+        reset = _first_reset(entries)
+        if reset is not None:
+            self.force_resync(topic, "worker-reset", replay_from=reset)
             return
         sub.pending.extend(entries)
         if len(sub.pending) > self.max_pending:
@@ -195,7 +200,13 @@ class ClientSession:
         if sub.live:
             self._wake.set()
 
-    def force_resync(self, topic: str, reason: str) -> None:
+    def force_resync(self, topic: str, reason: str, replay_from: bytes | None = None) -> None:
+        """Resync ``topic``: a fresh snapshot replaces the client's state.
+
+        ``replay_from`` is the id of a worker reset frame (a restarted worker, or a worker that had
+        to rebuild its snapshot): the frames from it up to the snapshot are still in the stream, so
+        they are sent before the snapshot and the client loses no events, only redraws its state.
+        """
         sub = self.subs.get(topic)
         if sub is None:
             return
@@ -204,6 +215,7 @@ class ClientSession:
         sub.sync = True
         sub.since = None
         sub.reason = reason
+        sub.replay_from = replay_from
         self._wake.set()
 
     def redis_status(self, up: bool) -> None:
@@ -231,19 +243,34 @@ class ClientSession:
             await self._send(self._control.popleft())
 
     async def _sender(self) -> None:
-        try:
-            while not self._closed:
-                await self._wake.wait()
-                self._wake.clear()
+        """The only task that writes to the socket: control first, then syncs, then live frames."""
+        while not self._closed:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
                 await self._flush_control()
                 for topic, sub in list(self.subs.items()):
                     if sub.sync and self.subs.get(topic) is sub:
                         await self._sync(topic, sub)
                 await self._send_live()
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # the socket went away mid-send; the consumer's disconnect cleans up
-            log.debug("sender stopped", exc_info=True)
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+                # Redis went away in the middle of a sync: redo the unfinished syncs shortly (the
+                # hub resyncs every subscription anyway once Redis answers again).
+                log.info("sync interrupted by Redis (%s); retrying", exc)
+                for sub in self.subs.values():
+                    if not sub.live:
+                        sub.sync = True
+                await asyncio.sleep(0.5)
+                self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A bug, or the socket died under us: close so the page reconnects and resumes,
+                # rather than leaving it connected to a session that no longer sends.
+                log.exception("telemetry session failed; closing the socket")
+                self._closed = True
+                if self._on_fatal is not None:
+                    await self._on_fatal()
 
     async def _sync(self, topic: str, sub: _Sub) -> None:
         """Bring one subscription up to date: resume or snapshot, then catch up from Redis."""
@@ -262,6 +289,9 @@ class ClientSession:
                 await self._send(orjson.dumps({"t": "resync", "topic": topic, "reason": sub.reason}).decode())
             snap_id, state = await self.hub.snapshot(topic)
             epoch = await self.hub.epoch()
+            if sub.replay_from is not None:
+                await self._replay(topic, sub.replay_from, snap_id)
+                sub.replay_from = None
             body = b"".join((b',"topic":', orjson.dumps(topic), b',"id":"', snap_id, b'","epoch":',
                              orjson.dumps(epoch), b',"state":', _raw_object(state), b"}"))
             await self._send_data(b'{"t":"snapshot"', body)
@@ -278,14 +308,21 @@ class ClientSession:
                 return
             if not rows:
                 break
-            if any(frame.startswith(RESET_PREFIX) for _, frame in rows):
-                self.force_resync(topic, "worker-reset")
+            reset = _first_reset(rows)
+            if reset is not None:
+                self.force_resync(topic, "worker-reset", replay_from=reset)
                 return
             await self._send_data(b'{"t":"frames"', _frames_body({topic: rows}))
             cursor_raw = rows[-1][0]
             sub.cursor = parse_id(cursor_raw)
         if not sub.sync:
             sub.live = True
+
+    async def _replay(self, topic: str, first: bytes, last: bytes) -> None:
+        """Send the frames ``first``..``last`` (inclusive) that a worker reset made a resync skip."""
+        rows = await self.hub.read_range(topic, first, last)
+        for i in range(0, len(rows), self.catch_up_chunk):
+            await self._send_data(b'{"t":"frames"', _frames_body({topic: rows[i:i + self.catch_up_chunk]}))
 
     async def _send_live(self) -> None:
         batch: dict[str, list[Entry]] = {}
@@ -299,6 +336,13 @@ class ClientSession:
                 sub.cursor = parse_id(fresh[-1][0])
         if batch:
             await self._send_data(b'{"t":"frames"', _frames_body(batch))
+
+
+def _first_reset(entries: list[Entry]) -> bytes | None:
+    for eid, frame in entries:
+        if frame.startswith(RESET_PREFIX):
+            return eid
+    return None
 
 
 def _raw_object(state: dict[bytes, bytes]) -> bytes:

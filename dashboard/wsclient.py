@@ -54,6 +54,7 @@ class TelemetryWsClient:
         self._reader: asyncio.Task[None] | None = None
         self._hello = asyncio.Event()
         self._pending_ack: int | None = None
+        self.log: list[Any] = []
 
     async def connect(self) -> TelemetryWsClient:
         self._hello = asyncio.Event()
@@ -114,6 +115,7 @@ class TelemetryWsClient:
     def _handle(self, msg: dict[str, Any]) -> None:
         self.messages += 1
         t = msg.get("t")
+        self.log.append((t, msg.get("id") or msg.get("reason") or msg.get("redis") or ([(k, v[0][0], v[-1][0]) for k, v in msg["topics"].items()] if isinstance(msg.get("topics"), dict) else "")))
         if t == "hello":
             self.epoch = msg["epoch"] or self.epoch
             self.known_topics = msg["topics"]
@@ -135,6 +137,7 @@ class TelemetryWsClient:
                 for eid, frame in entries:
                     if view.cursor is not None and parse_id(eid) <= parse_id(view.cursor):
                         self.duplicates += 1
+                        self.log.append(("DUP", eid, view.cursor))
                         continue
                     view.cursor = eid
                     view.ids.append(eid)

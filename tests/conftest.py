@@ -75,7 +75,9 @@ def publisher_factory(redis_url: str, prefix: str):
 def django_db(run_dir: Path) -> Path:
     db = run_dir / "dashboard.sqlite3"
     env = {**os.environ, "CTRLSCOPE_DEMO": "1", "CTRLSCOPE_DB": str(db), "CTRLSCOPE_RUN_DIR": str(run_dir)}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
+    result = subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"migrate failed:\n{result.stdout}\n{result.stderr}"
     return db
 
 

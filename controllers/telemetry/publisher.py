@@ -3,7 +3,7 @@
 Producers (informer, queue and reconcile threads) call ``publish(topic, record)`` and
 ``set_state(topic, key, value)``. Both are non-blocking and do no I/O: a record is appended to a
 bounded deque, a state change updates an in-memory mirror of the topic's state and marks the key
-dirty. The publisher thread wakes every ``flush_interval`` (50 ms by default) or as soon as
+dirty. The publisher thread wakes every ``flush_interval`` (20 ms by default) or as soon as
 ``max_frame_items`` records wait, drains the buffer into one frame per topic, and sends all frames
 in one pipeline over one long-lived connection (DESIGN.md: a connection per message costs ms).
 
@@ -58,7 +58,7 @@ class RedisPublisher:
         url: str,
         *,
         prefix: str = "ctrlscope:",
-        flush_interval: float = 0.05,
+        flush_interval: float = 0.02,
         max_frame_items: int = 2000,
         buffer_limit: int = 200_000,
         maxlen: int = 20_000,

@@ -71,7 +71,7 @@
     $("c-dropped").textContent = client.stats.dropped.toLocaleString();
     let keys = 0; for (const t of client.topics.values()) keys += t.state.size;
     $("c-keys").textContent = keys.toLocaleString();
-    $("summary").textContent = skipped ? "(busy: showing the newest " + MAX_ROWS + " rows; " + skipped.toLocaleString() + " summarised)" : "";
+    $("summary").textContent = skipped ? "(newest " + MAX_ROWS + " rows shown; " + skipped.toLocaleString() + " arrived faster than a frame could draw them: counted, not drawn)" : "";
   }
 
   setInterval(schedule, 1000); // keeps the rate counter honest when nothing arrives
