@@ -197,11 +197,28 @@ class StreamHub:
         if loop.time() - self._topics_checked < TOPICS_REFRESH:
             return
         self._topics_checked = loop.time()
+        await self._check_tail_retained()
         topics = await self.known_topics()
         if topics != self.topics:
             self.topics = topics
             for m in list(self._members):
                 m.topics_changed(topics)
+
+    async def _check_tail_retained(self) -> None:
+        """Resync a topic's subscribers if the tail fell so far behind that trimming passed it.
+
+        Trimming removes the oldest entries first: while the last entry the hub read still exists,
+        nothing it has yet to read can be gone. A hub that far behind (minutes, at the default
+        retention) is pathological, but then the gap must show, not pass silently.
+        """
+        for topic, pos in list(self._positions.items()):
+            if pos == b"0-0":
+                continue
+            if not await self.redis.xrange(self.keys.stream(topic), min=pos, max=pos):
+                log.warning("stream hub: fell behind retention on %s; resyncing its subscribers", topic)
+                del self._positions[topic]
+                for m in list(self._subs.get(topic, ())):
+                    m.force_resync(topic, "retention")
 
     async def _read_once(self) -> None:
         if not self._subs:
