@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +55,8 @@ class TelemetryWsClient:
         self._reader: asyncio.Task[None] | None = None
         self._hello = asyncio.Event()
         self._pending_ack: int | None = None
-        self.log: list[Any] = []
+        # The last messages in brief, for assertion messages when a test fails.
+        self.recent: deque[tuple[Any, ...]] = deque(maxlen=200)
 
     async def connect(self) -> TelemetryWsClient:
         self._hello = asyncio.Event()
@@ -115,7 +117,7 @@ class TelemetryWsClient:
     def _handle(self, msg: dict[str, Any]) -> None:
         self.messages += 1
         t = msg.get("t")
-        self.log.append((t, msg.get("id") or msg.get("reason") or msg.get("redis") or ([(k, v[0][0], v[-1][0]) for k, v in msg["topics"].items()] if isinstance(msg.get("topics"), dict) else "")))
+        self.recent.append(_summary(msg))
         if t == "hello":
             self.epoch = msg["epoch"] or self.epoch
             self.known_topics = msg["topics"]
@@ -137,7 +139,7 @@ class TelemetryWsClient:
                 for eid, frame in entries:
                     if view.cursor is not None and parse_id(eid) <= parse_id(view.cursor):
                         self.duplicates += 1
-                        self.log.append(("DUP", eid, view.cursor))
+                        self.recent.append(("duplicate", eid, view.cursor))
                         continue
                     view.cursor = eid
                     view.ids.append(eid)
@@ -165,3 +167,9 @@ class TelemetryWsClient:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout}s waiting for {what}")
             await asyncio.sleep(0.02)
+
+
+def _summary(msg: dict[str, Any]) -> tuple[Any, ...]:
+    if msg.get("t") == "frames":
+        return ("frames", [(topic, entries[0][0], entries[-1][0]) for topic, entries in msg["topics"].items()])
+    return (msg.get("t"), msg.get("id") or msg.get("reason") or msg.get("redis") or "")

@@ -3,6 +3,8 @@ headless Chromium. Each test gets its own key prefix and deletes only keys under
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -171,6 +173,16 @@ def browser(tmp_path_factory: pytest.TempPathFactory):
             viewport={"width": 1280, "height": 800})
         yield context
         context.close()
+
+
+def run_async(coro, timeout: float = 120.0):
+    """Run a coroutine to completion on its own thread and loop.
+
+    Playwright's sync API keeps an event loop running on the main thread for the whole session once
+    a browser test has run, so ``asyncio.run`` there would fail.
+    """
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result(timeout=timeout)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 import time
 
@@ -12,6 +11,7 @@ import pytest
 from controllers.telemetry.redisboot import free_port, start_private
 from controllers.telemetry.synthetic import SyntheticLoad
 from dashboard.wsclient import TelemetryWsClient
+from tests.conftest import run_async
 
 
 @pytest.mark.browser
@@ -59,13 +59,11 @@ def test_redis_restart_under_load_resyncs_and_goes_live_again(
             await c.close()
             return c, restarted
 
-        # Playwright's sync API owns this thread's event loop: run the async client on another thread.
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            c, restarted = pool.submit(asyncio.run, watch()).result(timeout=90)
+        c, restarted = run_async(watch(), timeout=90)
         try:
             assert c.resyncs and all(reason in {"redis-reconnected", "worker-reset", "epoch-changed", "retention"}
                                      for _, reason in c.resyncs)
-            assert c.duplicates == 0, "\n".join(map(str, c.log))
+            assert c.duplicates == 0, "\n".join(map(str, c.recent))
             page.wait_for_function("window.ctrlscope.client.state === 'live'", timeout=10_000)
             states = page.evaluate("window.__states")
             assert "reconnecting" in states and states[-1] == "live"

@@ -10,6 +10,7 @@ import pytest
 import websockets
 
 from dashboard.wsclient import TelemetryWsClient
+from tests.conftest import run_async
 
 
 def seqs(client: TelemetryWsClient, topic: str) -> list[int]:
@@ -45,7 +46,7 @@ def test_all_frames_reach_the_client_in_order(dashboard, publisher_factory):
         await c.close()
         return c
 
-    c = asyncio.run(main())
+    c = run_async(main())
     assert seqs(c, "t") == list(range(3000))
     assert c.duplicates == 0 and c.resyncs == []
     assert c.topics["t"].state == pub.state("t")
@@ -70,7 +71,7 @@ def test_reconnect_resumes_with_zero_loss_and_zero_duplicates(dashboard, publish
         await c.close()
         return c
 
-    c = asyncio.run(main())
+    c = run_async(main())
     assert seqs(c, "t") == list(range(2000))
     assert c.duplicates == 0
     assert c.resyncs == [] and c.topics["t"].snapshots == 1, "a resume inside retention needs no snapshot"
@@ -95,7 +96,7 @@ def test_resume_beyond_retention_resyncs_to_a_consistent_state(dashboard, publis
         await c.close()
         return c
 
-    c = asyncio.run(main())
+    c = run_async(main())
     assert c.resyncs == [("t", "retention")]
     assert c.topics["t"].state == pub.state("t")
     assert c.duplicates == 0
@@ -127,7 +128,7 @@ def test_a_client_that_stops_acking_is_resynced_instead_of_buffered(dashboard_fa
         await c.close()
         return c
 
-    c = asyncio.run(main())
+    c = run_async(main())
     assert ("t", "slow-client") in c.resyncs
     assert c.topics["t"].state == pub.state("t")
     assert c.duplicates == 0
@@ -158,7 +159,7 @@ def test_bad_messages_get_error_frames_and_other_clients_are_unaffected(dashboar
         assert good.errors == []
         await good.close()
 
-    asyncio.run(main())
+    run_async(main())
 
 
 def test_a_wrong_origin_is_rejected(dashboard):
@@ -167,7 +168,7 @@ def test_a_wrong_origin_is_rejected(dashboard):
             await websockets.connect(dashboard.ws_url, origin="http://evil.example")
         assert info.value.response.status_code == 403
 
-    asyncio.run(main())
+    run_async(main())
 
 
 def test_anonymous_is_rejected_when_auth_is_required(dashboard_factory, publisher_factory):
@@ -179,7 +180,7 @@ def test_anonymous_is_rejected_when_auth_is_required(dashboard_factory, publishe
             await asyncio.wait_for(ws.recv(), 5)
         assert ws.close_code == 4401
 
-    asyncio.run(main())
+    run_async(main())
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args, **kwargs):
