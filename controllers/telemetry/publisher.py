@@ -125,6 +125,12 @@ class RedisPublisher:
         with self._lock:
             return dict(self._topic(topic).state)
 
+    def state_value(self, topic: str, key: str) -> Any:
+        """The current state value of one key (``None`` if absent)."""
+        with self._lock:
+            t = self._topics.get(topic)
+            return None if t is None else t.state.get(key)
+
     def _topic(self, name: str) -> _Topic:
         t = self._topics.get(name)
         if t is None:

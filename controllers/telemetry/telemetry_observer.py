@@ -1,0 +1,210 @@
+"""TelemetryObserver: turns the runtime's Observer hooks into published records and snapshot state.
+
+Topics (one set per worker, so two replicas never overwrite each other's snapshots):
+
+- ``w/{worker}/informer/{name}`` — records: list, watch events, bookmarks, watch start/end, backoff,
+  handler calls, FIFO model; state: the cache as compact summaries (``key`` → rv, generation, uid,
+  phase), Secrets redacted before anything is read from them.
+- ``w/{worker}/queue/{name}`` — records: every queue operation; state: every key the queue knows about
+  (``queued`` / ``processing`` / ``waiting`` with its ready time / ``dirty``) with its requeue count.
+- ``w/{worker}/controller/{name}`` — records: event→request mapping, reconcile start/end; state: per
+  key the last result, attempt count, last error.
+- ``w/{worker}/components`` — state: one entry per informer/controller/leader lock (reflector state,
+  resourceVersion, synced, FIFO model, leadership).
+
+Every hook runs on the runtime's thread; it only builds small dicts and hands them to the publisher's
+in-memory buffer (no I/O). Records carry ``ts`` (wall ms) so the page can show and measure latency.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from controllers.clock import Clock, RealClock
+from controllers.telemetry.observer import Observer
+from controllers.telemetry.publisher import RedisPublisher
+from controllers.telemetry.redaction import redact
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9:/._@-]")
+
+
+def topic_part(name: str) -> str:
+    """A name made safe for a topic segment (letters, digits and :._@- kept)."""
+    return _UNSAFE.sub("_", name.replace("/", "_")) or "_"
+
+
+def summarize(obj: Any) -> dict[str, Any]:
+    """The compact cache entry the dashboard lists (full objects stay in the worker)."""
+    obj = redact(obj)
+    meta = obj.get("metadata") or {} if isinstance(obj, dict) else {}
+    out: dict[str, Any] = {"rv": meta.get("resourceVersion"), "gen": meta.get("generation"),
+                           "uid": meta.get("uid")}
+    if meta.get("deletionTimestamp"):
+        out["deleting"] = True
+    status = obj.get("status") if isinstance(obj, dict) else None
+    if isinstance(status, dict) and "phase" in status:
+        out["phase"] = status["phase"]
+    return out
+
+
+class TelemetryObserver(Observer):
+    """Publishes every runtime step through a RedisPublisher (see module docstring)."""
+
+    def __init__(self, publisher: RedisPublisher, *, worker: str, clock: Clock | None = None) -> None:
+        self.publisher = publisher
+        self.worker = topic_part(worker)
+        self.clock = clock or RealClock()
+        self._topics: dict[tuple[str, str], str] = {}
+        self._components_topic = f"w/{self.worker}/components"
+        self._components: dict[str, dict[str, Any]] = {}
+        self._reconciles: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def topic(self, kind: str, name: str) -> str:
+        key = (kind, name)
+        t = self._topics.get(key)
+        if t is None:
+            t = self._topics[key] = f"w/{self.worker}/{kind}/{topic_part(name)}"
+        return t
+
+    def _emit(self, kind: str, name: str, record: dict[str, Any]) -> None:
+        record["ts"] = self.clock.wall() * 1000
+        self.publisher.publish(self.topic(kind, name), record)
+
+    def _component(self, name: str, kind: str, **fields: Any) -> None:
+        comp = self._components.get(name)
+        if comp is None:
+            comp = self._components[name] = {"kind": kind, "name": name}
+        comp.update(fields)
+        self.publisher.set_state(self._components_topic, f"{kind}/{name}", dict(comp))
+
+    # -- informer / reflector ----------------------------------------------------------------
+    def on_informer(self, informer: str, *, fifo: str, resync_period: float) -> None:
+        self._component(informer, "informer", fifo=fifo, resync_period=resync_period, synced=False)
+        self._emit("informer", informer, {"k": "informer", "fifo": fifo, "resync_period": resync_period})
+
+    def on_list(self, informer: str, *, resource_version: str, items: int, duration: float,
+                error: str | None = None) -> None:
+        self._emit("informer", informer, {"k": "list", "rv": resource_version, "items": items,
+                                          "duration": duration, "error": error})
+        if error is None:
+            self._component(informer, "informer", rv=resource_version)
+
+    def on_watch_start(self, informer: str, *, resource_version: str) -> None:
+        self._emit("informer", informer, {"k": "watch_start", "rv": resource_version})
+
+    def on_watch_event(self, informer: str, *, event_type: str, key: str, resource_version: str) -> None:
+        self._emit("informer", informer, {"k": "watch", "type": event_type, "key": key, "rv": resource_version})
+
+    def on_bookmark(self, informer: str, *, resource_version: str) -> None:
+        self._emit("informer", informer, {"k": "bookmark", "rv": resource_version})
+        self._component(informer, "informer", rv=resource_version)
+
+    def on_watch_end(self, informer: str, *, reason: str) -> None:
+        self._emit("informer", informer, {"k": "watch_end", "reason": reason})
+
+    def on_backoff(self, informer: str, *, delay: float, reason: str) -> None:
+        self._emit("informer", informer, {"k": "backoff", "delay": delay, "reason": reason})
+
+    def on_reflector_state(self, informer: str, *, state: str) -> None:
+        self._emit("informer", informer, {"k": "state", "state": state})
+        if state == "synced":
+            self._component(informer, "informer", synced=True)
+        else:
+            self._component(informer, "informer", state=state)
+
+    def on_store(self, informer: str, *, op: str, key: str, obj: Any) -> None:
+        topic = self.topic("informer", informer)
+        if op == "upsert":
+            self.publisher.set_state(topic, key, summarize(obj))
+        elif op == "delete":
+            self.publisher.set_state(topic, key, None)
+        elif op == "replace" and isinstance(obj, Iterable):
+            self._replace(topic, obj)
+
+    def _replace(self, topic: str, items: Iterable[tuple[str, Any]]) -> None:
+        fresh = dict(items)
+        for key in self.publisher.state(topic).keys() - fresh.keys():
+            self.publisher.set_state(topic, key, None)
+        for key, obj in fresh.items():
+            self.publisher.set_state(topic, key, summarize(obj))
+
+    def on_fifo(self, informer: str, *, op: str, key: str, delta: str, depth: int) -> None:
+        self._emit("informer", informer, {"k": "fifo", "op": op, "key": key, "delta": delta, "depth": depth})
+
+    def on_handler(self, informer: str, *, handler: str, event: str, key: str, outcome: str,
+                   duration: float, error: str | None = None, old: Any = None, new: Any = None) -> None:
+        self._emit("informer", informer, {"k": "handler", "handler": handler, "event": event, "key": key,
+                                          "outcome": outcome, "duration": duration, "error": error,
+                                          "rv": _rv(new), "old_rv": _rv(old)})
+
+    # -- workqueue ---------------------------------------------------------------------------
+    def on_queue(self, queue: str, *, op: str, key: str, depth: int, delay: float | None = None,
+                 requeues: int | None = None, duration: float | None = None) -> None:
+        now_ms = self.clock.wall() * 1000
+        self._emit("queue", queue, {"k": "queue", "op": op, "key": key, "depth": depth, "delay": delay,
+                                    "requeues": requeues, "duration": duration})
+        if not key:
+            return
+        topic = self.topic("queue", queue)
+        state = dict(self.publisher.state_value(topic, key) or {"requeues": 0})
+        if op in ("add", "requeue"):
+            state.pop("ready_at", None)
+            state.update(s="queued", since=state.get("since") or now_ms)
+        elif op == "defer":
+            state["dirty"] = True
+        elif op == "get":
+            state = {"requeues": state.get("requeues", 0), "s": "processing", "since": now_ms,
+                     **({"ready_at": state["ready_at"]} if "ready_at" in state else {})}
+        elif op in ("add_after", "add_rate_limited") and delay is not None and delay > 0:
+            # The delaying queue will add the key back at ready_at; a key being processed shows as
+            # waiting once its worker is done with it.
+            state["ready_at"] = now_ms + delay * 1000
+            if state.get("s") not in ("queued", "processing"):
+                state["s"] = "waiting"
+            if requeues is not None:
+                state["requeues"] = requeues + 1
+        elif op == "forget":
+            state["requeues"] = 0
+        elif op == "done":
+            if state.pop("dirty", False):
+                state.update(s="queued", since=now_ms)
+            elif state.get("ready_at", 0) > now_ms:
+                state["s"] = "waiting"
+            else:
+                state = None if not state.get("requeues") else {"requeues": state["requeues"], "s": "idle"}
+        self.publisher.set_state(topic, key, state)
+
+    # -- controllers -------------------------------------------------------------------------
+    def on_event(self, controller: str, *, event: str, key: str, requests: list[str],
+                 filtered_by: str | None = None) -> None:
+        self._emit("controller", controller, {"k": "event", "event": event, "key": key,
+                                              "requests": requests, "filtered_by": filtered_by})
+
+    def on_reconcile_start(self, controller: str, *, key: str, worker: int) -> None:
+        self._emit("controller", controller, {"k": "reconcile_start", "key": key, "worker": worker})
+
+    def on_reconcile_end(self, controller: str, *, key: str, worker: int, duration: float, result: str,
+                         requeue_after: float = 0.0, error: str | None = None) -> None:
+        self._emit("controller", controller, {"k": "reconcile", "key": key, "worker": worker,
+                                              "duration": duration, "result": result,
+                                              "requeue_after": requeue_after, "error": error})
+        summary = self._reconciles.setdefault((controller, key), {"attempts": 0})
+        summary["attempts"] += 1
+        summary.update(result=result, at=self.clock.wall() * 1000, duration=duration, error=error)
+        self.publisher.set_state(self.topic("controller", controller), key, dict(summary))
+        self._component(controller, "controller")
+
+    def on_leader(self, name: str, *, identity: str, leader: bool, holder: str | None) -> None:
+        self._emit("controller", f"leader-{name}", {"k": "leader", "identity": identity, "leader": leader,
+                                                     "holder": holder})
+        self._component(name, "lease", identity=identity, leader=leader, holder=holder)
+
+
+def _rv(obj: Any) -> str | None:
+    if isinstance(obj, dict):
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            return meta.get("resourceVersion")
+    return None
