@@ -299,13 +299,15 @@ class ClientSession:
         sub.reason = None
         sub.since = None
         sub.cursor = parse_id(cursor_raw)
-        self.hub.track_from(topic, cursor_raw)
         while not sub.sync and self.subs.get(topic) is sub:
             try:
                 rows = await self.hub.read_after(topic, cursor_raw, self.catch_up_chunk)
             except ResumeRefused as refused:
                 self.force_resync(topic, str(refused))
                 return
+            # cursor_raw is now known to be retained; tailing from it (if the hub does not tail the
+            # topic yet) leaves no gap, because catch-up only ends with a later, empty read.
+            self.hub.track_from(topic, cursor_raw)
             if not rows:
                 break
             reset = _first_reset(rows)

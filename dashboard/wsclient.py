@@ -165,7 +165,8 @@ class TelemetryWsClient:
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+                recent = "\n  ".join(map(str, list(self.recent)[-15:]))
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}; last messages:\n  {recent}")
             await asyncio.sleep(0.02)
 
 

@@ -79,7 +79,9 @@ def test_reconnect_resumes_with_zero_loss_and_zero_duplicates(dashboard, publish
 
 
 def test_resume_beyond_retention_resyncs_to_a_consistent_state(dashboard, publisher_factory):
-    pub = publisher_factory(maxlen=50)
+    # Retention of ~300 frames (+ up to one 100-entry node: trimming is approximate): the 1,500-frame
+    # gap below exceeds it, while the 100-frame tail after the resync cannot trim the snapshot's frame.
+    pub = publisher_factory(maxlen=300)
 
     async def main():
         c = await client_for(dashboard).connect()
@@ -87,7 +89,6 @@ def test_resume_beyond_retention_resyncs_to_a_consistent_state(dashboard, publis
         await c.subscribe("t")
         await c.wait_for(lambda: c.topics["t"].snapshots == 1, what="snapshot")
         await c.drop()
-        # 1,500 frames while away: far more than the ~50 (+ one macro node) the stream retains.
         await asyncio.to_thread(publish_batch, pub, "t", 20, 1500, 1)
         await c.connect()
         await c.wait_for(lambda: c.topics["t"].snapshots == 2, what="fresh snapshot after resync")
