@@ -1,14 +1,26 @@
 """``python manage.py runcontrollers``: the worker process.
 
-Today it runs the synthetic load generator (``--synthetic RATE``) with the telemetry publisher; the
-controller runtime plugs in here as it lands. Errors in user code are shown, never fatal.
+Runs controllers (``--controller MODULE:NAME``, each a callable that receives the ``Manager`` and
+registers informers and controllers on it) against a cluster, and/or the synthetic load generator
+(``--synthetic RATE``), with every step published to Redis through the TelemetryObserver.
+
+Cluster: ``--kubeconfig``/``--context`` (default: ``$KUBECONFIG`` or ``~/.kube/config``),
+``--in-cluster``, or the simulator's kubeconfig that ``make demo`` passes. A controller whose setup
+raises is reported (on the console and to the dashboard) and skipped; the others run. Exceptions in
+Reconcile or in handlers are the runtime's to report — they never stop the worker.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import signal
+import socket
 import threading
 import time
+import traceback
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -16,14 +28,41 @@ from django.core.management.base import BaseCommand, CommandError
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
 from controllers.telemetry.synthetic import SyntheticLoad
+from controllers.telemetry.telemetry_observer import TelemetryObserver
+
+
+def load_setup(spec: str) -> Callable[[Any], Any]:
+    """``"pkg.module:name"`` → the callable; a clear CommandError for anything else."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise CommandError(f"--controller {spec!r}: expected MODULE:NAME, e.g. controllers.examples.deployments:setup")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CommandError(f"--controller {spec!r}: cannot import {module_name}: {exc}") from exc
+    target = getattr(module, attr, None)
+    if not callable(target):
+        raise CommandError(f"--controller {spec!r}: {module_name} has no callable {attr!r}")
+    return target
 
 
 class Command(BaseCommand):
     help = "Run the worker: controllers and/or synthetic telemetry, published to Redis."
 
     def add_arguments(self, parser):
+        parser.add_argument("--controller", action="append", default=[], metavar="MODULE:NAME",
+                            help="a callable receiving the Manager; repeatable")
+        parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+        parser.add_argument("--context", help="kubeconfig context (default: current-context)")
+        parser.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
+        parser.add_argument("--worker-name", default=os.environ.get("CTRLSCOPE_WORKER", socket.gethostname()),
+                            help="names this worker's telemetry topics (default: hostname)")
+        parser.add_argument("--metrics-port", type=int, help="serve /metrics on 127.0.0.1:PORT")
+        parser.add_argument("--leader-elect", action="store_true", help="campaign on a Lease before reconciling")
+        parser.add_argument("--lease", default="default/ctrlscope-worker", help="NAMESPACE/NAME of the Lease")
+        parser.add_argument("--resync", type=float, default=0.0, help="informer resync period in seconds (0: off)")
         parser.add_argument("--synthetic", type=float, metavar="RATE",
-                            help="publish RATE synthetic observations per second")
+                            help="also publish RATE synthetic observations per second (load generator)")
         parser.add_argument("--objects", type=int, default=200, help="synthetic object count (200)")
         parser.add_argument("--topic", default="synthetic", help="synthetic topic name (synthetic)")
         parser.add_argument("--duration", type=float, help="stop after this many seconds")
@@ -31,27 +70,90 @@ class Command(BaseCommand):
                             help="print a status line every N seconds (0: never)")
 
     def handle(self, *args, **opts):
-        if opts["synthetic"] is None:
-            raise CommandError("nothing to run: pass --synthetic RATE (controllers arrive with the runtime)")
-        if opts["synthetic"] <= 0 or opts["objects"] <= 0:
+        if opts["synthetic"] is None and not opts["controller"]:
+            raise CommandError("nothing to run: pass --controller MODULE:NAME and/or --synthetic RATE")
+        if opts["synthetic"] is not None and (opts["synthetic"] <= 0 or opts["objects"] <= 0):
             raise CommandError("--synthetic and --objects must be positive")
+        setups = [(spec, load_setup(spec)) for spec in opts["controller"]]
         try:
             redis_handle = ensure_redis(settings.RUN_DIR)
         except RedisUnavailable as exc:
             raise CommandError(str(exc)) from exc
         publisher = RedisPublisher(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX).start()
-        load = SyntheticLoad(publisher, opts["synthetic"], topic=opts["topic"], objects=opts["objects"])
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-        worker = threading.Thread(target=load.run, args=(stop, opts["duration"]), daemon=True)
-        worker.start()
-        self.stdout.write(f"worker: publishing {opts['synthetic']:g} synthetic observations/s to "
-                          f"{redis_handle.url} topic {opts['topic']!r} (Ctrl-C stops)")
-        self.stdout.flush()
+        threads: list[threading.Thread] = []
+        manager = None
+        try:
+            if setups:
+                manager = self._start_manager(setups, publisher, opts)
+                threads.append(threading.Thread(target=manager.run, name="manager", daemon=True))
+            if opts["synthetic"] is not None:
+                load = SyntheticLoad(publisher, opts["synthetic"], topic=opts["topic"], objects=opts["objects"])
+                threads.append(threading.Thread(target=load.run, args=(stop, opts["duration"]),
+                                                name="synthetic", daemon=True))
+                self.stdout.write(f"worker: publishing {opts['synthetic']:g} synthetic observations/s "
+                                  f"to topic {opts['topic']!r}")
+            for t in threads:
+                t.start()
+            self.stdout.write(f"worker {opts['worker_name']!r}: telemetry to {redis_handle.url} (Ctrl-C stops)")
+            self.stdout.flush()
+            self._wait(threads, stop, publisher, opts)
+        finally:
+            stop.set()
+            if manager is not None:
+                manager.stop()
+            for t in threads:
+                t.join(5)
+            publisher.stop()
+            redis_handle.stop()
+
+    def _start_manager(self, setups, publisher: RedisPublisher, opts: dict[str, Any]):
+        # Imported here: the synthetic-only worker must not need a cluster or the runtime.
+        from controllers.informers.http_client import KubernetesClient
+        from controllers.reconcile.leader_election import KubernetesLeaseLock
+        from controllers.reconcile.manager import Manager
+
+        try:
+            if opts["in_cluster"]:
+                client = KubernetesClient.in_cluster()
+            else:
+                client = KubernetesClient.from_kubeconfig(opts["kubeconfig"], opts["context"])
+        except Exception as exc:  # kubeconfig errors come in many types; all mean "cannot connect"
+            raise CommandError(f"cannot load cluster configuration: {exc}") from exc
+        observer = TelemetryObserver(publisher, worker=opts["worker_name"])
+        lock = None
+        if opts["leader_elect"]:
+            namespace, _, name = opts["lease"].partition("/")
+            if not name:
+                raise CommandError("--lease must be NAMESPACE/NAME")
+            lock = KubernetesLeaseLock(client, namespace, name)
+        manager = Manager(client, resync_period=opts["resync"], observer=observer,
+                          metrics_port=opts["metrics_port"], leader_election_lock=lock,
+                          identity=f"{opts['worker_name']}-{os.getpid()}" if lock else "")
+        started = 0
+        for spec, setup in setups:
+            try:
+                setup(manager)
+                started += 1
+                self.stdout.write(f"controller: {spec} set up")
+            except Exception as exc:  # user code: show it, keep the others running
+                text = "".join(traceback.format_exception(exc))
+                self.stderr.write(f"controller {spec} failed to set up and is skipped:\n{text}")
+                publisher.publish(f"w/{observer.worker}/errors", {"k": "setup_error", "controller": spec,
+                                                                   "error": text, "ts": time.time() * 1000})
+        if not started:
+            raise CommandError("no controller could be set up (see the errors above)")
+        if manager.metrics_port is not None:
+            self.stdout.write(f"metrics: http://127.0.0.1:{manager.metrics_port}/metrics")
+        return manager
+
+    def _wait(self, threads: list[threading.Thread], stop: threading.Event, publisher: RedisPublisher,
+              opts: dict[str, Any]) -> None:
         last = time.monotonic()
-        while worker.is_alive() and not stop.is_set():
-            worker.join(0.2)
+        while not stop.is_set() and any(t.is_alive() for t in threads):
+            stop.wait(0.2)
             every = opts["status_every"]
             if every and time.monotonic() - last >= every:
                 last = time.monotonic()
@@ -59,7 +161,3 @@ class Command(BaseCommand):
                                   f"{publisher.frames_published} frames, {publisher.records_dropped} dropped, "
                                   f"redis {'up' if publisher.connected else 'DOWN'}")
                 self.stdout.flush()
-        stop.set()
-        worker.join()
-        publisher.stop()
-        redis_handle.stop()
