@@ -191,3 +191,23 @@ def test_anonymous_is_rejected_when_auth_is_required(dashboard_factory, publishe
     with pytest.raises(urllib.error.HTTPError) as info:
         opener.open(dashboard.url + "/")
     assert info.value.code == 302 and "/accounts/login/" in info.value.headers["Location"]
+
+
+def test_an_idle_socket_outlives_redis_py_socket_timeouts(dashboard, publisher_factory):
+    """redis-py 8 closes sockets idle for 5 s by default (channels_redis #422): after 7 s of silence
+    the websocket and the hub's tail must still be alive and deliver at once."""
+    pub = publisher_factory()
+    pub.publish("t", {"seq": 0})
+    pub.flush()
+
+    async def main():
+        c = await client_for(dashboard).connect()
+        await c.subscribe("t")
+        await c.wait_for(lambda: c.topics["t"].snapshots == 1, what="snapshot")
+        await asyncio.sleep(7)
+        await asyncio.to_thread(publish_batch, pub, "t", 1, 10)
+        await c.wait_for(lambda: len(c.topics["t"].records) >= 10, timeout=3, what="delivery after idling")
+        assert c.close_code is None
+        await c.close()
+
+    run_async(main())
