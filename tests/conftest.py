@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from controllers.process import stop_process
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redisboot import RedisHandle, ensure_redis, free_port
 
@@ -120,13 +121,7 @@ class DashboardServer:
         raise RuntimeError(f"daphne did not answer: {self.log.read_text()[-2000:]}")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
 
     def rss_bytes(self) -> int:
         import psutil

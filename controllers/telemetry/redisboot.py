@@ -25,6 +25,8 @@ from pathlib import Path
 
 import redis
 
+from controllers.process import stop_process
+
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
 
@@ -43,14 +45,7 @@ class RedisHandle:
     def stop(self) -> None:
         """Stop the private server, if this handle started one. Idempotent."""
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc, grace=5)
 
 
 def ping(url: str, timeout: float = 0.5) -> bool:

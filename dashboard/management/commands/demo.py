@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from controllers.process import stop_process
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis, free_port
 
 
@@ -42,13 +43,7 @@ class Child:
             return ""
 
     def stop(self) -> None:
-        if self.alive():
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
 
 
 class Command(BaseCommand):
