@@ -152,6 +152,13 @@ class StreamHub:
             rows = rows[1:]
         return [(eid, fields.get(FRAME_FIELD, b"{}")) for eid, fields in rows]
 
+    async def read_before(self, topic: str, last: bytes, count: int) -> list[Entry]:
+        """The ``count`` entries up to and including ``last``, oldest first."""
+        if last == b"0-0":
+            return []
+        rows = await self.redis.xrevrange(self.keys.stream(topic), max=last, min=b"-", count=count)
+        return [(eid, fields.get(FRAME_FIELD, b"{}")) for eid, fields in reversed(rows)]
+
     async def read_range(self, topic: str, first: bytes, last: bytes, limit: int = 20_000) -> list[Entry]:
         """Entries with ``first`` ≤ id ≤ ``last`` (at most ``limit``)."""
         rows = await self.redis.xrange(self.keys.stream(topic), min=first, max=last, count=limit)

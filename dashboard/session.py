@@ -6,6 +6,7 @@ tested without a socket.
 Protocol, client → server (JSON objects, at most ``MAX_MESSAGE_BYTES``):
   ``{"op": "sub", "topic": T}``                          snapshot, then live frames
   ``{"op": "sub", "topic": T, "since": ID, "epoch": E}`` resume after ID (after a reconnect)
+  ``{"op": "sub", "topic": T, "history": N}``            also the N frames before the snapshot
   ``{"op": "unsub", "topic": T}`` · ``{"op": "ack", "seq": N}`` · ``{"op": "ping"}``
 Server → client:
   ``hello`` (epoch, topics, window) · ``snapshot`` (topic, id, state) · ``frames`` ({topic: [[id,
@@ -43,6 +44,7 @@ CLOSE_TOO_BIG = 4009
 CLOSE_POLICY = 4008
 MAX_ERRORS = 50
 MAX_TOPICS = 256
+MAX_HISTORY = 1000
 TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:/._@-]{0,199}$")
 
 
@@ -58,9 +60,9 @@ class ProtocolViolation(Exception):
 class _Sub:
     """A subscription. Invariant: entries in ``pending`` may be ≤ cursor (dropped when sent)."""
 
-    __slots__ = ("cursor", "pending", "live", "sync", "since", "epoch", "reason", "replay_from")
+    __slots__ = ("cursor", "pending", "live", "sync", "since", "epoch", "reason", "replay_from", "history")
 
-    def __init__(self, since: bytes | None, epoch: str) -> None:
+    def __init__(self, since: bytes | None, epoch: str, history: int = 0) -> None:
         self.cursor = (0, 0)
         self.pending: list[Entry] = []
         self.live = False
@@ -69,6 +71,7 @@ class _Sub:
         self.epoch = epoch
         self.reason: str | None = None
         self.replay_from: bytes | None = None  # id of a worker reset frame to replay from
+        self.history = history  # frames before the first snapshot to send, for context
 
 
 class ClientSession:
@@ -177,10 +180,14 @@ class ClientSession:
                 return
             since = since_raw.encode()
         epoch = msg.get("epoch", "")
+        history = msg.get("history", 0)
+        if not isinstance(history, int) or isinstance(history, bool) or not 0 <= history <= MAX_HISTORY:
+            self._error("bad_history", f"history must be an integer from 0 to {MAX_HISTORY}", topic=topic)
+            return
         if topic not in self.subs and len(self.subs) >= MAX_TOPICS:
             self._error("too_many_topics", f"at most {MAX_TOPICS} subscriptions per connection")
             return
-        self.subs[topic] = _Sub(since, epoch if isinstance(epoch, str) else "")
+        self.subs[topic] = _Sub(since, epoch if isinstance(epoch, str) else "", history)
         self.hub.subscribe(topic, self)
         self._wake.set()
 
@@ -292,6 +299,13 @@ class ClientSession:
             if sub.replay_from is not None:
                 await self._replay(topic, sub.replay_from, snap_id)
                 sub.replay_from = None
+            elif sub.history:
+                # Recent frames up to the snapshot, so a fresh page starts with context. Like a
+                # replay they come before the snapshot, which then replaces the state they built.
+                rows = await self.hub.read_before(topic, snap_id, sub.history)
+                if rows:
+                    await self._send_data(b'{"t":"frames"', _frames_body({topic: rows}))
+            sub.history = 0
             body = b"".join((b',"topic":', orjson.dumps(topic), b',"id":"', snap_id, b'","epoch":',
                              orjson.dumps(epoch), b',"state":', _raw_object(state), b"}"))
             await self._send_data(b'{"t":"snapshot"', body)

@@ -68,16 +68,18 @@ class TelemetryWsClient:
             await self._sub(topic)
         return self
 
-    async def subscribe(self, topic: str) -> None:
+    async def subscribe(self, topic: str, history: int = 0) -> None:
         self.topics.setdefault(topic, TopicView())
-        await self._sub(topic)
+        await self._sub(topic, history)
 
-    async def _sub(self, topic: str) -> None:
+    async def _sub(self, topic: str, history: int = 0) -> None:
         view = self.topics[topic]
         msg: dict[str, Any] = {"op": "sub", "topic": topic}
         if view.cursor is not None:
             msg["since"] = view.cursor
             msg["epoch"] = self.epoch
+        elif history:
+            msg["history"] = history
         await self.send(msg)
 
     async def send(self, msg: Any) -> None:

@@ -211,3 +211,21 @@ def test_an_idle_socket_outlives_redis_py_socket_timeouts(dashboard, publisher_f
         await c.close()
 
     run_async(main())
+
+
+def test_a_new_subscriber_can_ask_for_recent_history_before_its_snapshot(dashboard, publisher_factory):
+    pub = publisher_factory()
+    publish_batch(pub, "t", 0, 200, 10)  # 20 frames of 10 records
+
+    async def main():
+        c = await client_for(dashboard).connect()
+        await c.subscribe("t", history=5)
+        await c.wait_for(lambda: c.topics["t"].snapshots == 1, what="snapshot")
+        await asyncio.to_thread(publish_batch, pub, "t", 200, 10)
+        await c.wait_for(lambda: len(c.topics["t"].records) >= 60, what="history + live records")
+        await c.close()
+        return c
+
+    c = run_async(main())
+    assert seqs(c, "t") == list(range(150, 210)), "the last 5 frames, then everything live"
+    assert c.topics["t"].state == pub.state("t") and c.duplicates == 0

@@ -55,7 +55,7 @@
         tr.appendChild(td);
       } else {
         const when = r.ts ? new Date(r.ts).toISOString().slice(11, 23) : "";
-        tr.append(cell(when), cell(topic), cell(r.k), cell(r.type), cell(r.key), cell(r.rv));
+        tr.append(cell(when), cell(topic), cell(r.k), cell(r.type || r.op || r.result || r.event || r.state || r.reason), cell(r.key), cell(r.rv));
       }
       frag.appendChild(tr);
     }

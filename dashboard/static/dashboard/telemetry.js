@@ -22,7 +22,7 @@
   class TelemetryClient {
     constructor(url, opts) {
       this.url = url;
-      this.opts = Object.assign({ autoSubscribe: true, maxBackoff: 5000 }, opts || {});
+      this.opts = Object.assign({ autoSubscribe: true, maxBackoff: 5000, history: 50 }, opts || {});
       this.topics = new Map(); // topic -> {cursor, state: Map}
       this.knownTopics = [];
       this.epoch = "";
@@ -67,7 +67,7 @@
       let t = this.topics.get(topic);
       if (!t) { t = { cursor: null, state: new Map() }; this.topics.set(topic, t); }
       const msg = { op: "sub", topic: topic };
-      if (t.cursor !== null) { msg.since = t.cursor; msg.epoch = this.epoch; }
+      if (t.cursor !== null) { msg.since = t.cursor; msg.epoch = this.epoch; } else if (this.opts.history) msg.history = this.opts.history;
       this.send(msg);
     }
 
