@@ -61,7 +61,8 @@ class FakeClock:
         self._sleepers = 0
         # Timed ``wait`` callers: (deadline, their condition). ``step`` notifies the due ones after
         # releasing its own lock, so the lock order is always caller's condition -> clock lock.
-        self._timed: list[tuple[float, threading.Condition]] = []
+        # Sleepers register with ``None`` (they wait on the clock's own condition).
+        self._timed: list[tuple[float, threading.Condition | None]] = []
 
     def now(self) -> float:
         with self._cond:
@@ -73,12 +74,15 @@ class FakeClock:
     def sleep(self, seconds: float) -> None:
         with self._cond:
             deadline = self._now + seconds
+            entry = (deadline, None)
+            self._timed.append(entry)
             self._sleepers += 1
             self._cond.notify_all()
             try:
                 while self._now < deadline:
                     self._cond.wait()
             finally:
+                self._timed.remove(entry)
                 self._sleepers -= 1
 
     def wait(self, cond: threading.Condition, timeout: float | None) -> None:
@@ -106,17 +110,18 @@ class FakeClock:
         """Advance time and wake every sleeper and timed waiter whose deadline has passed."""
         with self._cond:
             self._now += seconds
-            due = [c for deadline, c in self._timed if deadline <= self._now]
+            due = [c for deadline, c in self._timed if deadline <= self._now and c is not None]
             self._cond.notify_all()
         for c in due:
             with c:
                 c.notify_all()
 
     def wait_for_waiters(self, count: int = 1, timeout: float = 5.0) -> bool:
-        """Block (real time, at most ``timeout`` s) until ``count`` threads are parked on this clock."""
+        """Block (real time, at most ``timeout`` s) until ``count`` threads are parked on this clock
+        with a deadline still in the future -- i.e. they have reacted to the last ``step``."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._sleepers < count:
+            while sum(1 for d, _ in self._timed if d > self._now) < count:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -124,6 +129,33 @@ class FakeClock:
             return True
 
     def has_waiters(self) -> bool:
-        """True while some thread is blocked in ``sleep`` (client-go's ``HasWaiters``)."""
+        """True while some thread is blocked in ``sleep`` or a timed ``wait`` (client-go's ``HasWaiters``)."""
         with self._cond:
             return self._sleepers > 0
+
+
+class StopSignal:
+    """A stop flag whose timed waits run on a ``Clock``: ``wait(seconds)`` returns early when
+    ``stop`` is called, so a background loop's pauses (backoffs, retry periods) end at once on
+    shutdown and move with a ``FakeClock`` in tests."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._cond = threading.Condition(threading.Lock())
+        self.stopped = False
+
+    def stop(self) -> None:
+        with self._cond:
+            self.stopped = True
+            self._cond.notify_all()
+
+    def wait(self, seconds: float) -> bool:
+        """Wait ``seconds`` of clock time; True if they passed, False if stopped meanwhile."""
+        with self._cond:
+            deadline = self.clock.now() + seconds
+            while not self.stopped:
+                left = deadline - self.clock.now()
+                if left <= 0:
+                    return True
+                self.clock.wait(self._cond, left)
+            return False

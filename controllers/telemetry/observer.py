@@ -2,8 +2,11 @@
 
 Like client-go's workqueue ``MetricsProvider``, the Observer is injected and its default does
 nothing: instrumentation costs a method call when nobody listens. Every hook is a plain, fast,
-non-blocking call made from the thread that did the work; implementations must never do I/O inline
-(the telemetry observer appends to an in-memory buffer that a publisher thread drains).
+non-blocking call made from the thread that did the work (often while it holds a lock);
+implementations must never do I/O inline (the telemetry observer appends to an in-memory buffer
+that a publisher thread drains). The runtime calls observers through ``active_observer``: the
+no-op default is skipped entirely, and any other observer is guarded so that an exception in a hook
+is logged, never raised into the runtime.
 
 Hooks are grouped by the component that calls them. Names (``informer``, ``queue``, ``controller``)
 are the human-readable names the dashboard shows; ``key`` is the ``namespace/name`` cache key.
@@ -11,7 +14,10 @@ are the human-readable names the dashboard shows; ``key`` is the ``namespace/nam
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+log = logging.getLogger("ctrlscope.observer")
 
 
 class Observer:
@@ -47,7 +53,10 @@ class Observer:
 
     # -- Store / FIFO ----------------------------------------------------------------------
     def on_store(self, informer: str, *, op: str, key: str, obj: Any) -> None:
-        """The cache changed: ``op`` is ``upsert``, ``delete`` or ``replace``."""
+        """The cache changed: ``op`` is ``upsert`` (``obj`` the new object), ``delete`` (``obj`` the
+        removed object) or ``replace`` (``key`` empty, ``obj`` the new contents as a list of
+        ``(key, object)`` pairs). An informer's cache changes by upsert/delete only: its relists go
+        through the DeltaFIFO; ``replace`` comes from a Store a Reflector fills directly."""
 
     def on_fifo(self, informer: str, *, op: str, key: str, delta: str, depth: int) -> None:
         """The FIFO between reflector and store queued or popped a delta."""
@@ -67,8 +76,10 @@ class Observer:
         ``op`` is one of: ``add`` (key queued), ``dedup`` (key already queued or already waiting to
         be re-queued: the add is absorbed), ``defer`` (key is being processed: marked dirty, queued
         again at ``done``), ``get`` (``duration`` = seconds since the first un-processed add),
-        ``done`` (``duration`` = seconds since ``get``), ``add_after`` (``delay`` seconds),
-        ``add_rate_limited`` (``delay`` chosen by the rate limiter, ``requeues`` so far),
+        ``done`` (``duration`` = seconds since ``get``), ``requeue`` (``done`` put a key that was
+        added while processing back in the FIFO), ``add_after`` (``delay`` seconds),
+        ``add_rate_limited`` (``delay`` chosen by the rate limiter; ``requeues`` is the key's
+        ``num_requeues`` *including* this retry, so 1 on the first one),
         ``forget`` (``requeues`` being cleared), ``shutdown`` (``key`` is empty).
         """
 
@@ -96,3 +107,69 @@ class Observer:
 
 NOOP_OBSERVER = Observer()
 """Shared do-nothing observer: the default everywhere."""
+
+HOOKS = tuple(name for name in vars(Observer) if name.startswith("on_"))
+"""Every hook name, in declaration order."""
+
+
+class GuardedObserver(Observer):
+    """Wraps one observer so that an exception in a hook is logged instead of raised into the
+    runtime thread that called it (a telemetry bug must never stall a reflector or a worker).
+
+    Hooks the wrapped observer does not override stay the base class's no-ops; the others are
+    bound once here, so a guarded call costs one extra frame.
+    """
+
+    def __init__(self, inner: Observer) -> None:
+        self.inner = inner
+        for name in HOOKS:
+            method = getattr(inner, name)
+            if getattr(method, "__func__", None) is not getattr(Observer, name):
+                setattr(self, name, _guarded(method, type(inner).__name__, name))
+
+
+def _guarded(method: Any, owner: str, name: str) -> Any:
+    def hook(*args: Any, **kwargs: Any) -> None:
+        try:
+            method(*args, **kwargs)
+        except Exception:  # noqa: BLE001 -- observers must never break the runtime
+            log.exception("observer %s.%s failed", owner, name)
+    return hook
+
+
+class FanoutObserver(Observer):
+    """Forwards every hook to several observers (e.g. the telemetry publisher and /metrics), each
+    guarded like ``GuardedObserver``: one failing observer neither raises nor starves the others.
+
+    Do-nothing observers are dropped at construction.
+    """
+
+    def __init__(self, *observers: Observer | None) -> None:
+        self.observers: list[Observer] = [o for o in observers if o is not None and type(o) is not Observer]
+
+
+def _fan_out_hook(name: str) -> Any:
+    def hook(self: FanoutObserver, *args: Any, **kwargs: Any) -> None:
+        for observer in self.observers:
+            try:
+                getattr(observer, name)(*args, **kwargs)
+            except Exception:  # noqa: BLE001 -- observers must never break the runtime
+                log.exception("observer %s.%s failed", type(observer).__name__, name)
+    return hook
+
+
+for _hook in HOOKS:
+    _method = _fan_out_hook(_hook)
+    _method.__name__ = _hook
+    _method.__doc__ = getattr(Observer, _hook).__doc__
+    setattr(FanoutObserver, _hook, _method)
+
+
+def active_observer(observer: Observer | None) -> Observer | None:
+    """What a runtime component should call: ``None`` for the do-nothing observer (so hot paths can
+    skip the call altogether), otherwise the observer guarded against exceptions."""
+    if observer is None or type(observer) is Observer:
+        return None
+    if isinstance(observer, (GuardedObserver, FanoutObserver)):
+        return observer
+    return GuardedObserver(observer)

@@ -163,8 +163,8 @@ class TelemetryObserver(Observer):
             state["ready_at"] = now_ms + delay * 1000
             if state.get("s") not in ("queued", "processing"):
                 state["s"] = "waiting"
-            if requeues is not None:
-                state["requeues"] = requeues + 1
+            if requeues is not None:  # the limiter's count, already including this retry
+                state["requeues"] = requeues
         elif op == "forget":
             state["requeues"] = 0
         elif op == "done":

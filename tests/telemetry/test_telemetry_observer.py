@@ -48,12 +48,12 @@ def test_queue_state_tracks_each_key_through_add_get_backoff_and_done(publisher_
     assert pub.state(topic)["ns/x"]["s"] == "queued"
     obs.on_queue("podset", op="get", key="ns/x", depth=0, duration=0.01)
     assert pub.state(topic)["ns/x"]["s"] == "processing"
-    obs.on_queue("podset", op="add_rate_limited", key="ns/x", depth=0, delay=0.02, requeues=0)
+    obs.on_queue("podset", op="add_rate_limited", key="ns/x", depth=0, delay=0.02, requeues=1)
     obs.on_queue("podset", op="done", key="ns/x", depth=0, duration=0.1)
     x = pub.state(topic)["ns/x"]
     assert x["s"] == "waiting" and x["requeues"] == 1 and x["ready_at"] == clock.wall() * 1000 + 20
     # Reconcile failed: the key waits out its backoff, with its requeue count.
-    obs.on_queue("podset", op="add_rate_limited", key="ns/y", depth=0, delay=0.04, requeues=2)
+    obs.on_queue("podset", op="add_rate_limited", key="ns/y", depth=0, delay=0.04, requeues=3)
     y = pub.state(topic)["ns/y"]
     assert y["s"] == "waiting" and y["requeues"] == 3 and y["ready_at"] == clock.wall() * 1000 + 40
     obs.on_queue("podset", op="add", key="ns/y", depth=1)

@@ -1,0 +1,226 @@
+"""DeltaFIFO: the queue between the reflector and the informer's cache (client-go
+``tools/cache/delta_fifo.go``).
+
+ctrlscope uses the **DeltaFIFO** model (``FIFO_MODEL``), the one most controllers in production
+have run for years; client-go >= 0.33 defaults to RealFIFO, which keeps every notification as its
+own entry and turns a relist into one ReplacedAll. The dashboard shows which model runs.
+
+The reflector produces: ``add``/``update``/``delete`` per watch event, ``replace`` after a LIST,
+``resync`` on the resync timer. The informer consumes with ``pop``. For every key the FIFO holds a
+list of deltas (``Added``, ``Updated``, ``Deleted``, ``Replaced``, ``Sync``) in arrival order; the
+key itself is queued once, so a slow consumer sees all of a key's changes together, in order, and
+keys in the order they first changed. Deltas are never merged, except that two trailing
+``Deleted`` collapse into one.
+
+``replace`` is where lost deletions surface: every key the cache (``known_objects``) or the queue
+knows that is missing from the new list gets ``Deleted(DeletedFinalStateUnknown(key, last state))``.
+
+``has_synced`` is true once the first ``replace`` (or add) happened and every item of that initial
+population has been popped -- i.e. the cache holds the first LIST.
+
+Like upstream, ``pop`` runs the consumer's callback while holding the FIFO lock: the reflector blocks
+meanwhile, so the cache and the FIFO never disagree about a key.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+from controllers.informers.keys import DeletedFinalStateUnknown, KeyFunc, object_key
+from controllers.informers.store import Store
+from controllers.telemetry.observer import NOOP_OBSERVER, Observer, active_observer
+
+FIFO_MODEL = "DeltaFIFO"
+
+ADDED = "Added"
+UPDATED = "Updated"
+DELETED = "Deleted"
+REPLACED = "Replaced"
+SYNC = "Sync"
+
+
+class Delta(NamedTuple):
+    """One change to one object: ``type`` is Added/Updated/Deleted/Replaced/Sync."""
+
+    type: str
+    obj: Any
+
+
+class FIFOClosedError(Exception):
+    """``pop`` on a closed, empty FIFO."""
+
+
+class DeltaFIFO:
+    """Per-key delta lists in a key-deduplicated FIFO, with tombstones on relist."""
+
+    model = FIFO_MODEL
+
+    def __init__(self, name: str = "", *, known_objects: Store | None = None,
+                 key_func: KeyFunc = object_key, emit_delta_type_replaced: bool = True,
+                 observer: Observer | None = None,
+                 on_synced: Callable[[], None] | None = None) -> None:
+        self.name = name
+        self.key_func = key_func
+        self.known_objects = known_objects
+        # SharedInformer asks for Replaced; the legacy behaviour reports relisted objects as Sync.
+        self.emit_delta_type_replaced = emit_delta_type_replaced
+        self.observer = observer or NOOP_OBSERVER
+        self._obs = active_observer(self.observer)
+        self._cond = threading.Condition(threading.Lock())
+        # Invariant: a key is in _queue exactly once iff it has a non-empty delta list in _items.
+        self._items: dict[str, list[Delta]] = {}
+        self._queue: deque[str] = deque()
+        # True once the first replace/add/update/delete happened.
+        self._populated = False
+        # Items of the initial population not yet popped; has_synced when it reaches 0.
+        self._initial_population_count = 0
+        self._closed = False
+        self._poppers = 0
+        # Called once, with the FIFO lock held, when has_synced first becomes true. It must not
+        # call back into the FIFO.
+        self._on_synced = on_synced
+        self._synced_reported = False
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    # -- producers (the reflector) -------------------------------------------------------------
+    def add(self, obj: Any) -> None:
+        with self._cond:
+            self._populated = True
+            self._queue_action(ADDED, obj)
+
+    def update(self, obj: Any) -> None:
+        with self._cond:
+            self._populated = True
+            self._queue_action(UPDATED, obj)
+
+    def delete(self, obj: Any) -> None:
+        """Queue a deletion, unless neither the cache nor the queue knows the key (already gone)."""
+        key = self.key_func(obj)
+        with self._cond:
+            self._populated = True
+            known = self.known_objects is not None and self.known_objects.get_by_key(key) is not None
+            if not known and key not in self._items:
+                return
+            self._queue_action(DELETED, obj)
+
+    def replace(self, objs: Iterable[Any], resource_version: str = "") -> None:
+        """A LIST result: queue Replaced for each object and tombstones for the missing keys."""
+        action = REPLACED if self.emit_delta_type_replaced else SYNC
+        with self._cond:
+            keys: set[str] = set()
+            for obj in objs:
+                keys.add(self.key_func(obj))
+                self._queue_action(action, obj)
+            queued_deletions = 0
+            for key, deltas in list(self._items.items()):
+                if key in keys:
+                    continue
+                last = deltas[-1].obj
+                if type(last) is DeletedFinalStateUnknown:
+                    last = last.obj
+                queued_deletions += 1
+                self._queue_action(DELETED, DeletedFinalStateUnknown(key, last))
+            if self.known_objects is not None:
+                for key in self.known_objects.list_keys():
+                    if key in keys or self._items.get(key):
+                        continue
+                    last = self.known_objects.get_by_key(key)
+                    if last is None:
+                        continue
+                    queued_deletions += 1
+                    self._queue_action(DELETED, DeletedFinalStateUnknown(key, last))
+            if not self._populated:
+                self._populated = True
+                self._initial_population_count = len(keys) + queued_deletions
+            self._report_synced()
+
+    def _report_synced(self) -> None:
+        if not self._synced_reported and self._populated and self._initial_population_count == 0:
+            self._synced_reported = True
+            if self._on_synced is not None:
+                self._on_synced()
+
+    def resync(self) -> None:
+        """Queue a Sync delta for every cached key that has no pending deltas."""
+        if self.known_objects is None:
+            return
+        with self._cond:
+            for key in self.known_objects.list_keys():
+                if self._items.get(key):
+                    continue
+                obj = self.known_objects.get_by_key(key)
+                if obj is not None:
+                    self._queue_action(SYNC, obj)
+
+    def _queue_action(self, delta_type: str, obj: Any) -> None:
+        key = self.key_func(obj)
+        deltas = self._items.get(key)
+        if deltas is None:
+            self._items[key] = [Delta(delta_type, obj)]
+            self._queue.append(key)
+        else:
+            if delta_type == DELETED and deltas[-1].type == DELETED:
+                # The only compression: two trailing deletions collapse, keeping the one that
+                # knows the final state (a tombstone loses to a real Deleted).
+                if type(obj) is not DeletedFinalStateUnknown:
+                    deltas[-1] = Delta(DELETED, obj)
+            else:
+                deltas.append(Delta(delta_type, obj))
+        if self._poppers:
+            self._cond.notify()
+        if not self._synced_reported:
+            self._report_synced()
+        if self._obs is not None:
+            self._obs.on_fifo(self.name, op="queued", key=key, delta=delta_type, depth=len(self._queue))
+
+    # -- consumer (the informer) ---------------------------------------------------------------
+    def pop(self, process: Callable[[list[Delta], bool], None]) -> list[Delta]:
+        """Block until a key is queued, then call ``process(deltas, is_in_initial_list)`` with the
+        lock held and return the deltas. Raises ``FIFOClosedError`` once closed and empty."""
+        with self._cond:
+            while not self._queue:
+                if self._closed:
+                    raise FIFOClosedError(self.name)
+                self._poppers += 1
+                try:
+                    self._cond.wait()
+                finally:
+                    self._poppers -= 1
+            key = self._queue.popleft()
+            is_initial = self._initial_population_count > 0
+            if is_initial:
+                self._initial_population_count -= 1
+            deltas = self._items.pop(key)
+            if self._obs is not None:
+                self._obs.on_fifo(self.name, op="popped", key=key, delta=deltas[-1].type,
+                                  depth=len(self._queue))
+            process(deltas, is_initial)
+            if is_initial:
+                self._report_synced()
+            return deltas
+
+    def has_synced(self) -> bool:
+        """True once the initial population has been popped."""
+        with self._cond:
+            return self._populated and self._initial_population_count == 0
+
+    def close(self) -> None:
+        """Wake blocked ``pop`` calls; they raise once the queue is empty."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def list_keys(self) -> list[str]:
+        """Keys with pending deltas, in queue order."""
+        with self._cond:
+            return list(self._queue)
+
+    def pending(self, key: str) -> list[Delta]:
+        """A copy of the deltas pending for ``key`` (for the dashboard)."""
+        with self._cond:
+            return list(self._items.get(key, ()))

@@ -1,0 +1,357 @@
+"""SharedInformer: one cache per resource, shared by many event handlers (client-go
+``tools/cache/shared_informer.go``).
+
+Pipeline, one thread per stage::
+
+    Reflector thread --add/update/delete/replace/resync--> DeltaFIFO
+    informer thread  --pop--> update the Store (cache) --> notification to every handler's buffer
+    one thread per handler --> on_add / on_update / on_delete
+
+Rules this keeps (and the dashboard shows):
+
+* Each handler has its own unbounded buffer and thread: a slow handler never blocks the cache or
+  other handlers, and nothing is dropped for backpressure. Per handler, calls are one at a time and
+  in order; there is no order across handlers.
+* Handlers return nothing and are never retried. One that raises loses that notification's side
+  effect; upstream crashes the process, we log it, count it and report it to the observer.
+* The cache is updated *before* handlers hear about a change, so a handler reading the cache sees
+  the new state or a newer one -- the handler sees a subsequence of the object's states. ``old`` is
+  the last cached state, not the server's previous one. Objects deleted while disconnected arrive
+  as a ``DeletedFinalStateUnknown`` tombstone.
+* Resync (``resync_period`` > 0) re-delivers every cached object as ``on_update(obj, obj)`` to the
+  handlers whose resync is due. A relist (Replaced) of an unchanged object counts as a resync too.
+  Resync never talks to the API server.
+* ``has_synced`` becomes true once the first LIST is in the cache. Handlers added after start first
+  receive the whole cache as ``on_add`` calls.
+* With ``freeze_gc_after_sync`` the informer calls ``gc.freeze()`` once synced, and again after every
+  ``max(1000, len(cache) // 4)`` cache writes: cached dicts move to the permanent generation, so the
+  cyclic GC stops re-walking every cached object on each collection (DESIGN.md measured this as the
+  main cost of holding decoded objects; bench/informer.py shows ~2x events/s). Frozen objects are
+  still freed by reference counting when the cache drops them; the young generations are collected
+  before each freeze, so only cyclic garbage that already reached the oldest generation is kept
+  until ``gc.unfreeze()``. It is process-wide, so it is opt-in (Manager and factory pass it on).
+
+The FIFO model is DeltaFIFO (``fifo_model``); the observer learns it from ``on_informer``.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from controllers.clock import Clock, RealClock
+from controllers.informers.delta_fifo import DELETED, REPLACED, SYNC, Delta, DeltaFIFO, FIFOClosedError
+from controllers.informers.keys import object_key, resource_version
+from controllers.informers.listwatch import ListWatch
+from controllers.informers.reflector import Reflector
+from controllers.informers.store import IndexFunc, Store
+from controllers.telemetry.observer import NOOP_OBSERVER, Observer, active_observer
+
+log = logging.getLogger("ctrlscope.informer")
+
+AddFunc = Callable[[Any], None]
+UpdateFunc = Callable[[Any, Any], None]
+DeleteFunc = Callable[[Any], None]
+
+
+def _func_name(*funcs: Callable[..., Any] | None) -> str:
+    for f in funcs:
+        if f is not None:
+            return getattr(f, "__qualname__", None) or repr(f)
+    return "handler"
+
+
+class HandlerRegistration:
+    """One handler's buffer and thread (client-go ``processorListener``); returned by
+    ``add_event_handler`` and accepted by ``remove_event_handler``."""
+
+    def __init__(self, informer: str, name: str, on_add: AddFunc | None, on_update: UpdateFunc | None,
+                 on_delete: DeleteFunc | None, resync_period: float, *, clock: Clock,
+                 observer: Observer) -> None:
+        self.informer = informer
+        self.name = name
+        self.on_add = on_add
+        self.on_update = on_update
+        self.on_delete = on_delete
+        self.resync_period = resync_period
+        self.next_resync = 0.0
+        self.clock = clock
+        self.observer = observer
+        self._obs = active_observer(observer)
+        self._cond = threading.Condition(threading.Lock())
+        # Unbounded on purpose: upstream never drops a notification for backpressure.
+        self._buffer: deque[tuple[str, Any, Any]] = deque()
+        # The batch being delivered; only the handler thread touches it.
+        self._batch: deque[tuple[str, Any, Any]] = deque()
+        self._waiting = False
+        self._stopped = False
+        self.delivered = 0
+        self.errors = 0
+        self._thread = threading.Thread(target=self._run, name=f"handler-{informer}-{name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def add(self, event: str, old: Any, new: Any) -> None:
+        """Buffer one notification (called by the informer thread)."""
+        with self._cond:
+            self._buffer.append((event, old, new))
+            if self._waiting:
+                self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def pending(self) -> int:
+        """Notifications buffered and not yet delivered (the dashboard shows a slow handler here)."""
+        return len(self._buffer) + len(self._batch)
+
+    def _run(self) -> None:
+        # Take everything buffered in one lock round-trip, then deliver without the lock.
+        while True:
+            with self._cond:
+                while not self._buffer and not self._stopped:
+                    self._waiting = True
+                    self._cond.wait()
+                    self._waiting = False
+                if self._stopped:
+                    return
+                self._batch, self._buffer = self._buffer, self._batch
+            batch = self._batch
+            deliver = self._deliver
+            while batch and not self._stopped:
+                event, old, new = batch.popleft()
+                deliver(event, old, new)
+
+    def _deliver(self, event: str, old: Any, new: Any) -> None:
+        obs = self._obs
+        start = self.clock.now() if obs is not None else 0.0
+        error = None
+        try:
+            if event == "update":
+                if self.on_update is not None:
+                    self.on_update(old, new)
+            elif event == "add":
+                if self.on_add is not None:
+                    self.on_add(new)
+            elif self.on_delete is not None:
+                self.on_delete(new)
+        except Exception as exc:  # noqa: BLE001 -- a failing handler must not stop the informer
+            self.errors += 1
+            error = f"{type(exc).__name__}: {exc}"
+            log.exception("informer %s: handler %s failed on %s", self.informer, self.name, event)
+        self.delivered += 1
+        if obs is not None:
+            obs.on_handler(self.informer, handler=self.name, event=event, key=object_key(new),
+                           outcome="ok" if error is None else "error", duration=self.clock.now() - start,
+                           error=error, old=old, new=new)
+
+
+class SharedInformer:
+    """A Reflector, a DeltaFIFO and an indexed Store, fanned out to any number of handlers."""
+
+    fifo_model = DeltaFIFO.model
+
+    def __init__(self, list_watch: ListWatch, *, name: str = "", resync_period: float = 0.0,
+                 indexers: dict[str, IndexFunc] | None = None, clock: Clock | None = None,
+                 observer: Observer | None = None, freeze_gc_after_sync: bool = False) -> None:
+        self.name = name or list_watch.describe()
+        self.list_watch = list_watch
+        self.resync_period = resync_period
+        self.clock: Clock = clock or RealClock()
+        self.observer: Observer = observer or NOOP_OBSERVER
+        self._obs = active_observer(self.observer)
+        self.freeze_gc_after_sync = freeze_gc_after_sync
+        self.indexer = Store(self.name, indexers=indexers, observer=self.observer)
+        self.fifo = DeltaFIFO(self.name, known_objects=self.indexer, observer=self.observer,
+                              on_synced=self._mark_synced)
+        self.reflector = Reflector(list_watch, self.fifo, name=self.name, clock=self.clock,
+                                   observer=self.observer, resync_period=resync_period,
+                                   should_resync=self._should_resync)
+        # Held while deltas are processed and while a handler is added, so a new handler gets
+        # exactly the cache as Adds followed by every later change.
+        self._block = threading.Lock()
+        self._handlers: list[HandlerRegistration] = []
+        self._syncing: list[HandlerRegistration] = []
+        self._sync_cond = threading.Condition(threading.Lock())
+        self._synced = False
+        self._started = False
+        self._stopped = False
+        self._threads: list[threading.Thread] = []
+        # Cache writes since the last gc.freeze() (only counted with freeze_gc_after_sync).
+        self._writes_since_freeze = 0
+
+    @property
+    def store(self) -> Store:
+        """The cache (client-go ``GetStore``/``GetIndexer``)."""
+        return self.indexer
+
+    # -- handlers ------------------------------------------------------------------------------
+    def add_event_handler(self, *, on_add: AddFunc | None = None, on_update: UpdateFunc | None = None,
+                          on_delete: DeleteFunc | None = None, name: str | None = None,
+                          resync_period: float | None = None) -> HandlerRegistration:
+        """Register a handler. After start it first receives the cache as ``on_add`` calls.
+
+        ``resync_period`` defaults to the informer's and cannot be shorter than it.
+        """
+        if not self.resync_period:
+            period = 0.0  # the reflector only checks for resync at the informer's period
+        elif resync_period is None:
+            period = self.resync_period
+        else:
+            period = max(resync_period, self.resync_period) if resync_period > 0 else 0.0
+        reg = HandlerRegistration(self.name, name or _func_name(on_add, on_update, on_delete), on_add, on_update,
+                                  on_delete, period, clock=self.clock, observer=self.observer)
+        reg.next_resync = self.clock.now() + period
+        with self._block:
+            self._handlers.append(reg)
+            if self._started:
+                for obj in self.indexer.list():
+                    reg.add("add", None, obj)
+            reg.start()
+        return reg
+
+    def remove_event_handler(self, reg: HandlerRegistration) -> None:
+        """Stop delivering to ``reg``; pending notifications are dropped."""
+        with self._block:
+            if reg in self._handlers:
+                self._handlers.remove(reg)
+            if reg in self._syncing:
+                self._syncing.remove(reg)
+        reg.stop()
+
+    @property
+    def handlers(self) -> list[HandlerRegistration]:
+        with self._block:
+            return list(self._handlers)
+
+    def _should_resync(self) -> bool:
+        with self._block:
+            now = self.clock.now()
+            self._syncing = [h for h in self._handlers if h.resync_period > 0 and now >= h.next_resync]
+            for h in self._syncing:
+                h.next_resync = now + h.resync_period
+            return bool(self._syncing)
+
+    # -- sync ----------------------------------------------------------------------------------
+    def has_synced(self) -> bool:
+        """True once the first LIST has been processed into the cache."""
+        return self._synced
+
+    def _mark_synced(self) -> None:
+        with self._sync_cond:
+            self._synced = True
+            self._sync_cond.notify_all()
+        if self._obs is not None:
+            self._obs.on_reflector_state(self.name, state="synced")
+        if self.freeze_gc_after_sync:
+            self._freeze_gc()
+
+    @staticmethod
+    def _freeze_gc() -> None:
+        # Collect the young generations first so fresh cyclic garbage is freed, not frozen.
+        gc.collect(1)
+        gc.freeze()
+
+    def wait_for_sync(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds (on the informer's clock) for ``has_synced``."""
+        with self._sync_cond:
+            deadline = self.clock.now() + timeout
+            while not self._synced and not self._stopped:
+                left = deadline - self.clock.now()
+                if left <= 0:
+                    break
+                self.clock.wait(self._sync_cond, left)
+            return self._synced
+
+    @property
+    def last_sync_resource_version(self) -> str:
+        return self.reflector.last_sync_resource_version
+
+    def snapshot(self) -> dict[str, Any]:
+        """The informer's state for a dashboard snapshot (not for the hot path)."""
+        return {
+            "name": self.name,
+            "fifo": self.fifo_model,
+            "synced": self._synced,
+            "resource_version": self.reflector.last_sync_resource_version,
+            "reflector_state": self.reflector.state,
+            "lists": self.reflector.lists,
+            "watch_list": self.reflector.use_watch_list,
+            "cache_size": len(self.indexer),
+            "fifo_depth": len(self.fifo),
+            "resync_period": self.resync_period,
+            "handlers": [{"name": h.name, "pending": h.pending(), "delivered": h.delivered, "errors": h.errors}
+                         for h in self.handlers],
+        }
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def run(self) -> None:
+        """Start the reflector and process deltas until ``stop``. Blocks."""
+        with self._block:
+            if self._started:
+                raise RuntimeError(f"informer {self.name} already started")
+            self._started = True
+        if self._obs is not None:
+            self._obs.on_informer(self.name, fifo=self.fifo_model, resync_period=self.resync_period)
+        reflector = threading.Thread(target=self.reflector.run, name=f"reflector-{self.name}", daemon=True)
+        reflector.start()
+        self._threads.append(reflector)
+        while True:
+            try:
+                self.fifo.pop(self._process_deltas)
+            except FIFOClosedError:
+                return
+            except Exception:  # noqa: BLE001 -- e.g. a raising observer; keep the cache flowing
+                log.exception("informer %s: processing deltas failed", self.name)
+
+    def start(self) -> None:
+        """``run`` on a background thread."""
+        t = threading.Thread(target=self.run, name=f"informer-{self.name}", daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the reflector, the delta processing and every handler thread."""
+        self._stopped = True
+        self.reflector.stop()
+        self.fifo.close()
+        with self._sync_cond:
+            self._sync_cond.notify_all()
+        for h in self.handlers:
+            h.stop()
+        for t in self._threads:
+            t.join(timeout)
+
+    def _process_deltas(self, deltas: list[Delta], is_in_initial_list: bool) -> None:
+        # All deltas of one pop share one key.
+        key = object_key(deltas[0].obj)
+        indexer = self.indexer
+        if self.freeze_gc_after_sync and self._synced:
+            self._writes_since_freeze += len(deltas)
+            if self._writes_since_freeze >= max(1000, len(indexer) // 4):
+                self._writes_since_freeze = 0
+                self._freeze_gc()
+        with self._block:
+            for delta_type, obj in deltas:
+                if delta_type == DELETED:
+                    indexer.remove(key)
+                    self._distribute("delete", None, obj, False)
+                    continue
+                old = indexer.upsert(key, obj)
+                if old is None:
+                    self._distribute("add", None, obj, False)
+                    continue
+                is_sync = delta_type == SYNC or (
+                    delta_type == REPLACED and resource_version(old) == resource_version(obj))
+                self._distribute("update", old, obj, is_sync)
+
+    def _distribute(self, event: str, old: Any, new: Any, sync: bool) -> None:
+        for h in (self._syncing if sync else self._handlers):
+            h.add(event, old, new)

@@ -1,0 +1,96 @@
+"""The HTTP list/watch client (kubernetes ApiClient + orjson) against a real HTTP server."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from controllers.informers import ApiError, Backoff, SharedInformer
+from controllers.informers.http_client import KubernetesClient
+from tests.runtime.informers.fake_apiserver import FakeApiServer
+from tests.runtime.informers.http_fake import serve
+
+
+def test_discovery_finds_the_plural_and_builds_the_namespaced_path() -> None:
+    server = FakeApiServer()
+    with serve(server) as url:
+        client = KubernetesClient.for_host(url)
+        assert client.list_watch("v1", "Pod").path == "/api/v1/pods"
+        assert client.list_watch("v1", "Pod", "team-a").path == "/api/v1/namespaces/team-a/pods"
+        with pytest.raises(LookupError):
+            client.list_watch("v1", "Nope")
+
+
+def test_list_pages_decode_to_raw_dicts_with_kind_filled_in() -> None:
+    server = FakeApiServer()
+    for i in range(3):
+        server.create(f"p{i}")
+    with serve(server) as url:
+        lw = KubernetesClient.for_host(url).list_watch("v1", "Pod")
+        page = lw.list(resource_version="0", limit=2)
+        assert [o["metadata"]["name"] for o in page.items] == ["p0", "p1"]
+        assert page.items[0]["kind"] == "Pod" and page.items[0]["apiVersion"] == "v1"
+        assert page.resource_version == "103" and page.continue_token
+        rest = lw.list(resource_version="", limit=2, continue_token=page.continue_token)
+        assert [o["metadata"]["name"] for o in rest.items] == ["p2"] and rest.continue_token == ""
+
+
+def test_status_errors_become_api_errors() -> None:
+    server = FakeApiServer()
+    server.list_errors.append(ApiError(410, "Expired", "too old resource version"))
+    with serve(server) as url:
+        lw = KubernetesClient.for_host(url).list_watch("v1", "Pod")
+        with pytest.raises(ApiError) as err:
+            lw.list(resource_version="5")
+    assert err.value.is_expired and err.value.message == "too old resource version"
+
+
+def test_unreachable_server_is_connection_refused() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    client = KubernetesClient.for_host(f"http://127.0.0.1:{port}")
+    client.api_client.rest_client.pool_manager.connection_pool_kw["retries"] = False
+    with pytest.raises(ConnectionRefusedError):
+        client.get_json("/api/v1")
+
+
+def test_watch_streams_events_and_close_unblocks_the_reader(eventually) -> None:
+    server = FakeApiServer()
+    with serve(server) as url:
+        lw = KubernetesClient.for_host(url).list_watch("v1", "Pod")
+        stream = lw.watch(resource_version="100", timeout_seconds=300)
+        server.create("a")
+        events = iter(stream)
+        first = next(events)
+        assert first.type == "ADDED" and first.obj["metadata"]["name"] == "a"
+        stream.close()
+        assert list(events) == []
+
+
+def test_informer_over_http_syncs_watches_and_tombstones_after_410(clock, eventually) -> None:
+    server = FakeApiServer()
+    server.create("gone")
+    with serve(server) as url:
+        informer = SharedInformer(KubernetesClient.for_host(url).list_watch("v1", "Pod"), clock=clock)
+        informer.reflector.backoff = Backoff(clock=clock, rand=lambda: 0.0)
+        deleted: list[object] = []
+        informer.add_event_handler(on_delete=deleted.append)
+        informer.start()
+        try:
+            assert informer.wait_for_sync(5)
+            eventually(lambda: server.watch_calls)
+            server.create("kept")
+            eventually(lambda: informer.last_sync_resource_version == "102")
+            server.drop_watches()
+            server.delete("gone")
+            server.compact()
+            assert clock.wait_for_waiters()
+            clock.step(0.8)
+            eventually(lambda: deleted)
+            assert deleted[0].key == "default/gone"
+            assert informer.store.list_keys() == ["default/kept"]
+        finally:
+            informer.stop()
