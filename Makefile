@@ -27,8 +27,12 @@ test: venv lint
 	CTRLSCOPE_DEMO=1 $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
+# Each benchmark prints a table comparing ctrlscope with a named peer measured in the same run.
 bench: venv
 	$(BIN)/python bench/transport.py
+	$(BIN)/python bench/workqueue.py
+	$(BIN)/python bench/informer.py
+	@if [ -f bench/simcluster.py ]; then $(BIN)/python bench/simcluster.py; fi
 
 clean:
 	rm -rf $(VENV) run artifacts

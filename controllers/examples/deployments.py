@@ -1,0 +1,133 @@
+"""The same resource watched two ways: informer event handlers versus a Reconciler.
+
+``watch_deployments`` is the widely copied client-go example (the informer-based operator from the
+source material): a SharedInformerFactory with a 5-minute resync, a Deployment informer and
+Add/Update/Delete handlers that log. Handlers are event-driven: each sees one notification, returns
+nothing, and is never retried — and it sees only a *subsequence* of the states the object went
+through (updates missed while disconnected arrive as one Update against the cached old object; a
+delete during a gap arrives as a DeletedFinalStateUnknown tombstone).
+
+``DeploymentSummaryReconciler`` is level-based: whatever the event, it reads the Deployment from the
+cache and makes one ConfigMap, ``<name>-summary``, say what the Deployment currently wants (replicas,
+images, generation), owned by the Deployment so garbage collection removes it. It watches
+Deployments (EnqueueRequestForObject, GenerationChangedPredicate) and the ConfigMaps it owns
+(EnqueueRequestForOwner), so someone editing or deleting a summary is repaired. A failed write
+raises: the controller retries it with exponential backoff until it converges.
+
+Run both: ``python manage.py runcontrollers --controller controllers.examples.deployments:setup``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from controllers.informers import ApiError, DeletedFinalStateUnknown, SharedInformer
+from controllers.reconcile import (
+    EnqueueRequestForOwner,
+    GenerationChangedPredicate,
+    Manager,
+    Request,
+    Result,
+)
+
+log = logging.getLogger("ctrlscope.examples.deployments")
+
+SUMMARY_SUFFIX = "-summary"
+MANAGED_BY = "ctrlscope-example"
+
+
+def watch_deployments(informer: SharedInformer) -> None:
+    """Attach the classic logging handlers to a Deployment informer."""
+
+    def on_add(obj: dict[str, Any]) -> None:
+        log.info("Deployment added: %s", _name(obj))
+
+    def on_update(old: dict[str, Any], new: dict[str, Any]) -> None:
+        old_rv, new_rv = _rv(old), _rv(new)
+        if old_rv == new_rv:
+            log.info("Deployment resynced: %s (rv %s, no change)", _name(new), new_rv)
+        else:
+            log.info("Deployment updated: %s (rv %s -> %s, replicas %s -> %s)", _name(new), old_rv, new_rv,
+                     _replicas(old), _replicas(new))
+
+    def on_delete(obj: Any) -> None:
+        if isinstance(obj, DeletedFinalStateUnknown):
+            log.info("Deployment deleted while we were not watching: %s (last known rv %s)", obj.key, _rv(obj.obj))
+        else:
+            log.info("Deployment deleted: %s", _name(obj))
+
+    informer.add_event_handler(on_add=on_add, on_update=on_update, on_delete=on_delete, name="deployment-logger")
+
+
+class DeploymentSummaryReconciler:
+    """Keeps ``<deployment>-summary`` ConfigMaps in line with their Deployments (see module docs)."""
+
+    def __init__(self, client: Any, deployments: SharedInformer) -> None:
+        # ``client`` is the Manager's cluster client: get_json(path) and send_json(method, path, body).
+        self.client = client
+        self.deployments = deployments
+
+    def reconcile(self, request: Request) -> Result:
+        deployment = self.deployments.store.get_by_key(str(request))
+        if deployment is None or deployment["metadata"].get("deletionTimestamp"):
+            return Result()  # the ownerReference lets garbage collection delete the summary
+        desired = self.summary_for(deployment)
+        path = f"/api/v1/namespaces/{request.namespace}/configmaps"
+        name = desired["metadata"]["name"]
+        try:
+            current = self.client.get_json(f"{path}/{name}")
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            self.client.send_json("POST", path, desired)
+            return Result()
+        if current.get("data") != desired["data"]:
+            desired["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            self.client.send_json("PUT", f"{path}/{name}", desired)  # 409 on a race: retried
+        return Result()
+
+    @staticmethod
+    def summary_for(deployment: dict[str, Any]) -> dict[str, Any]:
+        meta = deployment["metadata"]
+        containers = (((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": meta["name"] + SUMMARY_SUFFIX,
+                "namespace": meta.get("namespace", "default"),
+                "labels": {"app.kubernetes.io/managed-by": MANAGED_BY},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"],
+                                     "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}],
+            },
+            "data": {
+                "replicas": str(_replicas(deployment)),
+                "images": ",".join(c.get("image", "") for c in containers),
+                "generation": str(meta.get("generation", "")),
+            },
+        }
+
+
+def setup(manager: Manager) -> None:
+    """Register the handler-based watcher and the reconciler on one shared Deployment informer."""
+    deployments = manager.informer_for("apps/v1", "Deployment")
+    watch_deployments(deployments)
+    configmaps = manager.informer_for("v1", "ConfigMap")
+    reconciler = DeploymentSummaryReconciler(manager.factory.client, deployments)
+    controller = manager.new_controller("deployment-summary", reconciler)
+    controller.watch(deployments, predicates=[GenerationChangedPredicate()])
+    controller.watch(configmaps, handler=EnqueueRequestForOwner("apps/v1", "Deployment"))
+
+
+def _name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}".lstrip("/")
+
+
+def _rv(obj: Any) -> str:
+    return ((obj or {}).get("metadata") or {}).get("resourceVersion", "") if isinstance(obj, dict) else ""
+
+
+def _replicas(obj: dict[str, Any]) -> Any:
+    return (obj.get("spec") or {}).get("replicas", 1)
