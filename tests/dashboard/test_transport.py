@@ -6,7 +6,9 @@ import asyncio
 import urllib.error
 import urllib.request
 
+import psutil
 import pytest
+import redis
 import websockets
 
 from dashboard.wsclient import TelemetryWsClient
@@ -229,3 +231,49 @@ def test_a_new_subscriber_can_ask_for_recent_history_before_its_snapshot(dashboa
     c = run_async(main())
     assert seqs(c, "t") == list(range(150, 210)), "the last 5 frames, then everything live"
     assert c.topics["t"].state == pub.state("t") and c.duplicates == 0
+
+
+def test_one_socket_multiplexes_topics_and_one_reader_serves_all_sockets(dashboard, publisher_factory, redis_url):
+    pub = publisher_factory()
+    for topic in ("a", "b", "c"):
+        pub.publish(topic, {"seq": -1})
+    pub.flush()
+
+    async def main():
+        clients = [await client_for(dashboard).connect() for _ in range(5)]
+        for c in clients:
+            for topic in ("a", "b", "c"):
+                await c.subscribe(topic)
+        for c in clients:
+            await c.wait_for(lambda c=c: all(c.topics[t].snapshots == 1 for t in "abc"), what="snapshots")
+        await asyncio.sleep(0.6)
+        # Every connection of this daphne blocked in XREAD is a tail reader: one for 5 sockets x 3 topics.
+        daphne_ports = {c.laddr.port for c in psutil.Process(dashboard.proc.pid).net_connections("tcp")}
+        r = redis.Redis.from_url(redis_url)
+        try:
+            blocked = []
+            for _ in range(10):
+                blocked.append(len([c for c in r.client_list() if c.get("cmd") == "xread" and "b" in c.get("flags", "")
+                                    and int(c["addr"].rsplit(":", 1)[1]) in daphne_ports]))
+                await asyncio.sleep(0.05)
+        finally:
+            r.close()
+        assert max(blocked) == 1, blocked
+
+        def publish_interleaved():
+            for i in range(300):
+                pub.publish("abc"[i % 3], {"seq": i})
+                if i % 7 == 0:
+                    pub.flush()
+            pub.flush()
+
+        await asyncio.to_thread(publish_interleaved)
+        for c in clients:
+            await c.wait_for(lambda c=c: sum(len(c.topics[t].records) for t in "abc") >= 300, what="all topics")
+            await c.close()
+        return clients
+
+    for c in run_async(main()):
+        for k, topic in enumerate("abc"):
+            assert seqs(c, topic) == list(range(k, 300, 3))
+        assert c.duplicates == 0
