@@ -113,6 +113,10 @@ def ensure_redis(run_dir: Path | str = "run", env: dict[str, str] | None = None)
     env = os.environ if env is None else env
     url = env.get("REDIS_URL", "").strip()
     if url:
+        try:
+            redis.connection.parse_url(url)
+        except ValueError as exc:
+            raise RedisUnavailable(f"REDIS_URL={url!r} is not a Redis URL (redis://host:port/db): {exc}") from None
         if not ping(url, timeout=2.0):
             raise RedisUnavailable(f"REDIS_URL={url} does not answer PING")
         return RedisHandle(url=url, source="env")

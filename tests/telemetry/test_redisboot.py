@@ -28,3 +28,9 @@ def test_without_any_redis_a_private_server_is_started_and_stopped(tmp_path, mon
     finally:
         handle.stop()
     assert not ping(handle.url)
+
+
+@pytest.mark.parametrize("url", ["localhost:6379", "http://127.0.0.1:6379/0", "redis://127.0.0.1:notaport/0"])
+def test_a_malformed_redis_url_is_a_clear_error(url, tmp_path):
+    with pytest.raises(RedisUnavailable, match="REDIS_URL"):
+        ensure_redis(tmp_path, env={"REDIS_URL": url})
