@@ -1,0 +1,138 @@
+"""The scenario machinery: context (cluster client, fault client, clock, time scale), claims, results.
+
+Timings in a scenario are written at demo speed (e.g. "50 % errors for 20 s") and multiplied by
+``ScenarioContext.time_scale``: tests run the same script at 0.1–0.25× and still check the same claims.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from controllers.clock import Clock, RealClock
+from controllers.examples.podset import API_VERSION, podset
+from controllers.informers import ApiError
+
+
+@dataclass
+class Claim:
+    """One thing the narration promises, and whether it held."""
+
+    text: str
+    held: bool
+    detail: str = ""
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    claims: list[Claim] = field(default_factory=list)
+    measurements: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.held for c in self.claims)
+
+    def claim(self, text: str, held: bool, detail: str = "") -> None:
+        self.claims.append(Claim(text, bool(held), detail))
+
+
+class SimFaults:
+    """The simulator's ``/_sim/`` fault endpoints, over the same client as the API calls."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def errors(self, *, verb: str, resource: str, rate: float, code: int = 500) -> None:
+        self.client.send_json("POST", "/_sim/errors", {"verb": verb, "resource": resource, "rate": rate, "code": code})
+
+    def clear_errors(self) -> None:
+        self.client.send_json("DELETE", "/_sim/errors")
+
+    def drop_watches(self) -> None:
+        self.client.send_json("POST", "/_sim/watches/drop", {})
+
+    def compact_history(self) -> None:
+        self.client.send_json("POST", "/_sim/history/compact", {})
+
+    def kill_pods(self, count: int, namespace: str | None = None) -> Any:
+        return self.client.send_json("POST", "/_sim/pods/kill", {"count": count, "namespace": namespace})
+
+
+@dataclass
+class ScenarioContext:
+    """What a scenario may use. ``say`` narrates to whoever runs it (console, dashboard)."""
+
+    client: Any
+    namespace: str = "default"
+    time_scale: float = 1.0
+    clock: Clock = field(default_factory=RealClock)
+    say: Callable[[str], None] = print
+
+    @property
+    def faults(self) -> SimFaults:
+        return SimFaults(self.client)
+
+    def sleep(self, seconds: float) -> None:
+        self.clock.sleep(seconds * self.time_scale)
+
+    # -- PodSet helpers ------------------------------------------------------------------------
+    def podsets_path(self) -> str:
+        return f"/apis/{API_VERSION}/namespaces/{self.namespace}/podsets"
+
+    def ensure_podset(self, name: str, implementation: str, replicas: int) -> None:
+        try:
+            self.client.send_json("POST", self.podsets_path(), podset(name, implementation, replicas,
+                                                                     namespace=self.namespace))
+        except ApiError as exc:
+            if exc.code != 409:
+                raise
+            self.scale(name, replicas)
+
+    def scale(self, name: str, replicas: int) -> None:
+        """Set ``spec.replicas`` with a conflict-retrying read-modify-write."""
+        for _ in range(10):
+            obj = self.client.get_json(f"{self.podsets_path()}/{name}")
+            obj["spec"]["replicas"] = replicas
+            try:
+                self.client.send_json("PUT", f"{self.podsets_path()}/{name}", obj)
+                return
+            except ApiError as exc:
+                if exc.code not in (409, 500):
+                    raise
+        raise RuntimeError(f"could not scale {name} after 10 attempts")
+
+    def pods_of(self, name: str) -> list[str]:
+        """Live (not terminating) pods owned by PodSet ``name``."""
+        owner = self.client.get_json(f"{self.podsets_path()}/{name}")
+        uid = owner["metadata"]["uid"]
+        pods = self.client.get_json(f"/api/v1/namespaces/{self.namespace}/pods")["items"]
+        return sorted(p["metadata"]["name"] for p in pods
+                      if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])
+                      and not p["metadata"].get("deletionTimestamp"))
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> float | None:
+        """Seconds until ``predicate`` held (polling the API), or None after ``timeout`` (scaled)."""
+        start = time.monotonic()
+        deadline = start + timeout * max(self.time_scale, 0.2)
+        while True:
+            try:
+                if predicate():
+                    return time.monotonic() - start
+            except ApiError:
+                pass  # a fault may hit our own reads too
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named script with its narration; ``run`` returns the checked claims."""
+
+    name: str
+    title: str
+    narration: tuple[str, ...]
+    run: Callable[[ScenarioContext], ScenarioResult]
