@@ -30,7 +30,14 @@ from typing import Any
 
 from controllers.clock import Clock, RealClock
 from controllers.informers import ApiError, SharedInformer
-from controllers.reconcile import EnqueueRequestForOwner, Manager, Predicate, Request, Result
+from controllers.reconcile import (
+    EnqueueRequestForOwner,
+    GenerationChangedPredicate,
+    Manager,
+    Predicate,
+    Request,
+    Result,
+)
 
 log = logging.getLogger("ctrlscope.examples.podset")
 
@@ -299,7 +306,9 @@ def _wire(manager: Manager, *, handlers: bool, reconciler: bool, flaky: FlakyRec
             flaky.inner = impl
             impl = flaky
         controller = manager.new_controller("podset", impl)
-        controller.watch(podsets, predicates=[ImplementationIs("reconciler")])
+        # GenerationChangedPredicate: our own status writes must not trigger reconciles (the classic
+        # "Reconcile is triggered after status update" hot loop, controller-runtime #2831).
+        controller.watch(podsets, predicates=[ImplementationIs("reconciler"), GenerationChangedPredicate()])
         controller.watch(pods, handler=EnqueueRequestForOwner(API_VERSION, KIND))
 
 

@@ -70,6 +70,7 @@ class ScenarioContext:
     time_scale: float = 1.0
     clock: Clock = field(default_factory=RealClock)
     say: Callable[[str], None] = print
+    telemetry: Any = None  # a TelemetryReader for the worker running the controllers, if available
 
     @property
     def faults(self) -> SimFaults:

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from controllers.scenarios import SCENARIOS, ScenarioContext
+from controllers.scenarios.telemetry import TelemetryReader
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
 
@@ -28,6 +29,7 @@ class Command(BaseCommand):
         parser.add_argument("--kubeconfig", default=str(settings.RUN_DIR / "kubeconfig-sim.yaml"),
                             help="cluster to drive (default: the demo's simulated cluster)")
         parser.add_argument("--speed", type=float, default=1.0, help="time scale; 0.25 runs 4x faster")
+        parser.add_argument("--worker", default="demo", help="worker whose telemetry is counted (default: demo)")
 
     def handle(self, *args, **opts):
         if opts["list"] or not opts["name"]:
@@ -64,7 +66,11 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {paragraph}")
             publisher.set_state(TOPIC, scenario.name, {"title": scenario.title, "narration": list(scenario.narration),
                                                        "running": True, "started": time.time() * 1000})
-            result = scenario.run(ScenarioContext(client, time_scale=opts["speed"], say=say))
+            reader = TelemetryReader(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=opts["worker"])
+            try:
+                result = scenario.run(ScenarioContext(client, time_scale=opts["speed"], say=say, telemetry=reader))
+            finally:
+                reader.close()
             for claim in result.claims:
                 mark = self.style.SUCCESS("held") if claim.held else self.style.ERROR("DID NOT HOLD")
                 self.stdout.write(f"  [{mark}] {claim.text} ({claim.detail})")

@@ -1,0 +1,42 @@
+"""Counting what the controllers did during a scenario, from their published telemetry.
+
+Stream ids are millisecond timestamps, so "every record of worker W between t0 and t1" is one
+XRANGE per topic. Scenarios use it for claims the API cannot show: how many times a handler ran
+versus how many reconciles the workqueue let through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import redis
+
+from controllers.telemetry.streams import FRAME_FIELD, Keys
+from controllers.telemetry.telemetry_observer import topic_part
+
+Record = dict[str, Any]
+
+
+class TelemetryReader:
+    """Reads one worker's records back from Redis."""
+
+    def __init__(self, url: str, *, prefix: str, worker: str) -> None:
+        self.redis = redis.Redis.from_url(url, socket_timeout=5)
+        self.keys = Keys(prefix)
+        self.worker_prefix = f"w/{topic_part(worker)}/"
+
+    def close(self) -> None:
+        self.redis.close()
+
+    def records(self, kind: str, since_ms: float, until_ms: float,
+                where: Callable[[Record], bool] = lambda r: True) -> list[Record]:
+        """Records of every ``w/{worker}/{kind}/*`` topic published in [since_ms, until_ms]."""
+        out: list[Record] = []
+        topics = [t.decode() for t in self.redis.smembers(self.keys.topics)]
+        for topic in sorted(t for t in topics if t.startswith(f"{self.worker_prefix}{kind}/")):
+            rows = self.redis.xrange(self.keys.stream(topic), min=f"{int(since_ms)}-0", max=f"{int(until_ms) + 1}-0")
+            for _, fields in rows:
+                out.extend(r for r in orjson.loads(fields[FRAME_FIELD])["r"] if where(r))
+        return out
