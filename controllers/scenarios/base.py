@@ -57,6 +57,12 @@ class SimFaults:
     def compact_history(self) -> None:
         self.client.send_json("POST", "/_sim/history/compact", {})
 
+    def latency(self, *, verb: str, resource: str, ms: float) -> None:
+        self.client.send_json("POST", "/_sim/latency", {"verb": verb, "resource": resource, "ms": ms})
+
+    def clear_latency(self) -> None:
+        self.client.send_json("DELETE", "/_sim/latency")
+
     def kill_pods(self, count: int, namespace: str | None = None) -> Any:
         return self.client.send_json("POST", "/_sim/pods/kill", {"count": count, "namespace": namespace})
 

@@ -30,6 +30,15 @@ class TelemetryReader:
     def close(self) -> None:
         self.redis.close()
 
+    def cache_keys(self, since_ms: float, kind_suffix: str = "PodSet") -> set[str] | None:
+        """Keys in the snapshot of the worker's informer cache for ``*{kind_suffix}``."""
+        topics = [t.decode() for t in self.redis.smembers(self.keys.topics)]
+        matches = [t for t in topics if t.startswith(f"{self.worker_prefix}informer/") and t.endswith(kind_suffix)]
+        if not matches:
+            return None
+        fields = self.redis.hkeys(self.keys.snapshot(matches[0]))
+        return {f.decode() for f in fields} - {"__id__"}
+
     def records(self, kind: str, since_ms: float, until_ms: float,
                 where: Callable[[Record], bool] = lambda r: True) -> list[Record]:
         """Records of every ``w/{worker}/{kind}/*`` topic published in [since_ms, until_ms]."""

@@ -135,9 +135,14 @@ class TelemetryObserver(Observer):
 
     def on_handler(self, informer: str, *, handler: str, event: str, key: str, outcome: str,
                    duration: float, error: str | None = None, old: Any = None, new: Any = None) -> None:
-        self._emit("informer", informer, {"k": "handler", "handler": handler, "event": event, "key": key,
-                                          "outcome": outcome, "duration": duration, "error": error,
-                                          "rv": _rv(new), "old_rv": _rv(old)})
+        record = {"k": "handler", "handler": handler, "event": event, "key": key, "outcome": outcome,
+                  "duration": duration, "error": error, "rv": _rv(new), "old_rv": _rv(old)}
+        # A delete whose final state was missed (relist after a gap) carries the last known object in a
+        # DeletedFinalStateUnknown tombstone; duck-typed because telemetry must not import informers.
+        last_known = getattr(new, "obj", None)
+        if last_known is not None and type(new).__name__ == "DeletedFinalStateUnknown":
+            record.update(tombstone=True, rv=_rv(last_known))
+        self._emit("informer", informer, record)
 
     # -- workqueue ---------------------------------------------------------------------------
     def on_queue(self, queue: str, *, op: str, key: str, depth: int, delay: float | None = None,
