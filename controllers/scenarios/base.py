@@ -6,10 +6,13 @@ Timings in a scenario are written at demo speed (e.g. "50 % errors for 20 s") an
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from controllers.clock import Clock, RealClock
 from controllers.examples.podset import API_VERSION, podset
@@ -67,6 +70,48 @@ class SimFaults:
         return self.client.send_json("POST", "/_sim/pods/kill", {"count": count, "namespace": namespace})
 
 
+class WorkerControl(Protocol):
+    """Kill the worker running the controllers, and wait until it runs again."""
+
+    def kill(self) -> None: ...
+
+    def wait_restarted(self, timeout: float) -> bool: ...
+
+
+class PidFileWorker:
+    """The demo's supervised worker: its pid is in ``run/worker.pid``; the demo restarts it."""
+
+    def __init__(self, pid_file: Path) -> None:
+        self.pid_file = pid_file
+        self._killed: int | None = None
+
+    def _pid(self) -> int | None:
+        try:
+            return int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def kill(self) -> None:
+        pid = self._pid()
+        if pid is None:
+            raise RuntimeError(f"no worker pid in {self.pid_file}: is `make demo` running?")
+        os.kill(pid, signal.SIGKILL)  # mid-flight, no clean shutdown: like a node or OOM kill
+        self._killed = pid
+
+    def wait_restarted(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid = self._pid()
+            if pid is not None and pid != self._killed:
+                try:
+                    os.kill(pid, 0)
+                    return True
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        return False
+
+
 @dataclass
 class ScenarioContext:
     """What a scenario may use. ``say`` narrates to whoever runs it (console, dashboard)."""
@@ -77,6 +122,7 @@ class ScenarioContext:
     clock: Clock = field(default_factory=RealClock)
     say: Callable[[str], None] = print
     telemetry: Any = None  # a TelemetryReader for the worker running the controllers, if available
+    workers: WorkerControl | None = None  # how to kill and await the worker, if the scenario needs it
 
     @property
     def faults(self) -> SimFaults:
@@ -97,6 +143,25 @@ class ScenarioContext:
             if exc.code != 409:
                 raise
             self.scale(name, replicas)
+
+    def recreate_podset(self, name: str, implementation: str, replicas: int) -> None:
+        """Delete ``name`` (and, by garbage collection, its pods) if it exists, then create it afresh,
+        so a scenario run never inherits the drift a previous run left behind."""
+        try:
+            self.client.send_json("DELETE", f"{self.podsets_path()}/{name}")
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+        else:
+            def gone() -> bool:
+                try:
+                    self.client.get_json(f"{self.podsets_path()}/{name}")
+                    return False
+                except ApiError as exc:
+                    return exc.code == 404
+            if self.wait_for(gone, timeout=30) is None:
+                raise RuntimeError(f"PodSet {name} was not deleted within 30 s")
+        self.ensure_podset(name, implementation, replicas)
 
     def scale(self, name: str, replicas: int) -> None:
         """Set ``spec.replicas`` with a conflict-retrying read-modify-write."""

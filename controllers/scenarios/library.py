@@ -2,7 +2,8 @@
 
 Implemented here: retry storm and pod killer (measured by pod counts from the API) and burst
 coalescing and watch break and relist (handler calls, reconciles, lists, tombstones and the cache,
-read from the worker's telemetry). Still to come (see the issue): controller restart, leader failover.
+read from the worker's telemetry), and controller restart (the worker is killed and supervised
+back). Still to come (see the issue): leader failover with two worker replicas.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ HANDLERS, RECONCILER = "handlers", "reconciler"
 
 def _prepare(ctx: ScenarioContext, prefix: str, replicas: int) -> tuple[str, str]:
     by_handlers, by_reconciler = f"{prefix}-handlers", f"{prefix}-reconciler"
-    ctx.ensure_podset(by_handlers, HANDLERS, replicas)
-    ctx.ensure_podset(by_reconciler, RECONCILER, replicas)
+    ctx.recreate_podset(by_handlers, HANDLERS, replicas)
+    ctx.recreate_podset(by_reconciler, RECONCILER, replicas)
     for name in (by_handlers, by_reconciler):
         if ctx.wait_for(lambda n=name: len(ctx.pods_of(n)) == replicas, timeout=30) is None:
             raise RuntimeError(f"{name} did not reach {replicas} pods before the scenario began")
@@ -90,8 +91,8 @@ def watch_break(ctx: ScenarioContext) -> ScenarioResult:
     if ctx.telemetry is None:
         raise RuntimeError("watch-break reads handler calls and the cache from telemetry: no reader given")
     kept, doomed = "gap-kept", "gap-doomed"
-    ctx.ensure_podset(kept, HANDLERS, 1)
-    ctx.ensure_podset(doomed, HANDLERS, 1)
+    ctx.recreate_podset(kept, HANDLERS, 1)
+    ctx.recreate_podset(doomed, HANDLERS, 1)
     ctx.wait_for(lambda: len(ctx.pods_of(kept)) == 1 and len(ctx.pods_of(doomed)) == 1, timeout=30)
     time.sleep(0.5)
     start_ms = time.time() * 1000
@@ -139,6 +140,29 @@ def watch_break(ctx: ScenarioContext) -> ScenarioResult:
     return result
 
 
+def controller_restart(ctx: ScenarioContext) -> ScenarioResult:
+    result = ScenarioResult("controller-restart")
+    if ctx.workers is None:
+        raise RuntimeError("controller-restart kills the worker: no worker control given")
+    by_handlers, by_reconciler = _prepare(ctx, "restart", 2)
+    ctx.say("The worker is killed (SIGKILL): no clean shutdown, work in flight is gone.")
+    ctx.workers.kill()
+    ctx.say("While it is down, both PodSets are scaled from 2 to 4.")
+    ctx.scale(by_handlers, 4)
+    ctx.scale(by_reconciler, 4)
+    if not ctx.workers.wait_restarted(timeout=30):
+        raise RuntimeError("the worker did not come back within 30 s")
+    ctx.say("The worker is back. Its informers list everything: every PodSet arrives as an Add.")
+    took = ctx.wait_for(lambda: len(ctx.pods_of(by_reconciler)) == 4, timeout=30)
+    ctx.sleep(3)
+    handler_pods = len(ctx.pods_of(by_handlers))
+    result.measurements.update(reconciler_converged_after_s=took, handler_pods=handler_pods, desired=4)
+    result.claim("the reconciler converged from state: 4 pods", took is not None, f"{len(ctx.pods_of(by_reconciler))} pods")
+    result.claim("the handler-only PodSet did not: its on_add re-created pods blind to what exists",
+                 handler_pods != 4, f"{handler_pods} pods for 4 desired")
+    return result
+
+
 def pod_killer(ctx: ScenarioContext) -> ScenarioResult:
     result = ScenarioResult("pod-killer")
     by_handlers, by_reconciler = _prepare(ctx, "chaos", 4)
@@ -180,6 +204,14 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "No notification was dropped by a buffer: the handler saw a subsequence of the states. The cache is "
         "still exactly the server's state.",
     ), watch_break),
+    Scenario("controller-restart", "Controller restart: the worker is killed mid-flight", (
+        "The worker process is killed, the PodSets are scaled from 2 to 4 while it is down, and it comes back.",
+        "The Reconciler needs no memory: on restart the informer lists every PodSet, each becomes a request, "
+        "and reconcile compares what exists with what is wanted — it converges to 4.",
+        "The handler-only implementation only knows events. The update from 2 to 4 happened while it was "
+        "down; after the restart it gets an Add for the PodSet and creates 4 pods on top of the 2 that "
+        "exist. Its earlier work is invisible to it, so it is wrong again — this time with too many.",
+    ), controller_restart),
     Scenario("pod-killer", "Pod killer: chaos deletes pods", (
         "Two pods of each PodSet are deleted behind the controllers' backs.",
         "The Reconciler watches the pods it owns: every deletion enqueues its PodSet, and the level-based "

@@ -1,8 +1,10 @@
 """``python manage.py demo`` (what ``make demo`` runs): everything needed to watch controllers, on loopback.
 
-Starts, in order: Redis (redisboot's rule), the database schema, the worker, and the dashboard under
-daphne, then prints the URL. Ctrl-C (or SIGTERM) stops everything it started, in reverse order. If
-any child dies, the demo says which one, shows the end of its log, stops the rest and exits non-zero.
+Starts, in order: Redis (redisboot's rule), the database schema, the simulated cluster (unless
+``--kubeconfig`` points at a real one), a few sample Deployments, the worker running the example
+controllers, and the dashboard under daphne; then prints the URL and how to point kubectl at the
+cluster. Ctrl-C (or SIGTERM) stops everything it started, in reverse order. If any child dies, the
+demo says which one, shows the end of its log, stops the rest and exits non-zero.
 """
 
 from __future__ import annotations
@@ -22,16 +24,49 @@ from django.core.management.base import BaseCommand, CommandError
 from controllers.process import stop_process
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis, free_port
 
+DEFAULT_CONTROLLERS = ["controllers.examples.deployments:setup", "controllers.examples.podset:setup"]
+SAMPLE_DEPLOYMENTS = {"web": ("nginx:1.27", 3), "api": ("ghcr.io/example/api:2.1", 2)}
+
+
+RESTART_LIMIT = 5  # restarts within RESTART_WINDOW seconds before the demo gives up (a crash loop)
+RESTART_WINDOW = 60.0
+
 
 class Child:
-    """A child process with its own log file under run/."""
+    """A child process with its own log file under run/.
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+    With ``pid_file`` it is supervised like a pod of a Deployment: if it dies it is started again
+    (the controller-restart scenario kills the worker on purpose), and the file names the live pid.
+    """
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path, *,
+                 pid_file: Path | None = None) -> None:
         self.name = name
         self.log = log
-        with open(log, "ab") as fh:
-            self.proc = subprocess.Popen(argv, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR)
+        self.argv = argv
+        self.env = env
+        self.pid_file = pid_file
+        self.restarts: list[float] = []
+        self._start()
+
+    def _start(self) -> None:
+        with open(self.log, "ab") as fh:
+            # Own session: Ctrl-C reaches only the demo, which then stops the children in reverse
+            # start order (worker before the cluster it watches), instead of all at once.
+            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=fh, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, start_new_session=True)
+        if self.pid_file is not None:
+            self.pid_file.write_text(str(self.proc.pid))
+
+    def restart_if_supervised(self) -> bool:
+        """Start a dead supervised child again; False if unsupervised or crash-looping."""
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < RESTART_WINDOW]
+        if self.pid_file is None or len(self.restarts) >= RESTART_LIMIT:
+            return False
+        self.restarts.append(now)
+        self._start()
+        return True
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -44,6 +79,8 @@ class Child:
 
     def stop(self) -> None:
         stop_process(self.proc)
+        if self.pid_file is not None:
+            self.pid_file.unlink(missing_ok=True)
 
 
 class Command(BaseCommand):
@@ -52,8 +89,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=int(os.environ.get("CTRLSCOPE_PORT", "8000")),
                             help="dashboard port on 127.0.0.1 (default 8000; a free one if taken)")
-        parser.add_argument("--rate", type=float, default=20.0,
-                            help="synthetic observations per second from the worker (default 20)")
+        parser.add_argument("--rate", type=float, default=0.0,
+                            help="also publish synthetic observations per second (default 0: off)")
+        parser.add_argument("--kubeconfig", default=os.environ.get("CTRLSCOPE_KUBECONFIG"),
+                            help="watch a real cluster instead of the simulator (default: the simulator)")
+        parser.add_argument("--context", help="kubeconfig context for --kubeconfig")
+        parser.add_argument("--controller", action="append",
+                            help=f"controllers to run (default: {DEFAULT_CONTROLLERS[0]})")
 
     def handle(self, *args, **opts):
         run_dir = Path(settings.RUN_DIR)
@@ -79,8 +121,27 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop_all)
         signal.signal(signal.SIGTERM, stop_all)
         try:
-            children.append(Child("worker", [py, "manage.py", "runcontrollers", "--synthetic", str(opts["rate"])],
-                                  env, run_dir / "logs" / "worker.log"))
+            kubeconfig = opts["kubeconfig"]
+            if kubeconfig:
+                self.stdout.write(f"cluster:   {kubeconfig} (real cluster; the example controllers write ConfigMaps)")
+            else:
+                kubeconfig = str(run_dir / "kubeconfig-sim.yaml")
+                Path(kubeconfig).unlink(missing_ok=True)
+                children.append(Child("simulated cluster", [py, "manage.py", "simcluster", "--port", "0",
+                                                            "--kubeconfig", kubeconfig],
+                                      env, run_dir / "logs" / "simcluster.log"))
+                self._wait_file(Path(kubeconfig), children)
+                self._create_samples(kubeconfig)
+                self.stdout.write(f"cluster:   simulated; try: KUBECONFIG={kubeconfig} kubectl get deployments,podsets,pods")
+            worker = [py, "manage.py", "runcontrollers", "--kubeconfig", kubeconfig, "--worker-name", "demo"]
+            for spec in opts["controller"] or DEFAULT_CONTROLLERS:
+                worker += ["--controller", spec]
+            if opts["context"]:
+                worker += ["--context", opts["context"]]
+            if opts["rate"] > 0:
+                worker += ["--synthetic", str(opts["rate"])]
+            children.append(Child("worker", worker, env, run_dir / "logs" / "worker.log",
+                                  pid_file=run_dir / "worker.pid"))
             children.append(Child("dashboard", [py, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                                                 "dashboard.asgi:application"], env, run_dir / "logs" / "dashboard.log"))
             url = f"http://127.0.0.1:{port}/"
@@ -93,7 +154,12 @@ class Command(BaseCommand):
             while not stopping:
                 for child in children:
                     if not child.alive():
-                        raise CommandError(f"{child.name} exited with {child.proc.returncode}; "
+                        code = child.proc.returncode
+                        if child.restart_if_supervised():
+                            self.stdout.write(f"{child.name} exited with {code}; restarted (pid {child.proc.pid})")
+                            self.stdout.flush()
+                            continue
+                        raise CommandError(f"{child.name} exited with {code}; "
                                            f"last lines of {child.log}:\n{child.tail()}")
                 time.sleep(0.3)
         finally:
@@ -101,6 +167,45 @@ class Command(BaseCommand):
                 child.stop()
             redis_handle.stop()
             self.stdout.write("demo stopped.")
+
+    def _wait_file(self, path: Path, children: list[Child], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            for child in children:
+                if not child.alive():
+                    raise CommandError(f"{child.name} exited during start-up:\n{child.tail()}")
+            if time.monotonic() > deadline:
+                raise CommandError(f"{path} did not appear within {timeout:.0f}s")
+            time.sleep(0.1)
+
+    def _create_samples(self, kubeconfig: str) -> None:
+        """Sample Deployments and PodSets (one per implementation) so there is something to watch at once."""
+        from controllers.examples import podset
+        from controllers.informers.http_client import KubernetesClient
+        from controllers.informers.listwatch import ApiError
+
+        client = KubernetesClient.from_kubeconfig(kubeconfig)
+        podset.ensure_crd(client)
+        samples = [("/apis/apps/v1/namespaces/default/deployments", body) for body in self._deployments()]
+        samples += [(f"/apis/{podset.API_VERSION}/namespaces/default/podsets", podset.podset(name, impl, 3))
+                    for name, impl in (("by-handlers", "handlers"), ("by-reconciler", "reconciler"))]
+        for path, body in samples:
+            try:
+                client.send_json("POST", path, body)
+            except ApiError as exc:
+                if exc.code != 409:  # already there (a --state file): fine
+                    raise CommandError(f"could not create sample {body['metadata']['name']}: {exc}") from exc
+
+    @staticmethod
+    def _deployments() -> list[dict]:
+        out = []
+        for name, (image, replicas) in SAMPLE_DEPLOYMENTS.items():
+            out.append({"apiVersion": "apps/v1", "kind": "Deployment",
+                        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+                        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                                 "template": {"metadata": {"labels": {"app": name}},
+                                              "spec": {"containers": [{"name": name, "image": image}]}}}})
+        return out
 
     def _wait_http(self, url: str, children: list[Child], timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout

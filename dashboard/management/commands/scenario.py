@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from controllers.scenarios import SCENARIOS, ScenarioContext
+from controllers.scenarios.base import PidFileWorker
 from controllers.scenarios.telemetry import TelemetryReader
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
@@ -68,7 +69,8 @@ class Command(BaseCommand):
                                                        "running": True, "started": time.time() * 1000})
             reader = TelemetryReader(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=opts["worker"])
             try:
-                result = scenario.run(ScenarioContext(client, time_scale=opts["speed"], say=say, telemetry=reader))
+                result = scenario.run(ScenarioContext(client, time_scale=opts["speed"], say=say, telemetry=reader,
+                                                      workers=PidFileWorker(settings.RUN_DIR / "worker.pid")))
             finally:
                 reader.close()
             for claim in result.claims:
