@@ -1,0 +1,668 @@
+"""The Kubernetes REST API over aiohttp: routing, verbs, watch streaming, subresources.
+
+One catch-all route parses ``/api/v1/...`` and ``/apis/{group}/{version}/...`` into a
+``ResourceRequest`` (type, namespace, name, subresource), asks the fault injector whether to delay
+or fail it, and dispatches on the HTTP method:
+
+* GET → get, list (optionally paged or as a ``Table``) or, with ``watch=true``, a chunked stream of
+  JSON lines fed by a ``Watcher``; POST → create; PUT → update; PATCH → one of four patch types
+  computed against the live object, then an update; DELETE → delete or deletecollection.
+* ``/status`` writes touch only ``.status``; ``/scale`` translates to and from ``autoscaling/v1``
+  Scale; ``pods/{name}/log`` reads the simulated kubelet's log buffer.
+
+``dryRun=All`` runs every check and default without committing. A watch stream writes whatever
+events piled up since its last write in one chunk, after waiting ``flush_delay`` (2 ms by default)
+so that under load one wake-up and one socket write carry many events.
+
+Handlers never mutate stored objects: they compute the new object and hand it to the ``Store``,
+which owns RVs, generation, finalizers and history. Every failure is a ``StatusError`` rendered as
+a ``Status`` body; anything else would be a bug and is reported as a 500 Status, never a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from controllers.sim import codec
+from controllers.sim.apply import server_side_apply
+from controllers.sim.discovery import AGGREGATED_CONTENT_TYPE, Discovery, wants_aggregated
+from controllers.sim.errors import StatusError, bad_request, qualified
+from controllers.sim.patch import json_patch, merge_patch
+from controllers.sim.resources import ResourceType
+from controllers.sim.selectors import parse_field_selector, parse_label_selector, selector_from_label_selector
+from controllers.sim.store import Store, copy_obj, rfc3339
+from controllers.sim.strategic import StrategicMerge
+from controllers.sim.tables import jsonpath_value, table
+from controllers.sim.validation import check_name_match, check_namespace_match, check_type, too_large
+from controllers.sim.watch import Watcher, WatchEvent
+
+if TYPE_CHECKING:
+    from controllers.sim.faults import FaultInjector
+    from controllers.sim.kubelet import Kubelet
+
+log = logging.getLogger(__name__)
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+@dataclass
+class ResourceRequest:
+    """A parsed resource URL."""
+
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    sub: str | None
+
+
+def _not_found_path() -> StatusError:
+    return StatusError(404, "the server could not find the requested resource", reason="NotFound")
+
+
+def _method_not_allowed() -> StatusError:
+    return StatusError(405, "the server does not allow this method on the requested resource",
+                       reason="MethodNotAllowed")
+
+
+def _wants_table(accept: str) -> bool:
+    return "as=Table" in accept
+
+
+def _bool(value: str | None) -> bool:
+    return (value or "").lower() in ("true", "1")
+
+
+def _int(request: web.Request, name: str) -> int:
+    raw = request.query.get(name)
+    if raw in (None, ""):
+        return 0
+    try:
+        value = int(raw)
+    except ValueError:
+        raise bad_request(f"invalid value for {name}: {raw!r}") from None
+    if value < 0:
+        raise bad_request(f"{name} must be non-negative")
+    return value
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=codec.dumps(data), status=status, content_type="application/json")
+
+
+def _raw_json(data: bytes, status: int = 200, content_type: str = "application/json") -> web.Response:
+    return web.Response(body=data, status=status, headers={"Content-Type": content_type})
+
+
+# Kinds whose PUT creates a missing object (registry strategies with AllowCreateOnUpdate).
+_CREATE_ON_UPDATE = frozenset(("leases", "events"))
+
+
+def _dry_run(request: web.Request) -> bool:
+    return "All" in request.query.getall("dryRun", [])
+
+
+def manager_of(request: web.Request) -> str:
+    manager = request.query.get("fieldManager")
+    if manager:
+        return manager
+    agent = request.headers.get("User-Agent", "unknown")
+    return agent.split("/")[0].strip() or "unknown"
+
+
+class KubeAPI:
+    """aiohttp handlers for the Kubernetes API paths served by one simulated cluster."""
+
+    def __init__(self, *, store: Store, discovery: Discovery, faults: FaultInjector, kubelet: Kubelet,
+                 bookmark_interval: float, server_address: Callable[[], str], flush_delay: float = 0.0) -> None:
+        self.store = store
+        self.registry = store.registry
+        self.discovery = discovery
+        self.faults = faults
+        self.kubelet = kubelet
+        self.bookmark_interval = bookmark_interval
+        self.flush_delay = flush_delay
+        self.server_address = server_address
+        self.streams: set[web.StreamResponse] = set()
+
+    # ---- entry -------------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._route(request)
+        except StatusError as e:
+            return _json(e.status(), e.code)
+        except web.HTTPRequestEntityTooLarge:
+            e = too_large()
+            return _json(e.status(), e.code)
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as e:  # a bug: still answer like an API server, and log it loudly
+            log.exception("internal error serving %s %s", request.method, request.path_qs)
+            err = StatusError(500, f"Internal error occurred: {e}")
+            return _json(err.status(), 500)
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if path in ("/healthz", "/readyz", "/livez"):
+            return web.Response(text="ok")
+        if path == "/version":
+            return _json(self.discovery.version())
+        if path == "/openapi/v2" and "protobuf" in request.headers.get("Accept", ""):
+            # kubectl <= 1.28 insists on OpenAPI v2 (protobuf only) before apply; an empty document
+            # makes it skip client-side schema validation, as for unknown kinds.
+            return web.Response(body=self.discovery.openapi_v2_protobuf(),
+                                headers={"Content-Type": "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"})
+        if path.startswith("/openapi/"):
+            return self._openapi(path)
+        segs = [s for s in path.split("/") if s]
+        if not segs or segs[0] not in ("api", "apis"):
+            raise _not_found_path()
+        accept = request.headers.get("Accept", "")
+        if segs == ["api"]:
+            if wants_aggregated(accept):
+                return _raw_json(self.discovery.aggregated(core=True), content_type=AGGREGATED_CONTENT_TYPE)
+            return _raw_json(self.discovery.api_versions(self.server_address()))
+        if segs == ["apis"]:
+            if wants_aggregated(accept):
+                return _raw_json(self.discovery.aggregated(core=False), content_type=AGGREGATED_CONTENT_TYPE)
+            return _raw_json(self.discovery.api_group_list())
+        if segs[0] == "api":
+            group, version, rest = "", segs[1], segs[2:]
+        elif len(segs) == 2:
+            doc = self.discovery.api_group(segs[1])
+            if doc is None:
+                raise _not_found_path()
+            return _raw_json(doc)
+        else:
+            group, version, rest = segs[1], segs[2], segs[3:]
+        if not rest:
+            rl = self.discovery.resource_list(group, version)
+            if rl is None:
+                raise _not_found_path()
+            return _raw_json(rl)
+        req = self._parse(group, version, rest)
+        return await self._dispatch(request, req)
+
+    def _openapi(self, path: str) -> web.Response:
+        if path in ("/openapi/v3", "/openapi/v3/"):
+            return _raw_json(self.discovery.openapi_index())
+        if path.startswith("/openapi/v3/"):
+            segs = [s for s in path[len("/openapi/v3/"):].split("/") if s]
+            doc = None
+            if len(segs) == 2 and segs[0] == "api":
+                doc = self.discovery.openapi_doc_bytes("", segs[1])
+            elif len(segs) == 3 and segs[0] == "apis":
+                doc = self.discovery.openapi_doc_bytes(segs[1], segs[2])
+            if doc is not None:
+                return _raw_json(doc)
+        # No OpenAPI v2: kubectl expects protobuf there, and a 404 makes it fall back cleanly.
+        raise _not_found_path()
+
+    def _parse(self, group: str, version: str, rest: list[str]) -> ResourceRequest:
+        ns: str | None = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            candidate = self.registry.lookup(group, version, rest[2])
+            if candidate is not None and candidate.namespaced:
+                ns, rest = rest[1], rest[2:]
+        if len(rest) > 3:
+            raise _not_found_path()
+        rt = self.registry.lookup(group, version, rest[0])
+        if rt is None:
+            raise _not_found_path()
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if sub is not None and sub not in rt.subresources():
+            raise _not_found_path()
+        if rt.namespaced and name is not None and ns is None:
+            raise _not_found_path()
+        if not rt.namespaced and ns is not None:
+            raise _not_found_path()
+        return ResourceRequest(rt, ns, name, sub)
+
+    async def _dispatch(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
+        method = request.method
+        watching = method == "GET" and _bool(request.query.get("watch"))
+        if method == "GET":
+            verb = "watch" if watching else ("get" if req.name else "list")
+        else:
+            verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, "")
+            if verb == "delete" and req.name is None:
+                verb = "deletecollection"
+        if not verb:
+            raise _method_not_allowed()
+        await self.faults.before_request(verb, req.rt.plural)
+        dry_run = request.query.getall("dryRun", [])
+        if any(v != "All" for v in dry_run):
+            raise bad_request(f'Unsupported value: "{dry_run[0]}": supported values: "All"')
+        handler: Callable[[web.Request, ResourceRequest], Awaitable[web.StreamResponse]]
+        if verb == "watch":
+            handler = self.watch
+        elif verb == "list":
+            handler = self.list
+        elif verb == "get":
+            handler = self.get
+        elif verb == "create":
+            if req.name is not None:
+                raise _method_not_allowed()
+            handler = self.create
+        elif verb in ("update", "patch"):
+            if req.name is None:
+                raise _method_not_allowed()
+            handler = self.update if verb == "update" else self.patch
+        elif verb == "delete":
+            handler = self.delete
+        else:
+            handler = self.delete_collection
+        return await handler(request, req)
+
+    # ---- presentation ------------------------------------------------------------------------
+
+    def present(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """The object as seen through ``rt``'s version (CRDs with several served versions)."""
+        if obj.get("apiVersion") != rt.api_version:
+            return {**obj, "apiVersion": rt.api_version}
+        return obj
+
+    async def _body(self, request: web.Request) -> bytes:
+        if request.content_length is not None and request.content_length > codec.MAX_BODY:
+            raise too_large()
+        return await request.read()
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    async def get(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
+        assert req.name is not None
+        obj = self.store.get(req.rt, req.namespace or "", req.name)
+        if req.sub == "scale":
+            return _json(self.scale_of(req.rt, obj))
+        if req.sub == "log":
+            return await self.logs(request, req, obj)
+        if _wants_table(request.headers.get("Accept", "")):
+            return _json(table(req.rt, [obj], now=self.store.clock.wall(),
+                               resource_version=obj["metadata"]["resourceVersion"],
+                               include_object=request.query.get("includeObject", "Metadata")))
+        return _json(self.present(req.rt, obj))
+
+    def _matcher(self, request: web.Request, rt: ResourceType) -> tuple[Callable[[dict[str, Any]], bool], bool]:
+        labels = request.query.get("labelSelector")
+        fields = request.query.get("fieldSelector")
+        label_match = parse_label_selector(labels)
+        field_match = parse_field_selector(fields, rt.plural, rt.builtin)
+        if not labels and not fields:
+            return (lambda _o: True), False
+        return (lambda o: label_match(o) and field_match(o)), True
+
+    async def list(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
+        rt = req.rt
+        match, filtered = self._matcher(request, rt)
+        limit = _int(request, "limit")
+        items, list_rv, token, remaining = self.store.list(
+            rt, req.namespace, match if filtered else None, limit=limit,
+            continue_token=request.query.get("continue") or None)
+        if _wants_table(request.headers.get("Accept", "")):
+            return _json(table(rt, items, now=self.store.clock.wall(), resource_version=str(list_rv),
+                               include_object=request.query.get("includeObject", "Metadata"),
+                               continue_token=token, remaining=remaining))
+        meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
+        if token:
+            meta["continue"] = token
+            meta["remainingItemCount"] = remaining
+        if any(o.get("apiVersion") != rt.api_version for o in items[:1]):
+            items = [self.present(rt, o) for o in items]
+        return _json({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": items})
+
+    async def watch(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
+        rt = req.rt
+        q = request.query
+        label_match = parse_label_selector(q.get("labelSelector"))
+        field_match = parse_field_selector(q.get("fieldSelector"), rt.plural, rt.builtin)
+        filtered = bool(q.get("labelSelector") or q.get("fieldSelector"))
+        timeout = _int(request, "timeoutSeconds")
+        bookmarks = _bool(q.get("allowWatchBookmarks"))
+        send_initial: bool | None = None
+        if "sendInitialEvents" in q:
+            send_initial = _bool(q.get("sendInitialEvents"))
+            if send_initial and q.get("resourceVersionMatch") != "NotOlderThan":
+                raise StatusError(422, "resourceVersionMatch: Forbidden: sendInitialEvents requires setting "
+                                       "resourceVersionMatch to NotOlderThan", reason="Invalid")
+        as_table = _wants_table(request.headers.get("Accept", ""))
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
+                                                           "Cache-Control": "no-cache, private"})
+        response.enable_chunked_encoding()
+        try:
+            watcher = self.store.watch(rt, req.namespace, resource_version=q.get("resourceVersion"),
+                                       label_match=label_match, field_match=field_match, filtered=filtered,
+                                       send_initial_events=send_initial,
+                                       raw_lines=not as_table and self.registry.storage_type(rt.key) is rt)
+        except StatusError as e:
+            if e.code != 410:
+                raise
+            # A real API server answers an expired watch with 200 and one ERROR event.
+            await response.prepare(request)
+            await response.write(codec.dumps({"type": "ERROR", "object": e.status()}) + b"\n")
+            await response.write_eof()
+            return response
+        if send_initial:
+            watcher.pending.append(("BOOKMARK", None, self._bookmark(rt, self.store.rv, initial_end=True)))
+            watcher.wake.set()
+        self.streams.add(response)
+        try:
+            await response.prepare(request)
+            await self._pump(request, response, watcher, rt, timeout=timeout, bookmarks=bookmarks,
+                             as_table=as_table)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.store.unwatch(watcher)
+            self.streams.discard(response)
+        return response
+
+    def _bookmark(self, rt: ResourceType, rv: int, initial_end: bool = False) -> dict[str, Any]:
+        meta: dict[str, Any] = {"resourceVersion": str(rv), "creationTimestamp": None}
+        if initial_end:
+            meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+        return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
+
+    def _encode(self, rt: ResourceType, type: str, event: WatchEvent | None, obj: dict[str, Any],
+                as_table: bool, first: bool) -> bytes:
+        if as_table and type != "BOOKMARK":
+            t = table(rt, [obj], now=self.store.clock.wall(), resource_version=obj["metadata"]["resourceVersion"],
+                      headers=first)
+            return codec.dumps({"type": type, "object": t}) + b"\n"
+        if event is not None and event.type == type and obj.get("apiVersion") == rt.api_version:
+            return event.line()
+        return codec.dumps({"type": type, "object": self.present(rt, obj)}) + b"\n"
+
+    async def _pump(self, request: web.Request, response: web.StreamResponse, w: Watcher, rt: ResourceType, *,
+                    timeout: int, bookmarks: bool, as_table: bool) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout if timeout else None
+        first = True
+        while True:
+            if w.pending:
+                chunk = []
+                pending = w.pending
+                while pending:
+                    item = pending.popleft()
+                    if isinstance(item, bytes):
+                        chunk.append(item)
+                        continue
+                    type, event, obj = item
+                    chunk.append(self._encode(rt, type, event, obj, as_table, first))
+                    if type != "BOOKMARK":
+                        first = False
+                await response.write(b"".join(chunk))
+                continue
+            if w.closed:
+                if w.close_reason == "abort":
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return
+                await response.write_eof()
+                return
+            wait = self.bookmark_interval if bookmarks else None
+            if deadline is not None:
+                left = deadline - loop.time()
+                if left <= 0:
+                    await response.write_eof()
+                    return
+                wait = left if wait is None else min(wait, left)
+            w.wake.clear()
+            try:
+                if wait is None:
+                    await w.wake.wait()
+                else:
+                    await asyncio.wait_for(w.wake.wait(), wait)
+            except TimeoutError:
+                if bookmarks and not w.pending and not w.closed:
+                    await response.write(codec.dumps({"type": "BOOKMARK",
+                                                      "object": self._bookmark(rt, self.store.rv)}) + b"\n")
+                continue
+            if self.flush_delay and not w.closed:
+                # Coalesce: under load, one wake-up and one socket write per watcher carry many
+                # events instead of one each, at the cost of at most flush_delay of latency.
+                await asyncio.sleep(self.flush_delay)
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    async def create(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
+        if req.sub is not None:
+            raise _method_not_allowed()
+        obj = codec.decode_object(await self._body(request), request.headers.get("Content-Type"))
+        check_type(req.rt, obj)
+        check_namespace_match(req.namespace, obj)
+        created = self.store.create(req.rt, req.namespace, obj, manager=manager_of(request),
+                                    dry_run=_dry_run(request))
+        return _json(self.present(req.rt, created), 201)
+
+    async def update(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
+        assert req.name is not None
+        obj = codec.decode_object(await self._body(request), request.headers.get("Content-Type"))
+        if req.sub == "scale":
+            return _json(self._write_scale(request, req, obj))
+        if req.sub == "log":
+            raise _method_not_allowed()
+        check_type(req.rt, obj)
+        check_namespace_match(req.namespace, obj)
+        check_name_match(req.name, obj)
+        stored, created = self.store.update(req.rt, req.namespace, req.name, obj, subresource=req.sub,
+                                            manager=manager_of(request), dry_run=_dry_run(request),
+                                            create_if_missing=req.rt.builtin and req.rt.plural in _CREATE_ON_UPDATE)
+        return _json(self.present(req.rt, stored), 201 if created else 200)
+
+    async def patch(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
+        assert req.name is not None
+        rt = req.rt
+        ptype, doc = codec.decode_patch(await self._body(request), request.headers.get("Content-Type"))
+        if req.sub == "log":
+            raise _method_not_allowed()
+        if ptype == codec.APPLY_PATCH:
+            return self._apply(request, req, doc)
+        if ptype == codec.STRATEGIC_PATCH and not rt.builtin:
+            raise codec.unsupported_media(ptype, (codec.JSON_PATCH, codec.MERGE_PATCH, codec.APPLY_PATCH))
+        current = self.store.get(rt, req.namespace or "", req.name)
+        base = self.scale_of(rt, current) if req.sub == "scale" else self.present(rt, current)
+        if ptype == codec.MERGE_PATCH:
+            if not isinstance(doc, dict):
+                raise bad_request("merge patch must be a JSON object")
+            patched = merge_patch(base, doc)
+        elif ptype == codec.JSON_PATCH:
+            patched = json_patch(base, doc)
+        else:
+            patched = StrategicMerge(("autoscaling", "scale") if req.sub == "scale" else rt.key).apply(base, doc)
+        if req.sub == "scale":
+            return _json(self._write_scale(request, req, patched))
+        check_type(rt, patched)
+        check_name_match(req.name, patched)
+        check_namespace_match(req.namespace, patched)
+        stored, _ = self.store.update(rt, req.namespace, req.name, patched, subresource=req.sub,
+                                      manager=manager_of(request), dry_run=_dry_run(request))
+        return _json(self.present(rt, stored))
+
+    def _apply(self, request: web.Request, req: ResourceRequest, doc: dict[str, Any]) -> web.Response:
+        assert req.name is not None
+        rt = req.rt
+        manager = request.query.get("fieldManager")
+        if not manager:
+            raise StatusError(422, 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is '
+                                   "required for apply patch", reason="Invalid")
+        if req.sub == "scale":
+            raise codec.unsupported_media(codec.APPLY_PATCH, (codec.JSON_PATCH, codec.MERGE_PATCH))
+        check_type(rt, doc)
+        if not doc.get("apiVersion") or not doc.get("kind"):
+            raise bad_request("apiVersion and kind must be set in an apply configuration")
+        check_name_match(req.name, doc)
+        check_namespace_match(req.namespace, doc)
+        ns = (req.namespace or "default") if rt.namespaced else ""
+        live = self.store.find(rt.key, ns, req.name)
+        now = rfc3339(self.store.clock.wall())
+        merged, managed = server_side_apply(rt, live, doc, manager=manager, force=_bool(request.query.get("force")),
+                                            now=now, subresource=req.sub)
+        if live is None:
+            if req.sub is not None:
+                raise self._not_found(rt, req.name)
+            merged.setdefault("metadata", {})["name"] = req.name
+            created = self.store.create(rt, req.namespace, merged, manager=manager, managed=managed,
+                                        dry_run=_dry_run(request))
+            return _json(self.present(rt, created), 201)
+        merged["metadata"]["resourceVersion"] = doc.get("metadata", {}).get("resourceVersion") or \
+            live["metadata"]["resourceVersion"]
+        stored, _ = self.store.update(rt, req.namespace, req.name, merged, subresource=req.sub, manager=manager,
+                                      managed=managed, dry_run=_dry_run(request))
+        return _json(self.present(rt, stored))
+
+    @staticmethod
+    def _not_found(rt: ResourceType, name: str) -> StatusError:
+        return StatusError(404, f'{qualified(rt.plural, rt.group)} "{name}" not found', name=name, group=rt.group,
+                           kind=rt.plural)
+
+    async def delete(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
+        assert req.name is not None
+        if req.sub is not None:
+            raise _method_not_allowed()
+        opts = await self._delete_options(request)
+        pre = opts.get("preconditions") or {}
+        grace = opts.get("gracePeriodSeconds")
+        if grace is not None and (not isinstance(grace, int) or isinstance(grace, bool)):
+            raise bad_request(f"gracePeriodSeconds must be an integer, got {grace!r}")
+        obj, removed = self.store.delete(req.rt, req.namespace, req.name, propagation=opts.get("propagationPolicy"),
+                                         precondition_rv=pre.get("resourceVersion"),
+                                         precondition_uid=pre.get("uid"), dry_run=_dry_run(request),
+                                         grace_period=grace)
+        if req.rt.plural == "pods" or not removed:
+            return _json(self.present(req.rt, obj))
+        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                      "details": {"name": req.name, "group": req.rt.group, "kind": req.rt.plural,
+                                  "uid": obj["metadata"].get("uid")}})
+
+    async def _delete_options(self, request: web.Request) -> dict[str, Any]:
+        raw = await self._body(request)
+        opts: dict[str, Any] = {}
+        if raw.strip():
+            decoded = codec.decode_object(raw, request.headers.get("Content-Type"))
+            if not isinstance(decoded, dict):
+                raise bad_request("DeleteOptions must be an object")
+            opts = decoded
+        if request.query.get("propagationPolicy"):
+            opts["propagationPolicy"] = request.query["propagationPolicy"]
+        if request.query.get("gracePeriodSeconds"):
+            opts["gracePeriodSeconds"] = _int(request, "gracePeriodSeconds")
+        if opts.get("orphanDependents") is True and not opts.get("propagationPolicy"):
+            opts["propagationPolicy"] = "Orphan"
+        return opts
+
+    async def delete_collection(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
+        rt = req.rt
+        match, filtered = self._matcher(request, rt)
+        opts = await self._delete_options(request)
+        items, _, _, _ = self.store.list(rt, req.namespace, match if filtered else None)
+        deleted = []
+        for obj in list(items):
+            meta = obj["metadata"]
+            try:
+                gone, _ = self.store.delete(rt, meta.get("namespace"), meta["name"],
+                                            propagation=opts.get("propagationPolicy"))
+                deleted.append(gone)
+            except StatusError as e:
+                if e.code != 404:
+                    raise
+        return _json({"kind": rt.list_kind, "apiVersion": rt.api_version,
+                      "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted})
+
+    # ---- scale -------------------------------------------------------------------------------
+
+    def scale_of(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """The ``autoscaling/v1`` Scale view of ``obj``."""
+        assert rt.scale is not None
+        meta = obj["metadata"]
+        replicas = jsonpath_value(obj, rt.scale.spec_replicas) or 0
+        status: dict[str, Any] = {"replicas": jsonpath_value(obj, rt.scale.status_replicas) or 0}
+        if rt.builtin:
+            selector = selector_from_label_selector((obj.get("spec") or {}).get("selector"))
+        else:
+            selector = jsonpath_value(obj, rt.scale.label_selector) if rt.scale.label_selector else None
+        if selector:
+            status["selector"] = selector
+        scale_meta = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                      if k in meta}
+        return {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": scale_meta,
+                "spec": {"replicas": replicas}, "status": status}
+
+    def _write_scale(self, request: web.Request, req: ResourceRequest, scale: Any) -> dict[str, Any]:
+        assert req.name is not None and req.rt.scale is not None
+        rt = req.rt
+        if not isinstance(scale, dict):
+            raise bad_request("Scale must be an object")
+        replicas = (scale.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise StatusError(422, f'Scale.autoscaling "{req.name}" is invalid: spec.replicas: Invalid value: '
+                                   f"{replicas!r}: must be greater than or equal to 0", reason="Invalid",
+                              name=req.name, group="autoscaling", kind="Scale")
+        current = self.store.get(rt, req.namespace or "", req.name)
+        new = copy_obj(current)
+        path = [p for p in rt.scale.spec_replicas.split(".") if p]
+        cur = new
+        for p in path[:-1]:
+            cur = cur.setdefault(p, {})
+        cur[path[-1]] = replicas
+        rv = (scale.get("metadata") or {}).get("resourceVersion")
+        new["metadata"]["resourceVersion"] = rv or current["metadata"]["resourceVersion"]
+        stored, _ = self.store.update(rt, req.namespace, req.name, new, manager=manager_of(request),
+                                      dry_run=_dry_run(request))
+        return self.scale_of(rt, stored)
+
+    # ---- logs --------------------------------------------------------------------------------
+
+    async def logs(self, request: web.Request, req: ResourceRequest, pod: dict[str, Any]) -> web.StreamResponse:
+        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        name = pod["metadata"]["name"]
+        container = request.query.get("container")
+        if not container:
+            if len(containers) != 1:
+                raise bad_request(f"a container name must be specified for pod {name}, choose one of: "
+                                  f"[{' '.join(str(c) for c in containers)}]")
+            container = containers[0]
+        if container not in containers:
+            raise bad_request(f"container {container} is not valid for pod {name}")
+        ns = pod["metadata"].get("namespace", "")
+        waiting = self.kubelet.waiting_reason(pod, container)
+        if waiting:
+            raise bad_request(f'container "{container}" in pod "{name}" is waiting to start: {waiting}')
+        tail = request.query.get("tailLines")
+        lines = self.kubelet.logs(ns, name, container)
+        if tail is not None:
+            n = _int(request, "tailLines")
+            lines = lines[-n:] if n else []
+        timestamps = _bool(request.query.get("timestamps"))
+        body = "".join(self._log_line(line, timestamps) for line in lines)
+        if not _bool(request.query.get("follow")):
+            return web.Response(text=body, content_type="text/plain")
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        await response.write(body.encode())
+        sent = len(self.kubelet.logs(ns, name, container))
+        uid = pod["metadata"].get("uid")
+        while True:
+            await asyncio.sleep(0.1)
+            current = self.store.find(req.rt.key, ns, name)
+            if current is None or current["metadata"].get("uid") != uid:
+                break
+            all_lines = self.kubelet.logs(ns, name, container)
+            if len(all_lines) > sent:
+                await response.write("".join(self._log_line(line, timestamps)
+                                             for line in all_lines[sent:]).encode())
+                sent = len(all_lines)
+        await response.write_eof()
+        return response
+
+    @staticmethod
+    def _log_line(line: tuple[str, str], timestamps: bool) -> str:
+        ts, text = line
+        return f"{ts} {text}\n" if timestamps else f"{text}\n"

@@ -1,0 +1,248 @@
+"""API discovery and OpenAPI v3 documents, generated from the ``Registry``.
+
+kubectl learns what exists from discovery before every command with a cold cache:
+
+* aggregated discovery (``APIGroupDiscoveryList``, apidiscovery.k8s.io/v2) when it asks for it in
+  ``Accept`` — and it only understands the answer if the Content-Type names that type exactly;
+* legacy discovery (``APIVersions``, ``APIGroupList``, one ``APIResourceList`` per group version),
+  which the Python DynamicClient always uses.
+
+``kubectl apply`` also reads OpenAPI v3 to learn that the server accepts ``fieldValidation`` for a
+kind (then it validates server-side instead of refusing to run). The stubs publish, per resource, a
+``patch`` operation with ``x-kubernetes-group-version-kind`` and that parameter. They deliberately
+do not advertise strategic merge patch in the request body: kubectl then builds its apply patch from
+the merge keys compiled into it for built-in kinds (exactly what it sends to a real cluster), and
+falls back to a JSON merge patch for custom resources, as it does against real CRDs.
+
+Documents are rebuilt only when the registry's generation changes (a CRD came or went); the hash in
+``serverRelativeURL`` changes with it so kubectl's OpenAPI cache notices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from controllers.sim.resources import Registry, ResourceType
+
+AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+_SUB_VERBS = {"status": ["get", "patch", "update"], "scale": ["get", "patch", "update"], "log": ["get"]}
+
+
+def wants_aggregated(accept: str) -> bool:
+    return "as=APIGroupDiscoveryList" in accept and "v=v2" in accept.replace("v=v2beta1", "")
+
+
+def _sub_kind(rt: ResourceType, sub: str) -> tuple[str, str, str]:
+    if sub == "scale":
+        return ("autoscaling", "v1", "Scale")
+    if sub == "log":
+        return ("", "v1", "Pod")
+    return (rt.group, rt.version, rt.kind)
+
+
+class Discovery:
+    """Discovery and OpenAPI documents for the current registry, cached per registry generation."""
+
+    def __init__(self, registry: Registry, git_version: str = "v1.32.0") -> None:
+        self.registry = registry
+        self.git_version = git_version
+        self._cache: dict[str, bytes] = {}
+        self._generation = -1
+
+    def _cached(self, name: str, build: Any) -> bytes:
+        if self._generation != self.registry.generation:
+            self._cache.clear()
+            self._generation = self.registry.generation
+        data = self._cache.get(name)
+        if data is None:
+            data = self._cache[name] = orjson.dumps(build())
+        return data
+
+    def version(self) -> dict[str, Any]:
+        major, minor = self.git_version.lstrip("v").split(".")[:2]
+        return {"major": major, "minor": minor, "gitVersion": self.git_version, "gitCommit": "ctrlscope-sim",
+                "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.23.0",
+                "compiler": "gc", "platform": "linux/amd64"}
+
+    # ---- legacy ------------------------------------------------------------------------------
+
+    def api_versions(self, server_address: str) -> bytes:
+        return orjson.dumps({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+            {"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]})
+
+    def api_group_list(self) -> bytes:
+        def build() -> dict[str, Any]:
+            groups = []
+            for group, versions in self.registry.group_versions().items():
+                if group:
+                    groups.append(self._api_group(group, versions))
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+        return self._cached("apis", build)
+
+    @staticmethod
+    def _api_group(group: str, versions: list[str]) -> dict[str, Any]:
+        return {"name": group, "versions": [{"groupVersion": f"{group}/{v}", "version": v} for v in versions],
+                "preferredVersion": {"groupVersion": f"{group}/{versions[0]}", "version": versions[0]}}
+
+    def api_group(self, group: str) -> bytes | None:
+        versions = self.registry.group_versions().get(group)
+        if not versions or not group:
+            return None
+        return orjson.dumps({"kind": "APIGroup", "apiVersion": "v1", **self._api_group(group, versions)})
+
+    def resource_list(self, group: str, version: str) -> bytes | None:
+        types = self.registry.types_in(group, version)
+        if not types:
+            return None
+
+        def build() -> dict[str, Any]:
+            resources: list[dict[str, Any]] = []
+            for rt in types:
+                entry: dict[str, Any] = {"name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced,
+                                         "kind": rt.kind, "verbs": list(rt.verbs)}
+                if rt.short_names:
+                    entry["shortNames"] = list(rt.short_names)
+                if rt.categories:
+                    entry["categories"] = list(rt.categories)
+                entry["storageVersionHash"] = hashlib.sha256(f"{rt.group}/{rt.plural}".encode()).hexdigest()[:12]
+                resources.append(entry)
+                for sub in rt.subresources():
+                    g, v, k = _sub_kind(rt, sub)
+                    sub_entry: dict[str, Any] = {"name": f"{rt.plural}/{sub}", "singularName": "",
+                                                 "namespaced": rt.namespaced, "kind": k, "verbs": _SUB_VERBS[sub]}
+                    if sub == "scale":
+                        sub_entry["group"], sub_entry["version"] = g, v
+                    resources.append(sub_entry)
+            gv = f"{group}/{version}" if group else version
+            return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
+
+        return self._cached(f"rl/{group}/{version}", build)
+
+    # ---- aggregated --------------------------------------------------------------------------
+
+    def aggregated(self, core: bool) -> bytes:
+        def build() -> dict[str, Any]:
+            items = []
+            for group, versions in self.registry.group_versions().items():
+                if bool(group) == core:
+                    continue
+                items.append({
+                    "metadata": {"name": group, "creationTimestamp": None},
+                    "versions": [{"version": v, "resources": [self._agg_resource(rt) for rt in
+                                                               self.registry.types_in(group, v)],
+                                  "freshness": "Current"} for v in versions],
+                })
+            return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
+                    "metadata": {}, "items": items}
+
+        return self._cached(f"agg/{core}", build)
+
+    @staticmethod
+    def _agg_resource(rt: ResourceType) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "resource": rt.plural,
+            "responseKind": {"group": rt.group, "version": rt.version, "kind": rt.kind},
+            "scope": rt.scope,
+            "singularResource": rt.singular,
+            "verbs": list(rt.verbs),
+        }
+        if rt.short_names:
+            entry["shortNames"] = list(rt.short_names)
+        if rt.categories:
+            entry["categories"] = list(rt.categories)
+        subs = []
+        for sub in rt.subresources():
+            g, v, k = _sub_kind(rt, sub)
+            subs.append({"subresource": sub, "responseKind": {"group": g, "version": v, "kind": k},
+                         "verbs": _SUB_VERBS[sub]})
+        if subs:
+            entry["subresources"] = subs
+        return entry
+
+    # ---- OpenAPI v2 ----
+
+    def openapi_v2_protobuf(self) -> bytes:
+        """A minimal gnostic ``openapi_v2.Document``: swagger "2.0", info, no paths or definitions."""
+
+        def field(number: int, payload: bytes) -> bytes:
+            return bytes([(number << 3) | 2, len(payload)]) + payload
+
+        info = field(1, b"Kubernetes") + field(2, self.git_version.encode())
+        return field(1, b"2.0") + field(2, info)
+
+    # ---- OpenAPI v3 --------------------------------------------------------------------------
+
+    def _gv_paths(self) -> list[tuple[str, str, str]]:
+        out = []
+        for group, versions in self.registry.group_versions().items():
+            for v in versions:
+                out.append((f"apis/{group}/{v}" if group else f"api/{v}", group, v))
+        return out
+
+    def openapi_index(self) -> bytes:
+        def build() -> dict[str, Any]:
+            paths = {}
+            for path, group, version in self._gv_paths():
+                digest = hashlib.sha256(self.openapi_doc_bytes(group, version) or b"").hexdigest()[:16].upper()
+                paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
+            return {"paths": paths}
+
+        return self._cached("openapi", build)
+
+    def openapi_doc_bytes(self, group: str, version: str) -> bytes | None:
+        types = self.registry.types_in(group, version)
+        if not types:
+            return None
+        return self._cached(f"openapi/{group}/{version}", lambda: self._openapi_doc(types))
+
+    def _openapi_doc(self, types: list[ResourceType]) -> dict[str, Any]:
+        paths: dict[str, Any] = {}
+        schemas: dict[str, Any] = {}
+        patch_types = ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
+        for rt in types:
+            schema_name = f"{_schema_prefix(rt)}.{rt.kind}"
+            gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+            ref = {"$ref": f"#/components/schemas/{schema_name}"}
+            schemas[schema_name] = {"type": "object", "description": f"{rt.kind} (ctrlscope simulator stub)",
+                                    "x-kubernetes-group-version-kind": [gvk],
+                                    "x-kubernetes-preserve-unknown-fields": True}
+            base = f"/apis/{rt.group}/{rt.version}" if rt.group else f"/api/{rt.version}"
+            scoped = f"{base}/namespaces/{{namespace}}/{rt.plural}" if rt.namespaced else f"{base}/{rt.plural}"
+            params = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
+                      {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
+                      {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": True}}]
+            item_ops = {
+                "get": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "get",
+                        "responses": {"200": {"content": {"application/json": {"schema": ref}}}}},
+                "put": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "put", "parameters": params,
+                        "requestBody": {"content": {"*/*": {"schema": ref}}},
+                        "responses": {"200": {"content": {"application/json": {"schema": ref}}}}},
+                "patch": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "patch",
+                          "parameters": [*params, {"name": "force", "in": "query", "schema": {"type": "boolean"}}],
+                          "requestBody": {"content": {t: {"schema": {"type": "object"}} for t in patch_types}},
+                          "responses": {"200": {"content": {"application/json": {"schema": ref}}}}},
+                "delete": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "delete"},
+            }
+            paths[f"{scoped}/{{name}}"] = item_ops
+            paths[scoped] = {
+                "get": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "list"},
+                "post": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "post", "parameters": params,
+                         "requestBody": {"content": {"*/*": {"schema": ref}}},
+                         "responses": {"201": {"content": {"application/json": {"schema": ref}}}}},
+            }
+        return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": self.git_version},
+                "paths": paths, "components": {"schemas": schemas}}
+
+
+def _schema_prefix(rt: ResourceType) -> str:
+    if not rt.builtin:
+        return ".".join(reversed(rt.group.split("."))) + f".{rt.version}"
+    if rt.group == "":
+        return f"io.k8s.api.core.{rt.version}"
+    if rt.group == "apiextensions.k8s.io":
+        return f"io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.{rt.version}"
+    return f"io.k8s.api.{rt.group.split('.')[0]}.{rt.version}"

@@ -1,0 +1,203 @@
+"""Object validation the API server performs before anything is stored.
+
+Invalid names and malformed metadata are a 422 ``Invalid`` with field causes, exactly like
+apimachinery's field errors; a body whose kind or apiVersion does not belong to the URL is a 400.
+Validation runs before any mutation, so a rejected write leaves the store untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from controllers.sim.errors import StatusError, bad_request, invalid
+from controllers.sim.resources import ResourceType
+from controllers.sim.selectors import LABEL_NAME, LABEL_VALUE
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# ConfigMap/Secret data keys: alphanumerics, '-', '_' or '.'.
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def name_errors(rt: ResourceType, name: str) -> list[str]:
+    """Why ``name`` is not a valid object name for ``rt`` (empty list when it is)."""
+    if rt.dns_label_names:
+        if len(name) > 63:
+            return ["must be no more than 63 characters"]
+        if not _DNS_LABEL.match(name):
+            return ["a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+                    "and must start and end with an alphanumeric character"]
+        return []
+    if len(name) > 253:
+        return ["must be no more than 253 characters"]
+    if not _DNS_SUBDOMAIN.match(name):
+        return ["a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                "and must start and end with an alphanumeric character"]
+    return []
+
+
+def check_type(rt: ResourceType, obj: Any) -> None:
+    """400 unless ``obj`` is an object whose apiVersion/kind (when given) match the URL's type."""
+    if not isinstance(obj, dict):
+        raise bad_request("the body of the request was in an unknown format - accepted media types include: "
+                          "application/json, application/yaml")
+    api_version = obj.get("apiVersion")
+    kind = obj.get("kind")
+    if api_version is not None and not isinstance(api_version, str):
+        raise bad_request("apiVersion must be a string")
+    if kind is not None and not isinstance(kind, str):
+        raise bad_request("kind must be a string")
+    if api_version and api_version != rt.api_version:
+        group = api_version.rpartition("/")[0]
+        # Other served versions of the same CRD/group are convertible; anything else is not.
+        if group != rt.group or (rt.builtin and api_version != rt.api_version):
+            raise bad_request(f"the API version in the data ({api_version}) does not match the expected API "
+                              f"version ({rt.api_version})")
+    if kind and kind != rt.kind:
+        raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+    meta = obj.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise bad_request("metadata must be an object")
+    # Built-in kinds decode into typed structs: a non-object spec/status is a decoding error there.
+    if rt.builtin:
+        for field in ("spec", "status"):
+            value = obj.get(field)
+            if value is not None and not isinstance(value, dict):
+                raise bad_request(f"json: cannot unmarshal {type(value).__name__} into Go struct field "
+                                  f"{rt.kind}.{field} of type object")
+
+
+def validate_object(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """422 for invalid metadata or kind-specific fields; called on every create and update."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or ""
+    causes: list[tuple[str, str]] = []
+    if not isinstance(name, str):
+        raise invalid(rt.kind, rt.group, str(name), [("metadata.name", "Invalid value: must be a string")])
+    if not name:
+        causes.append(("metadata.name", "Required value: name or generateName is required"))
+    else:
+        for msg in name_errors(rt, name):
+            causes.append(("metadata.name", f"Invalid value: \"{name}\": {msg}"))
+    for field in ("labels", "annotations"):
+        value = meta.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            causes.append((f"metadata.{field}", "Invalid value: must be a map of strings"))
+            continue
+        for key in value:
+            if len(key) > 316 or not LABEL_NAME.match(key):
+                causes.append((f"metadata.{field}", f"Invalid value: \"{key}\": name part must consist of "
+                               "alphanumeric characters, '-', '_' or '.'"))
+        if field == "labels":
+            for label in value.values():
+                if len(label) > 63 or not LABEL_VALUE.match(label):
+                    causes.append(("metadata.labels", f"Invalid value: \"{label}\": a valid label must be an "
+                                   "empty string or consist of alphanumeric characters, '-', '_' or '.'"))
+    for field in ("finalizers",):
+        value = meta.get(field)
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            causes.append((f"metadata.{field}", "Invalid value: must be a list of strings"))
+    owners = meta.get("ownerReferences")
+    if owners is not None:
+        if not isinstance(owners, list) or not all(isinstance(o, dict) and o.get("uid") and o.get("name")
+                                                   and o.get("kind") for o in owners):
+            causes.append(("metadata.ownerReferences", "Invalid value: uid, name, kind and apiVersion are required"))
+    if rt.builtin:
+        causes.extend(_kind_errors(rt, obj))
+    if causes:
+        raise invalid(rt.kind, rt.group, name, causes)
+
+
+def _kind_errors(rt: ResourceType, obj: dict[str, Any]) -> list[tuple[str, str]]:
+    spec = obj.get("spec")
+    causes: list[tuple[str, str]] = []
+    if rt.plural in ("configmaps", "secrets"):
+        for field in ("data", "stringData", "binaryData"):
+            data = obj.get(field)
+            if data is None:
+                continue
+            if not isinstance(data, dict):
+                causes.append((field, "Invalid value: must be a map"))
+                continue
+            for key in data:
+                if not _CONFIG_KEY.match(key):
+                    causes.append((f"{field}[{key}]", f"Invalid value: \"{key}\": a valid config key must consist "
+                                   "of alphanumeric characters, '-', '_' or '.'"))
+    elif rt.plural == "services":
+        if spec is None:
+            return []
+        if not isinstance(spec, dict):
+            return [("spec", "Invalid value: must be an object")]
+        ports = spec.get("ports")
+        if ports is not None and (not isinstance(ports, list) or not all(
+                isinstance(p, dict) and isinstance(p.get("port"), int) and not isinstance(p.get("port"), bool)
+                and 0 < p["port"] < 65536 for p in ports)):
+            causes.append(("spec.ports", "Invalid value: each port needs a numeric port between 1 and 65535"))
+        if "clusterIP" in spec and not isinstance(spec["clusterIP"], str):
+            causes.append(("spec.clusterIP", "Invalid value: must be a string"))
+    elif rt.plural == "pods":
+        if not isinstance(spec, dict):
+            return [("spec", "Required value")]
+        containers = spec.get("containers")
+        if not isinstance(containers, list) or not containers:
+            return [("spec.containers", "Required value")]
+        seen: set[str] = set()
+        for i, c in enumerate(containers):
+            if not isinstance(c, dict) or not c.get("name"):
+                causes.append((f"spec.containers[{i}].name", "Required value"))
+                continue
+            if c["name"] in seen:
+                causes.append((f"spec.containers[{i}].name", f"Duplicate value: \"{c['name']}\""))
+            seen.add(c["name"])
+            if not c.get("image"):
+                causes.append((f"spec.containers[{i}].image", "Required value"))
+    elif rt.plural in ("deployments", "replicasets"):
+        if not isinstance(spec, dict):
+            return [("spec", "Required value")]
+        replicas = spec.get("replicas", 1)
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            causes.append(("spec.replicas", f"Invalid value: {replicas!r}: must be greater than or equal to 0"))
+        template = spec.get("template")
+        if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+            causes.append(("spec.template.spec.containers", "Required value"))
+        else:
+            containers = template["spec"].get("containers")
+            if not isinstance(containers, list) or not containers:
+                causes.append(("spec.template.spec.containers", "Required value"))
+        selector = spec.get("selector")
+        if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+            causes.append(("spec.selector", "Required value"))
+    elif rt.plural == "customresourcedefinitions":
+        if not isinstance(spec, dict):
+            return [("spec", "Required value")]
+        names = spec.get("names") or {}
+        if not spec.get("group"):
+            causes.append(("spec.group", "Required value"))
+        if not names.get("plural") or not names.get("kind"):
+            causes.append(("spec.names", "Required value: plural and kind are required"))
+        if not spec.get("versions"):
+            causes.append(("spec.versions", "Required value"))
+        expected = f"{names.get('plural')}.{spec.get('group')}"
+        name = (obj.get("metadata") or {}).get("name")
+        if names.get("plural") and spec.get("group") and name != expected:
+            causes.append(("metadata.name", f"Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"))
+    return causes
+
+
+def check_namespace_match(url_ns: str | None, obj: dict[str, Any]) -> None:
+    body_ns = (obj.get("metadata") or {}).get("namespace")
+    if url_ns and body_ns and body_ns != url_ns:
+        raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+
+
+def check_name_match(url_name: str, obj: dict[str, Any]) -> None:
+    body_name = (obj.get("metadata") or {}).get("name")
+    if body_name and body_name != url_name:
+        raise bad_request(f"the name of the object ({body_name}) does not match the name on the URL ({url_name})")
+
+
+def too_large() -> StatusError:
+    return StatusError(413, "Request entity too large: limit is 3145728")
