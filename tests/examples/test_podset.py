@@ -1,0 +1,98 @@
+"""PodSet against the simulator over HTTP: the Reconciler converges, the handler-only version drifts."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from controllers.examples.podset import (
+    API_VERSION,
+    FlakyReconciler,
+    podset,
+    setup,
+)
+from controllers.informers.http_client import KubernetesClient
+from controllers.reconcile import Manager, Request
+from controllers.sim import SimCluster
+from tests.sim.conftest import FAST
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    sim = SimCluster(port=0, **FAST).start()
+    client = KubernetesClient.from_kubeconfig(str(sim.write_kubeconfig(tmp_path / "kubeconfig")))
+    yield sim, client
+    sim.stop()
+
+
+def pods_of(client, name: str) -> list[str]:
+    owner = client.get_json(f"/apis/{API_VERSION}/namespaces/default/podsets/{name}")
+    uid = owner["metadata"]["uid"]
+    return sorted(p["metadata"]["name"] for p in client.get_json("/api/v1/namespaces/default/pods")["items"]
+                  if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])
+                  and not p["metadata"].get("deletionTimestamp"))
+
+
+def eventually(predicate, timeout: float = 15.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def scale(client, name: str, replicas: int) -> None:
+    obj = client.get_json(f"/apis/{API_VERSION}/namespaces/default/podsets/{name}")
+    obj["spec"]["replicas"] = replicas
+    client.send_json("PUT", f"/apis/{API_VERSION}/namespaces/default/podsets/{name}", obj)
+
+
+def test_reconciler_restores_killed_pods_and_the_handler_version_drifts(cluster):
+    _, client = cluster
+    manager = Manager(client, freeze_gc_after_sync=False)
+    setup(manager)
+    manager.start()
+    try:
+        for name, impl in (("by-handlers", "handlers"), ("by-reconciler", "reconciler")):
+            client.send_json("POST", f"/apis/{API_VERSION}/namespaces/default/podsets", podset(name, impl, 3))
+        eventually(lambda: len(pods_of(client, "by-handlers")) == 3, what="handler pods")
+        eventually(lambda: len(pods_of(client, "by-reconciler")) == 3, what="reconciler pods")
+
+        # Pod killer: one pod of each dies.
+        for name in ("by-handlers", "by-reconciler"):
+            client.send_json("DELETE", f"/api/v1/namespaces/default/pods/{pods_of(client, name)[0]}")
+        eventually(lambda: len(pods_of(client, "by-reconciler")) == 3, what="reconciler to restore 3 pods")
+        time.sleep(1.0)
+        assert len(pods_of(client, "by-handlers")) == 2, "nothing watches the pods: the loss is permanent"
+
+        # Scale both to 5: the handler adds the difference (2) to what it believes exists.
+        scale(client, "by-handlers", 5)
+        scale(client, "by-reconciler", 5)
+        eventually(lambda: len(pods_of(client, "by-reconciler")) == 5, what="reconciler to reach 5")
+        eventually(lambda: len(pods_of(client, "by-handlers")) == 4, what="handlers to add 2")
+        time.sleep(0.5)
+        assert len(pods_of(client, "by-handlers")) == 4 and len(pods_of(client, "by-reconciler")) == 5
+        status = client.get_json(f"/apis/{API_VERSION}/namespaces/default/podsets/by-reconciler")["status"]
+        assert status["replicas"] == 5
+    finally:
+        manager.stop()
+
+
+def test_flaky_reconciler_fails_at_its_rate_and_delegates_otherwise():
+    calls = []
+
+    class Inner:
+        def reconcile(self, request):
+            calls.append(request)
+
+    flaky = FlakyReconciler(Inner(), failure_rate=0.5, latency=0, seed=1)
+    failures = 0
+    for i in range(200):
+        try:
+            flaky.reconcile(Request("default", f"k{i}"))
+        except RuntimeError:
+            failures += 1
+    assert 70 <= failures <= 130 and len(calls) == 200 - failures
+    with pytest.raises(ValueError):
+        FlakyReconciler(Inner(), failure_rate=1.5)

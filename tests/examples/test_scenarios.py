@@ -1,0 +1,61 @@
+"""Scenarios end to end against the simulator with the PodSet controllers running (shortened timings)."""
+
+from __future__ import annotations
+
+import pytest
+
+from controllers.examples.podset import setup
+from controllers.informers.http_client import KubernetesClient
+from controllers.reconcile import Manager
+from controllers.scenarios import SCENARIOS, ScenarioContext
+from controllers.scenarios.telemetry import TelemetryReader
+from controllers.sim import SimCluster
+from controllers.telemetry.publisher import RedisPublisher
+from controllers.telemetry.telemetry_observer import TelemetryObserver
+from tests.sim.conftest import FAST
+
+
+class ManagerWorker:
+    """In-process stand-in for the demo's supervised worker: kill stops the Manager, a new one starts."""
+
+    def __init__(self, client, publisher) -> None:
+        self.client = client
+        self.publisher = publisher
+        self.manager = self._start()
+
+    def _start(self) -> Manager:
+        manager = Manager(self.client, freeze_gc_after_sync=False, observer=TelemetryObserver(self.publisher, worker="scn"))
+        setup(manager)
+        manager.start()
+        return manager
+
+    def kill(self) -> None:
+        self.manager.stop()
+
+    def wait_restarted(self, timeout: float) -> bool:
+        self.manager = self._start()
+        return True
+
+
+@pytest.fixture
+def running(tmp_path, redis_url, prefix):
+    sim = SimCluster(port=0, **FAST).start()
+    client = KubernetesClient.from_kubeconfig(str(sim.write_kubeconfig(tmp_path / "kubeconfig")))
+    publisher = RedisPublisher(redis_url, prefix=prefix).start()
+    worker = ManagerWorker(client, publisher)
+    reader = TelemetryReader(redis_url, prefix=prefix, worker="scn")
+    yield client, reader, worker
+    reader.close()
+    worker.manager.stop()
+    publisher.stop()
+    sim.stop()
+
+
+@pytest.mark.parametrize("name", ["retry-storm", "pod-killer", "burst-coalescing", "watch-break", "controller-restart"])
+def test_scenario_claims_hold(name, running):
+    client, reader, worker = running
+    said: list[str] = []
+    ctx = ScenarioContext(client, time_scale=0.15, say=said.append, telemetry=reader, workers=worker)
+    result = SCENARIOS[name].run(ctx)
+    assert said, "a scenario narrates what to watch"
+    assert result.ok, [(c.text, c.detail) for c in result.claims if not c.held]
