@@ -150,7 +150,9 @@ _BUILTIN: dict[str, tuple[list[Column], Callable[[dict[str, Any], float], Row]]]
                                   lambda o, now: [o["metadata"]["name"], o["metadata"].get("creationTimestamp")]),
 }
 
-_JSONPATH_TOKEN = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']+)'\]")
+# A field may contain backslash-escaped dots, as label keys in printer columns do:
+# ``.metadata.labels.app\.kubernetes\.io/name``.
+_JSONPATH_TOKEN = re.compile(r"\.((?:[^.\[\]\\]|\\.)+)|\[(\d+)\]|\['([^']+)'\]")
 
 
 def jsonpath_value(obj: Any, path: str) -> Any:
@@ -163,7 +165,7 @@ def jsonpath_value(obj: Any, path: str) -> Any:
                 return None
             cur = cur[int(index)]
         else:
-            name = field if field is not None else quoted
+            name = re.sub(r"\\(.)", r"\1", field) if field is not None else quoted
             if not isinstance(cur, dict) or name not in cur:
                 return None
             cur = cur[name]
