@@ -6,6 +6,7 @@ from dashboard import views
 
 urlpatterns = [
     path("", views.index, name="index"),
+    path("c/<str:worker>/<str:controller>/", views.controller, name="controller"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -118,10 +118,10 @@ def test_a_client_that_stops_acking_is_resynced_instead_of_buffered(dashboard_fa
         # One frame per record: 7,000 entries overflow the 5,000-entry per-topic buffer while the
         # client has 16 unacked messages outstanding.
         await asyncio.to_thread(publish_batch, pub, "t", 0, 7000, 1)
-        await asyncio.sleep(1.0)
-        stalled_at = c.messages
+        # Data messages carry seq 1, 2, ...: the server sends exactly `window` (16) unacked ones, then stops.
+        await c.wait_for(lambda: c._pending_ack == 16, what="a full window of unacked messages")
         await asyncio.sleep(0.5)
-        assert c.messages == stalled_at, "the server must stop sending at the window"
+        assert c._pending_ack == 16, "the server must stop sending at the window"
         c.auto_ack = True
         await c.send({"op": "ack", "seq": c._pending_ack})
         c._pending_ack = None

@@ -26,6 +26,7 @@
   });
   client.on("redis", (up) => { const el = $("redis"); el.textContent = up ? "redis up" : "redis down"; el.className = "badge " + (up ? "ok" : "bad"); });
   client.on("topics", (topics) => {
+    workersDirty = true;
     const ul = $("topics");
     ul.replaceChildren(...(topics.length ? topics.map((t) => { const li = document.createElement("li"); li.textContent = t; return li; })
       : [Object.assign(document.createElement("li"), { className: "muted", textContent: "waiting for a worker to publish…" })]));
@@ -37,12 +38,53 @@
     schedule();
   });
   client.on("resync", (topic, reason) => { pending.push([topic, { marker: true, reason: reason }]); schedule(); });
-  client.on("snapshot", () => schedule());
+  client.on("snapshot", (topic) => { if (COMPONENTS.test(topic)) workersDirty = true; schedule(); });
+  client.on("records", (topic, records, id, frame) => { if (frame.s && COMPONENTS.test(topic)) { workersDirty = true; schedule(); } });
+
+  // Workers and their controllers, from the w/{worker}/components topics (and controller topics
+  // that appear before their worker's first reconcile registers the component).
+  const COMPONENTS = /^w\/([^/]+)\/components$/;
+  const CONTROLLER_TOPIC = /^w\/([^/]+)\/controller\/([^/]+)$/;
+  let workersDirty = false;
+  function renderWorkers() {
+    workersDirty = false;
+    const workers = new Map();
+    const worker = (w) => { if (!workers.has(w)) workers.set(w, { controllers: new Map(), informers: [], leases: [] }); return workers.get(w); };
+    for (const topic of client.knownTopics) {
+      const m = CONTROLLER_TOPIC.exec(topic);
+      if (m && !m[2].startsWith("leader-")) worker(m[1]).controllers.set(m[2], m[2]);
+    }
+    for (const [topic, t] of client.topics) {
+      const m = COMPONENTS.exec(topic);
+      if (!m) continue;
+      const w = worker(m[1]);
+      for (const v of t.state.values()) {
+        if (!v) continue;
+        if (v.kind === "controller") w.controllers.set(window.ctrlscopeUI.topicPart(v.name), v.name);
+        else if (v.kind === "informer") w.informers.push(v);
+        else if (v.kind === "lease") w.leases.push(v);
+      }
+    }
+    const box = $("workers");
+    if (!workers.size) { box.replaceChildren(Object.assign(document.createElement("p"), { className: "muted", textContent: "no worker has published its components yet…" })); return; }
+    const el = window.ctrlscopeUI.el;
+    box.replaceChildren(...[...workers.keys()].sort().map((name) => {
+      const w = workers.get(name);
+      const ctls = [...w.controllers].sort().map(([seg, label]) => el("li", null, el("a", { href: "/c/" + encodeURIComponent(name) + "/" + encodeURIComponent(seg) + "/", className: "controller-link" }, label)));
+      const infs = w.informers.map((v) => el("span", { className: "badge " + (v.synced ? "ok" : ""), title: "rv " + (v.rv || "?") }, v.name + (v.synced ? " ✓" : " …")));
+      const leases = w.leases.map((v) => el("span", { className: "badge " + (v.leader ? "ok" : "") }, (v.name || "lease") + ": " + (v.leader ? "leader" : "follower")));
+      return el("div", { className: "worker", dataset: { worker: name } },
+        el("h3", null, "worker ", el("b", null, name)),
+        ctls.length ? el("ul", { className: "controllers" }, ...ctls) : el("p", { className: "muted" }, "no controllers yet"),
+        (infs.length || leases.length) ? el("div", { className: "informers" }, el("span", { className: "muted" }, "informers "), ...infs, ...leases) : null);
+    }));
+  }
 
   function cell(text) { const td = document.createElement("td"); td.textContent = text === undefined || text === null ? "" : String(text); return td; }
 
   function render() {
     scheduled = false;
+    if (workersDirty) renderWorkers();
     const tbody = $("events");
     const frag = document.createDocumentFragment();
     for (let i = pending.length - 1; i >= 0; i--) {

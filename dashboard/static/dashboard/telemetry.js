@@ -122,6 +122,9 @@
           break;
         case "error":
           this.stats.errors += 1;
+          // A topic the server does not know is not resubscribed on every reconnect; it is
+          // subscribed again when a "topics" message lists it.
+          if (msg.code === "unknown_topic" && msg.topic) this.topics.delete(msg.topic);
           this.emit("error", msg);
           break;
         default:

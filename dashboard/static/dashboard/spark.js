@@ -1,0 +1,88 @@
+/*
+ * Tiny helpers shared by the dashboard pages: a per-second bucket series and a canvas sparkline.
+ * No dependencies; colours come from the page's CSS custom properties (light/dark follow the theme).
+ */
+(function (global) {
+  "use strict";
+
+  // Values per whole second (by record timestamp, ms), the last `size` seconds kept.
+  class Series {
+    constructor(size, mode) { this.size = size || 60; this.mode = mode || "sum"; this.buckets = new Map(); }
+    add(tsMs, value) {
+      const sec = Math.floor(tsMs / 1000);
+      const old = this.buckets.get(sec);
+      if (this.mode === "max") this.buckets.set(sec, old === undefined ? value : Math.max(old, value));
+      else if (this.mode === "last") this.buckets.set(sec, value);
+      else this.buckets.set(sec, (old || 0) + (value === undefined ? 1 : value));
+      if (this.buckets.size > this.size * 2) this.trim(sec);
+    }
+    trim(nowSec) { for (const k of this.buckets.keys()) if (k <= nowSec - this.size) this.buckets.delete(k); }
+    // The last `size` seconds ending at nowMs; "max"/"last" series carry the previous value forward.
+    values(nowMs) {
+      const now = Math.floor(nowMs / 1000);
+      this.trim(now);
+      const out = new Array(this.size);
+      let carry = 0;
+      if (this.mode !== "sum") {
+        let best = -Infinity;
+        for (const [k, v] of this.buckets) if (k <= now - this.size && k > best) { best = k; carry = v; }
+      }
+      for (let i = 0; i < this.size; i++) {
+        const v = this.buckets.get(now - this.size + 1 + i);
+        if (v === undefined) out[i] = this.mode === "sum" ? 0 : carry;
+        else { out[i] = v; carry = v; }
+      }
+      return out;
+    }
+  }
+
+  function cssVar(name, fallback) {
+    const v = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    return v || fallback;
+  }
+
+  // Draw `values` as a filled line on `canvas` (device-pixel aware).
+  function sparkline(canvas, values, colorVar) {
+    if (!canvas) return;
+    const dpr = window.devicePixelRatio || 1;
+    const w = canvas.clientWidth || canvas.width, h = canvas.clientHeight || canvas.height;
+    if (canvas.width !== Math.round(w * dpr)) { canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr); }
+    const ctx = canvas.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, w, h);
+    const color = cssVar(colorVar || "--accent", "#2f6fde");
+    const max = Math.max(1, ...values);
+    const step = values.length > 1 ? w / (values.length - 1) : w;
+    const y = (v) => h - 2 - (v / max) * (h - 4);
+    ctx.beginPath();
+    values.forEach((v, i) => (i ? ctx.lineTo(i * step, y(v)) : ctx.moveTo(0, y(v))));
+    ctx.strokeStyle = color; ctx.lineWidth = 1.5; ctx.stroke();
+    ctx.lineTo(w, h); ctx.lineTo(0, h); ctx.closePath();
+    ctx.globalAlpha = 0.15; ctx.fillStyle = color; ctx.fill(); ctx.globalAlpha = 1;
+  }
+
+  // TelemetryObserver.topic_part in JS: a name made safe for one topic segment.
+  function topicPart(name) { return name.replace(/\//g, "_").replace(/[^A-Za-z0-9:/._@-]/g, "_") || "_"; }
+
+  function fmtDuration(ms) {
+    if (ms < 0) ms = 0;
+    if (ms < 1000) return Math.round(ms) + " ms";
+    if (ms < 60000) return (ms / 1000).toFixed(1) + " s";
+    const m = Math.floor(ms / 60000);
+    return m + "m " + Math.floor((ms % 60000) / 1000) + "s";
+  }
+
+  function clock(ts) { return ts ? new Date(ts).toISOString().slice(11, 23) : ""; }
+
+  function el(tag, props, ...children) {
+    const node = document.createElement(tag);
+    if (props) for (const k in props) {
+      if (k === "dataset") Object.assign(node.dataset, props[k]);
+      else if (k in node) node[k] = props[k]; else node.setAttribute(k, props[k]);
+    }
+    for (const c of children) if (c !== null && c !== undefined) node.append(c instanceof Node ? c : String(c));
+    return node;
+  }
+
+  global.ctrlscopeUI = { Series, sparkline, topicPart, fmtDuration, clock, el, cssVar };
+})(window);
