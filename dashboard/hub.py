@@ -24,7 +24,7 @@ from typing import Protocol
 import redis
 import redis.asyncio as aredis
 
-from controllers.telemetry.streams import FRAME_FIELD, SNAPSHOT_ID_FIELD, Keys, parse_id
+from controllers.telemetry.streams import FRAME_FIELD, RESET_PREFIX, SNAPSHOT_ID_FIELD, Keys, parse_id
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class Subscriber(Protocol):
 
     def deliver(self, topic: str, entries: list[Entry]) -> None: ...
     def redis_status(self, up: bool) -> None: ...
-    def force_resync(self, topic: str, reason: str) -> None: ...
+    def force_resync(self, topic: str, reason: str, replay_from: bytes | None = None) -> None: ...
     def topics_changed(self, topics: list[str]) -> None: ...
 
 
@@ -171,7 +171,7 @@ class StreamHub:
             try:
                 if not self.redis_up:
                     await self.redis.ping()
-                    self._redis_back()
+                    await self._redis_back()
                 await self._refresh_topics()
                 await self._read_once()
                 backoff = 0.0
@@ -189,15 +189,25 @@ class StreamHub:
                 log.exception("stream hub: unexpected error; continuing")
                 await asyncio.sleep(0.5)
 
-    def _redis_back(self) -> None:
+    async def _redis_back(self) -> None:
         log.info("stream hub: Redis is back; resyncing every subscription")
         self.redis_up = True
         self._positions.clear()
         for m in list(self._members):
             m.redis_status(True)
         for topic, subs in list(self._subs.items()):
+            # A Redis that lost its data starts each stream with the worker's reset frame, which
+            # carries the records the worker buffered during the outage: replay them with the resync.
+            replay_from = await self._leading_reset(topic)
             for m in list(subs):
-                m.force_resync(topic, "redis-reconnected")
+                m.force_resync(topic, "redis-reconnected", replay_from=replay_from)
+
+    async def _leading_reset(self, topic: str) -> bytes | None:
+        """The id of the stream's first entry if it is a worker reset frame."""
+        rows = await self.redis.xrange(self.keys.stream(topic), min=b"-", max=b"+", count=1)
+        if rows and rows[0][1].get(FRAME_FIELD, b"").startswith(RESET_PREFIX):
+            return rows[0][0]
+        return None
 
     async def _refresh_topics(self) -> None:
         loop = asyncio.get_running_loop()
@@ -222,10 +232,17 @@ class StreamHub:
             if pos == b"0-0":
                 continue
             if not await self.redis.xrange(self.keys.stream(topic), min=pos, max=pos):
-                log.warning("stream hub: fell behind retention on %s; resyncing its subscribers", topic)
                 del self._positions[topic]
+                # Either trimming passed the tail, or the stream was lost and begins again with a
+                # worker reset frame (whose frames can still be replayed).
+                reset = await self._leading_reset(topic)
+                if reset is not None and parse_id(reset) > parse_id(pos):
+                    reason = "worker-reset"
+                else:
+                    reason, reset = "retention", None
+                log.warning("stream hub: tail position lost on %s (%s); resyncing its subscribers", topic, reason)
                 for m in list(self._subs.get(topic, ())):
-                    m.force_resync(topic, "retention")
+                    m.force_resync(topic, reason, replay_from=reset)
 
     async def _read_once(self) -> None:
         if not self._subs:
