@@ -170,6 +170,19 @@ def browser(tmp_path_factory: pytest.TempPathFactory):
         context.close()
 
 
+def wait_until(predicate, timeout: float = 10.0, what: str = "condition", interval: float = 0.02):
+    """Poll ``predicate`` until it returns something truthy (returned) or fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last value: {last!r})")
+        time.sleep(interval)
+
+
 def run_async(coro, timeout: float = 120.0):
     """Run a coroutine to completion on its own thread and loop.
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
@@ -19,21 +18,10 @@ import redis
 from controllers.process import stop_process
 from controllers.sim import SimCluster
 from controllers.telemetry.streams import Keys
-from tests.conftest import ROOT
+from tests.conftest import ROOT, wait_until
 from tests.sim.conftest import FAST, KUBECTL, Kubectl
 
 pytestmark = pytest.mark.kubectl
-
-
-def wait_until(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
 
 
 DEPLOYMENT = """

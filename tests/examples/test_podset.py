@@ -15,6 +15,7 @@ from controllers.examples.podset import (
 from controllers.informers.http_client import KubernetesClient
 from controllers.reconcile import Manager, Request
 from controllers.sim import SimCluster
+from tests.conftest import wait_until
 from tests.sim.conftest import FAST
 
 
@@ -34,14 +35,6 @@ def pods_of(client, name: str) -> list[str]:
                   and not p["metadata"].get("deletionTimestamp"))
 
 
-def eventually(predicate, timeout: float = 15.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def scale(client, name: str, replicas: int) -> None:
     obj = client.get_json(f"/apis/{API_VERSION}/namespaces/default/podsets/{name}")
     obj["spec"]["replicas"] = replicas
@@ -56,21 +49,21 @@ def test_reconciler_restores_killed_pods_and_the_handler_version_drifts(cluster)
     try:
         for name, impl in (("by-handlers", "handlers"), ("by-reconciler", "reconciler")):
             client.send_json("POST", f"/apis/{API_VERSION}/namespaces/default/podsets", podset(name, impl, 3))
-        eventually(lambda: len(pods_of(client, "by-handlers")) == 3, what="handler pods")
-        eventually(lambda: len(pods_of(client, "by-reconciler")) == 3, what="reconciler pods")
+        wait_until(lambda: len(pods_of(client, "by-handlers")) == 3, what="handler pods")
+        wait_until(lambda: len(pods_of(client, "by-reconciler")) == 3, what="reconciler pods")
 
         # Pod killer: one pod of each dies.
         for name in ("by-handlers", "by-reconciler"):
             client.send_json("DELETE", f"/api/v1/namespaces/default/pods/{pods_of(client, name)[0]}")
-        eventually(lambda: len(pods_of(client, "by-reconciler")) == 3, what="reconciler to restore 3 pods")
+        wait_until(lambda: len(pods_of(client, "by-reconciler")) == 3, what="reconciler to restore 3 pods")
         time.sleep(1.0)
         assert len(pods_of(client, "by-handlers")) == 2, "nothing watches the pods: the loss is permanent"
 
         # Scale both to 5: the handler adds the difference (2) to what it believes exists.
         scale(client, "by-handlers", 5)
         scale(client, "by-reconciler", 5)
-        eventually(lambda: len(pods_of(client, "by-reconciler")) == 5, what="reconciler to reach 5")
-        eventually(lambda: len(pods_of(client, "by-handlers")) == 4, what="handlers to add 2")
+        wait_until(lambda: len(pods_of(client, "by-reconciler")) == 5, what="reconciler to reach 5")
+        wait_until(lambda: len(pods_of(client, "by-handlers")) == 4, what="handlers to add 2")
         time.sleep(0.5)
         assert len(pods_of(client, "by-handlers")) == 4 and len(pods_of(client, "by-reconciler")) == 5
         status = client.get_json(f"/apis/{API_VERSION}/namespaces/default/podsets/by-reconciler")["status"]

@@ -4,7 +4,6 @@ for effects that happen on a background thread after a fake-clock step (bounded 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 
 from controllers.clock import FakeClock
 from controllers.telemetry.observer import Observer
+from tests.conftest import wait_until as shared_wait_until
 
 
 class RecordingObserver(Observer):
@@ -39,14 +39,7 @@ class RecordingObserver(Observer):
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.001)
+    return shared_wait_until(predicate, timeout, interval=0.001)
 
 
 @pytest.fixture

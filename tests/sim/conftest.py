@@ -19,6 +19,7 @@ import pytest
 from kubernetes import client, config
 
 from controllers.sim import SimCluster
+from tests.conftest import wait_until
 
 KUBECTL = "/usr/bin/kubectl"
 # Short kubelet delays and bookmark interval keep the suite fast without sleeping in tests.
@@ -147,11 +148,4 @@ def fresh_api(fresh_sim: SimCluster, tmp_path: Path) -> Iterator[client.ApiClien
 
 def eventually(check, timeout: float = 5.0, interval: float = 0.02):  # type: ignore[no-untyped-def]
     """Poll ``check`` until it returns a truthy value (returned) or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
+    return wait_until(check, timeout, interval=interval)
