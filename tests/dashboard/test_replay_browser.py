@@ -1,0 +1,57 @@
+"""A recorded session replays into the same panels, with no cluster (browser test)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from controllers.telemetry.recording import Recorder, replay
+from controllers.telemetry.telemetry_observer import TelemetryObserver
+from tests.dashboard.test_panels_browser import enqueue, seed_worker
+
+pytestmark = pytest.mark.browser
+
+
+def test_a_recorded_session_replays_to_the_controller_page(browser, dashboard, publisher_factory, redis_url, prefix,
+                                                           tmp_path, artifacts):
+    pub = publisher_factory()
+    obs = TelemetryObserver(pub, worker="w1")
+    seed_worker(obs)
+    pub.flush()
+    path = tmp_path / "session.gz"
+    recorder = threading.Thread(target=Recorder(redis_url, prefix=prefix).record, args=(path,), kwargs={"duration": 1.2})
+    recorder.start()
+    time.sleep(0.3)
+    enqueue(obs, "default/web", rv="101")
+    obs.on_queue("podset", op="get", key="default/web", depth=0)
+    obs.on_reconcile_start("podset", key="default/web", worker=0)
+    obs.on_reconcile_end("podset", key="default/web", worker=0, duration=0.02, result="error", error="replayed boom")
+    obs.on_queue("podset", op="add_rate_limited", key="default/web", depth=0, delay=0.005, requeues=1)
+    obs.on_queue("podset", op="done", key="default/web", depth=0)
+    pub.flush()
+    time.sleep(0.2)
+    obs.on_queue("podset", op="add", key="default/web", depth=1)
+    obs.on_queue("podset", op="get", key="default/web", depth=0)
+    obs.on_reconcile_end("podset", key="default/web", worker=0, duration=0.01, result="success")
+    obs.on_queue("podset", op="forget", key="default/web", depth=0, requeues=0)
+    obs.on_queue("podset", op="done", key="default/web", depth=0)
+    pub.flush()
+    recorder.join()
+
+    player = publisher_factory()
+    page = browser.new_page()
+    page.goto(dashboard.url + "/c/w1@replay/podset/")
+    page.wait_for_selector('#conn[data-state="live"]', timeout=10_000)
+    replay(path, player, speed=4.0)
+    player.flush()
+    lane = '#lanes .lane[data-key="default/web"]'
+    page.wait_for_function(f"document.querySelectorAll('{lane} .attempt').length >= 2", timeout=10_000)
+    classes = page.eval_on_selector_all(f"{lane} .attempt", "els => els.map(e => e.className)")
+    assert [c.split()[1] for c in classes] == ["result-error", "result-success"]
+    # At 4x the two attempts are 50 ms apart and their bars overlap: dispatch the click to the error bar.
+    page.dispatch_event(f"{lane} .attempt.result-error", "click")
+    assert "replayed boom" in page.inner_text("#details")
+    page.screenshot(path=str(artifacts / "controller-page-replay.png"), full_page=True)
+    page.close()

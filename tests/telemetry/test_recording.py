@@ -1,0 +1,67 @@
+"""Record a live session from Redis and replay it, with no cluster, under renamed topics."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+
+import pytest
+
+from controllers.clock import RealClock
+from controllers.telemetry.recording import Recorder, RecordingError, read_recording, replay, replay_topic
+from controllers.telemetry.telemetry_observer import TelemetryObserver
+
+
+def drive(obs: TelemetryObserver, n: int) -> None:
+    for i in range(n):
+        key = f"default/k{i % 3}"
+        obs.on_queue("podset", op="add", key=key, depth=1)
+        obs.on_queue("podset", op="get", key=key, depth=0)
+        obs.on_reconcile_end("podset", key=key, worker=0, duration=0.01, result="error" if i % 4 == 0 else "success",
+                             error="boom" if i % 4 == 0 else None)
+        obs.on_queue("podset", op="done", key=key, depth=0)
+        obs.publisher.flush()
+        time.sleep(0.01)
+
+
+def test_a_recorded_session_replays_the_same_records_and_state(publisher_factory, redis_url, prefix, tmp_path):
+    pub = publisher_factory()
+    obs = TelemetryObserver(pub, worker="w1")
+    drive(obs, 3)  # state exists before recording begins: it must come from the snapshots
+    path = tmp_path / "session.ctrlscope.gz"
+    recorder = Recorder(redis_url, prefix=prefix)
+    thread = threading.Thread(target=recorder.record, args=(path,), kwargs={"duration": 1.5})
+    thread.start()
+    time.sleep(0.3)
+    drive(obs, 20)
+    thread.join()
+    _, items = read_recording(path)
+    frames = [i for i in items if "topic" in i]
+    assert {i["snapshot"] for i in items if "snapshot" in i} >= {"w/w1/controller/podset", "w/w1/queue/podset"}
+    recorded = [r for f in frames if f["topic"] == "w/w1/controller/podset" for r in f["r"]]
+    assert len(recorded) == 20
+
+    player = publisher_factory()
+    t0 = time.monotonic()
+    assert replay(path, player, speed=4.0, clock=RealClock()) == len(frames)
+    assert time.monotonic() - t0 < 1.5, "4x replays a ~1.5 s session in well under its length"
+    player.flush()
+    topic = replay_topic("w/w1/controller/podset")
+    assert topic == "w/w1@replay/controller/podset"
+    assert player.state(topic) == {k: {**v, "at": player.state(topic)[k]["at"]} for k, v in pub.state("w/w1/controller/podset").items()}
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"not gzip at all", "not a gzip'd recording"),
+    (gzip.compress(b'{"format": "something-else", "version": 1}\n'), "not a ctrlscope-recording"),
+    (gzip.compress(b'{"format": "ctrlscope-recording", "version": 1, "started": 1}\n{oops\n'), ":2: bad JSON"),
+    (gzip.compress(b'{"format": "ctrlscope-recording", "version": 1, "started": 1}\n[1,2]\n'), "neither"),
+    (gzip.compress(b'{"format": "ctrlscope-recording", "version": 1, "started": 1}\n{"topic": "t", "r": []}\n'),
+     "neither"),
+])
+def test_bad_recordings_are_refused_with_the_place(content, message, tmp_path):
+    path = tmp_path / "bad.gz"
+    path.write_bytes(content)
+    with pytest.raises(RecordingError, match=message):
+        read_recording(path)
