@@ -254,7 +254,7 @@ class RedisPublisher:
         frames: list[tuple[str, list[Any]]] = []
         now_ms = round(self.clock.wall() * 1000, 3)
         with self._lock:
-            names = set(records) | {n for n, t in self._topics.items() if t.dirty or t.reset}
+            names = set(records) | {n for n, t in self._topics.items() if t.dirty or t.reset or t.dropped}
             for name in names:
                 t = self._topic(name)
                 reset = t.reset

@@ -152,3 +152,15 @@ def test_unreachable_redis_buffers_without_blocking_the_producer(publisher_facto
     time.sleep(0.3)
     assert not pub.connected and pub.redis_errors >= 1
     assert pub.records_dropped == 900
+
+
+def test_drops_are_reported_even_for_a_topic_that_publishes_nothing_more(publisher_factory, redis_url, prefix):
+    pub = publisher_factory(buffer_limit=5)
+    for i in range(3):
+        pub.publish("quiet", {"seq": i})
+    for i in range(5):
+        pub.publish("busy", {"seq": i})  # pushes the three "quiet" records out of the full buffer
+    pub.flush()
+    pub.flush()
+    frames = [f for _, f in read_stream(redis_url, prefix, "quiet")]
+    assert sum(f.get("dropped", 0) for f in frames) == 3
