@@ -52,3 +52,21 @@ def test_demo_starts_cluster_worker_and_dashboard_and_ctrl_c_stops_them(tmp_path
         if demo.poll() is None:
             demo.kill()
             demo.wait(10)
+
+
+def test_a_killed_demo_leaves_no_processes_behind(tmp_path, redis_url, prefix):
+    env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
+           "CTRLSCOPE_RUN_DIR": str(tmp_path), "CTRLSCOPE_DB": str(tmp_path / "demo.sqlite3")}
+    demo = subprocess.Popen([sys.executable, "manage.py", "demo", "--port", str(free_port())], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not demo.stdout.readline().startswith("dashboard:"):
+            assert time.monotonic() < deadline and demo.poll() is None, "demo did not start"
+        children = psutil.Process(demo.pid).children(recursive=True)
+        assert len(children) >= 3
+    finally:
+        demo.kill()  # SIGKILL: the demo gets no chance to clean up
+        demo.wait(10)
+    gone, alive = psutil.wait_procs(children, timeout=15)
+    assert not alive, [" ".join(p.cmdline()) for p in alive]

@@ -54,7 +54,8 @@ class Child:
             # Own session: Ctrl-C reaches only the demo, which then stops the children in reverse
             # start order (worker before the cluster it watches), instead of all at once.
             self.proc = subprocess.Popen(self.argv, env=self.env, stdout=fh, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, start_new_session=True)
+                                         stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, start_new_session=True,
+                                         preexec_fn=_die_with_parent)
         if self.pid_file is not None:
             self.pid_file.write_text(str(self.proc.pid))
 
@@ -219,6 +220,17 @@ class Command(BaseCommand):
             except OSError:
                 time.sleep(0.2)
         raise CommandError(f"the dashboard did not answer at {url} within {timeout:.0f}s")
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGTERM it when the demo dies, even by SIGKILL, so a
+    killed demo never leaves a cluster, worker or server behind (the children have their own session,
+    so they would not get the terminal's signals)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _port_free(port: int) -> bool:
