@@ -3,8 +3,8 @@
 All contenders read the same canned watch stream (realistic ~3.7 KB Pods: first ADDED, then
 MODIFIED) over real HTTP from a local server:
 
-* ctrlscope ``SharedInformer`` (raw dicts + orjson, DeltaFIFO, indexed Store, handler thread) whose
-  handler adds a ``Request`` to a ``RateLimitingQueue``;
+* ctrlscope ``SharedInformer`` (orjson dicts to handlers, DeltaFIFO popped in batches, indexed Store
+  holding JSON bytes, handler thread) whose handler adds a ``Request`` to a ``RateLimitingQueue``;
 * ``kubernetes.watch.Watch().stream`` (kubernetes 37, V1Pod model objects), handler counts;
 * ``kubernetes.informer.SharedInformer`` (kubernetes 37, model objects), handler counts;
 * a floor: reading the same HTTP stream and decoding each line with orjson, keeping nothing.

@@ -211,17 +211,24 @@ class HttpWatchStream:
             self._reading = True
         pending = b""
         loads = orjson.loads
+        new_event = tuple.__new__
         try:
             while not self._closed:
                 chunk = self.response.read1(65536)
                 if not chunk:
                     break
-                lines = (pending + chunk).split(b"\n")
+                # Split the chunk, then complete its first line with the carried-over partial one:
+                # cheaper than copying the whole (64 KB) chunk into ``pending + chunk`` first.
+                lines = chunk.split(b"\n")
+                if pending:
+                    lines[0] = pending + lines[0]
                 pending = lines.pop()
                 for line in lines:
-                    if line.strip():
+                    # isspace() stops at the first non-blank byte; strip() would copy every ~4 KB line.
+                    if line and not line.isspace():
                         event = loads(line)
-                        yield WatchEvent(event.get("type", ""), event.get("object") or {})
+                        # == WatchEvent(type, obj), without NamedTuple's Python-level __new__.
+                        yield new_event(WatchEvent, (event.get("type", ""), event.get("object") or {}))
         except (urllib3.exceptions.HTTPError, OSError, ValueError):
             # A broken or shut-down stream ends the watch; the reflector decides what follows.
             return

@@ -4,8 +4,19 @@
 Pipeline, one thread per stage::
 
     Reflector thread --add/update/delete/replace/resync--> DeltaFIFO
-    informer thread  --pop--> update the Store (cache) --> notification to every handler's buffer
+    informer thread  --pop_batch--> update the Store (cache) --> notifications to every handler's buffer
     one thread per handler --> on_add / on_update / on_delete
+
+Throughput (bench/informer.py) is decided by per-event overhead and by the cyclic GC, so:
+
+* The informer thread takes every queued key in one ``DeltaFIFO.pop_batch`` (same per-key
+  semantics as ``pop``) and appends the batch's notifications to each handler's buffer in one lock
+  round-trip: one wake-up per batch instead of one per event.
+* The Store keeps objects JSON-encoded (``compact``, see ``store.py``) unless
+  ``freeze_gc_after_sync`` is set. An update's ``old`` object is buffered as the Store entry and,
+  if encoded, decoded by the handler's thread right before the call (and only if the handler has
+  ``on_update`` or an observer wants it), so the decoded copy lives for one call instead of
+  waiting in buffers, where the GC would walk it and promote it.
 
 Rules this keeps (and the dashboard shows):
 
@@ -24,9 +35,11 @@ Rules this keeps (and the dashboard shows):
 * ``has_synced`` becomes true once the first LIST is in the cache. Handlers added after start first
   receive the whole cache as ``on_add`` calls.
 * With ``freeze_gc_after_sync`` the informer calls ``gc.freeze()`` once synced, and again after every
-  ``max(1000, len(cache) // 4)`` cache writes: cached dicts move to the permanent generation, so the
-  cyclic GC stops re-walking every cached object on each collection (DESIGN.md measured this as the
-  main cost of holding decoded objects; bench/informer.py shows ~2x events/s). Frozen objects are
+  ``max(1000, len(cache) // 4)`` cache writes: everything the process holds moves to the permanent
+  generation, so the cyclic GC stops re-walking the cache and the rest of the heap on every full
+  collection. The cache then holds decoded dicts (``compact=False``): once frozen they cost the GC
+  nothing, and no write or read pays for encoding or decoding -- the fastest mode, at ~4x the
+  memory per cached object of the default JSON-bytes cache. Frozen objects are
   still freed by reference counting when the cache drops them; the young generations are collected
   before each freeze, so only cyclic garbage that already reached the oldest generation is kept
   until ``gc.unfreeze()``. It is process-wide, so it is opt-in (Manager and factory pass it on).
@@ -48,7 +61,7 @@ from controllers.informers.delta_fifo import DELETED, REPLACED, SYNC, Delta, Del
 from controllers.informers.keys import object_key, resource_version
 from controllers.informers.listwatch import ListWatch
 from controllers.informers.reflector import Reflector
-from controllers.informers.store import IndexFunc, Store
+from controllers.informers.store import IndexFunc, Store, decode_entry
 from controllers.telemetry.observer import NOOP_OBSERVER, Observer, active_observer
 
 log = logging.getLogger("ctrlscope.informer")
@@ -82,7 +95,9 @@ class HandlerRegistration:
         self.clock = clock
         self.observer = observer
         self._obs = active_observer(observer)
-        self._cond = threading.Condition(threading.Lock())
+        # ``with self._lock`` on the hot path (a Condition's ``with`` costs two Python calls).
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         # Unbounded on purpose: upstream never drops a notification for backpressure.
         self._buffer: deque[tuple[str, Any, Any]] = deque()
         # The batch being delivered; only the handler thread touches it.
@@ -98,9 +113,20 @@ class HandlerRegistration:
 
     def add(self, event: str, old: Any, new: Any) -> None:
         """Buffer one notification (called by the informer thread)."""
-        with self._cond:
+        with self._lock:
             self._buffer.append((event, old, new))
             if self._waiting:
+                # Clear it here so the rest of a burst does not notify again.
+                self._waiting = False
+                self._cond.notify()
+
+    def add_many(self, notifications: list[tuple[str, Any, Any]]) -> None:
+        """Buffer several notifications, in order, in one lock round-trip (one informer batch)."""
+        with self._lock:
+            self._buffer.extend(notifications)
+            if self._waiting:
+                # Clear it here so the rest of a burst does not notify again.
+                self._waiting = False
                 self._cond.notify()
 
     def stop(self) -> None:
@@ -135,8 +161,13 @@ class HandlerRegistration:
         error = None
         try:
             if event == "update":
+                # The informer buffers the old object as its Store entry (see _apply); decode
+                # it only if someone looks at it.
                 if self.on_update is not None:
+                    old = decode_entry(old)
                     self.on_update(old, new)
+                elif obs is not None:
+                    old = decode_entry(old)
             elif event == "add":
                 if self.on_add is not None:
                     self.on_add(new)
@@ -168,7 +199,9 @@ class SharedInformer:
         self.observer: Observer = observer or NOOP_OBSERVER
         self._obs = active_observer(self.observer)
         self.freeze_gc_after_sync = freeze_gc_after_sync
-        self.indexer = Store(self.name, indexers=indexers, observer=self.observer)
+        # Frozen decoded dicts are cheapest; unfrozen, JSON bytes keep the GC off the cache.
+        self.indexer = Store(self.name, indexers=indexers, observer=self.observer,
+                             compact=not freeze_gc_after_sync)
         self.fifo = DeltaFIFO(self.name, known_objects=self.indexer, observer=self.observer,
                               on_synced=self._mark_synced)
         self.reflector = Reflector(list_watch, self.fifo, name=self.name, clock=self.clock,
@@ -305,7 +338,7 @@ class SharedInformer:
         self._threads.append(reflector)
         while True:
             try:
-                self.fifo.pop(self._process_deltas)
+                self.fifo.pop_batch(self._process_batch)
             except FIFOClosedError:
                 return
             except Exception:  # noqa: BLE001 -- e.g. a raising observer; keep the cache flowing
@@ -329,29 +362,59 @@ class SharedInformer:
         for t in self._threads:
             t.join(timeout)
 
-    def _process_deltas(self, deltas: list[Delta], is_in_initial_list: bool) -> None:
-        # All deltas of one pop share one key.
-        key = object_key(deltas[0].obj)
+    def _process_batch(self, batch: list[tuple[list[Delta], bool]]) -> None:
+        """Apply a ``DeltaFIFO.pop_batch`` batch to the cache, then hand its notifications to
+        every handler in one buffer append per handler (one lock round-trip and at most one
+        wake-up per handler per batch, instead of one per notification)."""
         indexer = self.indexer
         if self.freeze_gc_after_sync and self._synced:
-            self._writes_since_freeze += len(deltas)
+            self._writes_since_freeze += sum(len(deltas) for deltas, _ in batch)
             if self._writes_since_freeze >= max(1000, len(indexer) // 4):
                 self._writes_since_freeze = 0
                 self._freeze_gc()
+        # (event, old, new, is_sync) in processing order.
+        notes: list[tuple[str, Any, Any, bool]] = []
         with self._block:
-            for delta_type, obj in deltas:
-                if delta_type == DELETED:
-                    indexer.remove(key)
-                    self._distribute("delete", None, obj, False)
-                    continue
-                old = indexer.upsert(key, obj)
-                if old is None:
-                    self._distribute("add", None, obj, False)
-                    continue
-                is_sync = delta_type == SYNC or (
-                    delta_type == REPLACED and resource_version(old) == resource_version(obj))
-                self._distribute("update", old, obj, is_sync)
+            for deltas, _ in batch:
+                try:
+                    self._apply(deltas, notes)
+                except Exception:  # noqa: BLE001 -- one bad key (raising indexer) must not stall the rest
+                    log.exception("informer %s: processing deltas failed", self.name)
+            self._distribute(notes)
 
-    def _distribute(self, event: str, old: Any, new: Any, sync: bool) -> None:
-        for h in (self._syncing if sync else self._handlers):
-            h.add(event, old, new)
+    def _apply(self, deltas: list[Delta], notes: list[tuple[str, Any, Any, bool]]) -> None:
+        # All deltas of one pop share one key.
+        key = object_key(deltas[0].obj)
+        indexer = self.indexer
+        for delta_type, obj in deltas:
+            if delta_type == DELETED:
+                indexer.delete(obj)  # not remove(key): that would decode the dropped entry
+                notes.append(("delete", None, obj, False))
+                continue
+            # ``old`` stays encoded: each handler thread decodes it right before delivering, so
+            # the decoded copy lives for one handler call instead of sitting in buffers (where
+            # the GC would walk it), and no informer-thread time is spent on it.
+            old = indexer.upsert_entry(key, obj)
+            if old is None:
+                notes.append(("add", None, obj, False))
+                continue
+            is_sync = delta_type == SYNC or (
+                delta_type == REPLACED and resource_version(decode_entry(old)) == resource_version(obj))
+            notes.append(("update", old, obj, is_sync))
+
+    def _distribute(self, notes: list[tuple[str, Any, Any, bool]]) -> None:
+        if not notes:
+            return
+        if not any(note[3] for note in notes):
+            # The common case: no resync in this batch, every handler gets everything.
+            plain = [(event, old, new) for event, old, new, _ in notes]
+            for h in self._handlers:
+                h.add_many(plain)
+            return
+        # A resync (or an unchanged relisted object) goes only to the handlers due for resync.
+        syncing = self._syncing
+        for h in self._handlers:
+            due = h in syncing
+            mine = [(event, old, new) for event, old, new, sync in notes if due or not sync]
+            if mine:
+                h.add_many(mine)

@@ -3,14 +3,31 @@
 
 Writers are the informer's delta-processing thread; readers are handlers, reconcilers and the
 dashboard, from any thread. One lock guards the items and every index, so readers always see an
-index consistent with the items. Objects are raw dicts and must be treated as read-only: the cache
-hands out its own references (copying 3 KB Pods on every read would cost more than the rest of the
-pipeline).
+index consistent with the items.
+
+How objects are held (DESIGN.md, "The cache is where Python pays"). With ``compact=True`` (the
+default) each cached object is kept as its JSON encoding (``bytes``, encoded with orjson on write)
+and decoded again on every read. A decoded 3.8 KB Pod is a tree of ~32 GC-tracked dicts and lists
+taking ~17 KB; its encoding is one ~3.9 KB ``bytes`` the cyclic GC never looks at (~4.1 KB per
+cached Pod with its key and index entries). DESIGN.md measured the cost of the alternative:
+keeping 20,000 decoded Pods dropped a decode loop from ~80,000 to ~9,000 events/s, because every
+full collection re-walks every cached container. The price is paid on reads: ``get``, ``list``,
+``by_index`` ... decode (~10-15 us per Pod) and return a *fresh* dict each call -- equal to what
+was stored, not the same object, so a caller that mutates it no longer corrupts the cache.
+Objects orjson cannot encode (non-JSON values such as sets or >64-bit ints) are kept as they are
+and returned by reference. Encoding turns tuples into lists; API objects never contain tuples.
+
+With ``compact=False`` the Store keeps the objects themselves and hands out its own references
+(read-only by contract), like client-go. That is the faster choice only when the GC does not walk
+the cache: ``SharedInformer`` uses it together with ``freeze_gc_after_sync`` (frozen dicts cost
+the GC nothing, and writes and reads skip encoding and decoding), at ~4x the memory per object.
+bench/informer.py measures both.
 
 Indexes: an index function maps an object to a list of index values; ``by_index(name, value)``
 returns the objects with that value. Every Store has the ``namespace`` index; add your own with
 ``add_indexers`` (also after objects are cached: the new index is built from the current items).
-``Indexer`` is the same class under client-go's other name.
+The index values of each cached key are remembered, so a write never decodes the object it
+replaces. ``Indexer`` is the same class under client-go's other name.
 """
 
 from __future__ import annotations
@@ -19,6 +36,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import orjson
+
 from controllers.informers.keys import KeyFunc, Obj, object_key
 from controllers.telemetry.observer import NOOP_OBSERVER, Observer, active_observer
 
@@ -26,10 +45,35 @@ IndexFunc = Callable[[Obj], list[str]]
 
 NAMESPACE_INDEX = "namespace"
 
+_dumps = orjson.dumps
+_loads = orjson.loads
+
 
 def namespace_index_func(obj: Obj) -> list[str]:
     """Index value for the built-in ``namespace`` index ("" for cluster-scoped objects)."""
     return [(obj.get("metadata") or {}).get("namespace") or ""]
+
+
+Entry = bytes | Obj
+"""What the Store keeps per key: the object's JSON encoding, or the object itself if unencodable."""
+
+
+def _encode(obj: Obj) -> Entry:
+    try:
+        raw = _dumps(obj)
+    except TypeError:  # orjson.JSONEncodeError: not JSON (a set, a >64-bit int, a custom class...)
+        return obj
+    # orjson returns its growth buffer as is (~8 KB allocated for a 3.8 KB Pod); a long-lived
+    # cache entry is worth one exact-size copy (~0.3 us).
+    return memoryview(raw).tobytes()
+
+
+def decode_entry(entry: Entry) -> Obj:
+    """The object a Store entry holds (a new dict each call for encoded entries)."""
+    return _loads(entry) if type(entry) is bytes else entry
+
+
+_decode = decode_entry
 
 
 class Store:
@@ -37,67 +81,100 @@ class Store:
 
     def __init__(self, name: str = "", *, key_func: KeyFunc = object_key,
                  indexers: dict[str, IndexFunc] | None = None,
-                 observer: Observer | None = None) -> None:
+                 observer: Observer | None = None, compact: bool = True) -> None:
         self.name = name
         self.key_func = key_func
+        self.compact = compact
         self.observer = observer or NOOP_OBSERVER
         self._obs = active_observer(self.observer)
         self._lock = threading.Lock()
+        # key -> encoded object, or the object itself if not compact (see the module docstring).
+        self._items: dict[str, Entry] = {}
+        self._indexers: dict[str, IndexFunc] = {NAMESPACE_INDEX: namespace_index_func}
         # Invariant: for every index name, _indices[name][value] is exactly the set of keys whose
         # item produces ``value`` under _indexers[name]; empty sets are removed.
-        self._items: dict[str, Obj] = {}
-        self._indexers: dict[str, IndexFunc] = {NAMESPACE_INDEX: namespace_index_func}
         self._indices: dict[str, dict[str, set[str]]] = {NAMESPACE_INDEX: {}}
+        # Invariant: _values[key] is the tuple, per indexer in _indexers order, of the values of
+        # the item cached under key (tuples of str: the GC untracks them). Lets a write update the
+        # indexes without decoding the object it replaces.
+        self._values: dict[str, tuple[tuple[str, ...], ...]] = {}
         if indexers:
             self.add_indexers(indexers)
 
     # -- writes --------------------------------------------------------------------------------
     def add(self, obj: Obj) -> None:
         """Insert or replace ``obj`` under its key."""
-        self.upsert(self.key_func(obj), obj)
+        self.upsert_entry(self.key_func(obj), obj)
 
     update = add
 
     def upsert(self, key: str, obj: Obj) -> Obj | None:
         """Store ``obj`` under ``key`` (already computed by the caller); return the previous object."""
+        old = self.upsert_entry(key, obj)
+        return None if old is None else _decode(old)
+
+    def upsert_entry(self, key: str, obj: Obj) -> Entry | None:
+        """``upsert`` returning the previous *entry* undecoded (``decode_entry`` turns it into the
+        object): the informer hands it to handler threads, which decode it only when delivering."""
+        entry = _encode(obj) if self.compact else obj  # outside the lock: it only reads ``obj``
         with self._lock:
             items = self._items
             old = items.get(key)
-            items[key] = obj
-            self._update_indices(key, old, obj)
+            items[key] = entry
+            # Under the lock: ``add_indexers`` may change the index functions concurrently.
+            self._update_indices(key, self._index_values(obj))
             if self._obs is not None:
                 self._obs.on_store(self.name, op="upsert", key=key, obj=obj)
             return old
 
     def delete(self, obj: Any) -> None:
         """Remove the object with ``obj``'s key (a tombstone works too); absent keys are ignored."""
-        self.remove(self.key_func(obj))
+        with self._lock:
+            self._remove_locked(self.key_func(obj))
 
     def remove(self, key: str) -> Obj | None:
         """Remove ``key``; return the object that was cached (``None`` if absent)."""
         with self._lock:
-            old = self._items.pop(key, None)
-            if old is None:
-                return None
-            self._update_indices(key, old, None)
-            if self._obs is not None:
-                self._obs.on_store(self.name, op="delete", key=key, obj=old)
-            return old
+            old = self._remove_locked(key)
+        return None if old is None else _decode(old)
+
+    def _remove_locked(self, key: str) -> Entry | None:
+        old = self._items.pop(key, None)
+        if old is None:
+            return None
+        self._update_indices(key, None)
+        if self._obs is not None:
+            self._obs.on_store(self.name, op="delete", key=key, obj=_decode(old))
+        return old
 
     def replace(self, objs: Iterable[Obj], resource_version: str = "") -> None:
         """Make the cache exactly ``objs`` (rebuilding every index)."""
+        fresh = {self.key_func(o): o for o in objs}
+        entries = {key: _encode(o) for key, o in fresh.items()} if self.compact else dict(fresh)
         with self._lock:
-            self._items = {self.key_func(o): o for o in objs}
+            self._items = entries
+            self._values = {}
             self._indices = {name: {} for name in self._indexers}
-            for key, obj in self._items.items():
-                self._update_indices(key, None, obj)
+            for key, o in fresh.items():
+                self._update_indices(key, self._index_values(o))
             if self._obs is not None:
-                self._obs.on_store(self.name, op="replace", key="", obj=list(self._items.items()))
+                self._obs.on_store(self.name, op="replace", key="", obj=list(fresh.items()))
 
-    def _update_indices(self, key: str, old: Obj | None, new: Obj | None) -> None:
-        for name, func in self._indexers.items():
-            old_values = func(old) if old is not None else []
-            new_values = func(new) if new is not None else []
+    def _index_values(self, obj: Obj) -> tuple[tuple[str, ...], ...]:
+        if len(self._indexers) == 1:  # only the namespace index: skip the generic loop
+            return (tuple(namespace_index_func(obj)),)
+        return tuple([tuple(func(obj)) for func in self._indexers.values()])
+
+    def _update_indices(self, key: str, new: tuple[tuple[str, ...], ...] | None) -> None:
+        """Move ``key`` from its remembered index values to ``new`` (``None``: key removed)."""
+        old = self._values.pop(key, None) if new is None else self._values.get(key)
+        if new is not None:
+            self._values[key] = new
+        if old == new:
+            return
+        for n, name in enumerate(self._indexers):
+            old_values = old[n] if old is not None else ()
+            new_values = new[n] if new is not None else ()
             if old_values == new_values:
                 continue
             index = self._indices[name]
@@ -111,6 +188,7 @@ class Store:
                 index.setdefault(value, set()).add(key)
 
     # -- reads ---------------------------------------------------------------------------------
+    # Compact: every read decodes outside the lock and returns new dicts (see the module docstring).
     def get(self, obj: Any) -> Obj | None:
         """The cached object with ``obj``'s key, or ``None``."""
         return self.get_by_key(self.key_func(obj))
@@ -118,12 +196,14 @@ class Store:
     def get_by_key(self, key: str) -> Obj | None:
         """The cached object for ``key``, or ``None``."""
         with self._lock:
-            return self._items.get(key)
+            entry = self._items.get(key)
+        return None if entry is None else _decode(entry)
 
     def list(self) -> list[Obj]:
-        """Every cached object (a new list of the cached dicts)."""
+        """Every cached object (decoded: ~10 us per Pod; prefer ``list_keys`` or an index)."""
         with self._lock:
-            return list(self._items.values())
+            entries = list(self._items.values())
+        return [_decode(e) for e in entries]
 
     def list_keys(self) -> list[str]:
         """Every cached key."""
@@ -147,8 +227,10 @@ class Store:
                 self._indexers[name] = func
                 index: dict[str, set[str]] = {}
                 self._indices[name] = index
-                for key, obj in self._items.items():
-                    for value in func(obj):
+                for key, entry in self._items.items():
+                    values = tuple(func(_decode(entry)))
+                    self._values[key] += (values,)
+                    for value in values:
                         index.setdefault(value, set()).add(key)
 
     def get_indexers(self) -> dict[str, IndexFunc]:
@@ -169,7 +251,8 @@ class Store:
     def by_index(self, index_name: str, indexed_value: str) -> list[Obj]:
         """Objects whose ``index_name`` values include ``indexed_value``."""
         with self._lock:
-            return [self._items[k] for k in self._index(index_name).get(indexed_value, ())]
+            entries = [self._items[k] for k in self._index(index_name).get(indexed_value, ())]
+        return [_decode(e) for e in entries]
 
     def index(self, index_name: str, obj: Obj) -> list[Obj]:
         """Objects sharing any ``index_name`` value with ``obj``."""
@@ -178,7 +261,8 @@ class Store:
             keys: set[str] = set()
             for value in self._indexers[index_name](obj):
                 keys |= index.get(value, set())
-            return [self._items[k] for k in keys]
+            entries = [self._items[k] for k in keys]
+        return [_decode(e) for e in entries]
 
     def list_index_func_values(self, index_name: str) -> list[str]:
         """Every value currently present in ``index_name``."""

@@ -51,7 +51,10 @@ class Queue:
         # Keys handed out by get() and not yet done(); a key is here at most once, so at most one
         # worker holds it.
         self._processing: set[Any] = set()
-        self._cond = threading.Condition(threading.Lock())
+        # Hot paths use ``with self._lock``: a Condition's ``with`` costs two Python-level calls
+        # per use, the bare Lock none; waits and notifies go through ``_cond`` (same lock).
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         # Threads blocked in get(); notify only when someone listens (notify is not free).
         self._getters = 0
         self._shutting_down = False
@@ -65,7 +68,7 @@ class Queue:
 
     def add(self, item: Hashable) -> None:
         """Mark ``item`` as needing processing."""
-        with self._cond:
+        with self._lock:
             self._add_locked(item)
 
     def _add_locked(self, item: Any) -> None:
@@ -92,7 +95,7 @@ class Queue:
     def get(self) -> tuple[Any, bool]:
         """Block until a key is ready; return ``(key, False)``, or ``(None, True)`` once shut down
         and empty. The caller must call ``done(key)`` when finished with it."""
-        with self._cond:
+        with self._lock:
             queue = self._queue
             while not queue and not self._shutting_down:
                 self._getters += 1
@@ -115,7 +118,7 @@ class Queue:
 
     def done(self, item: Hashable) -> None:
         """Mark ``item`` as finished; if it was added while processing, queue it again."""
-        with self._cond:
+        with self._lock:
             self._processing.discard(item)
             requeue = item in self._dirty
             if requeue:

@@ -128,3 +128,45 @@ def test_observer_sees_queued_and_popped_deltas(observer) -> None:
     pop(f)
     assert [(c["op"], c["delta"], c["depth"]) for c in observer.of("on_fifo")] == [
         ("queued", "Added", 1), ("popped", "Added", 0)]
+
+
+def test_pop_batch_pops_every_queued_key_in_order_with_its_deltas() -> None:
+    f = DeltaFIFO(known_objects=Store())
+    f.replace([obj("a")], "1")
+    f.update(obj("a", "2"))
+    f.add(obj("b", "3"))
+    f.add(obj("c", "4"))
+    seen: list[tuple[list[tuple[str, Any]], bool]] = []
+    n = f.pop_batch(lambda batch: seen.extend(([(d.type, d.obj) for d in ds], init) for ds, init in batch),
+                    max_keys=2)
+    assert n == 2 and len(f) == 1
+    assert seen == [([("Replaced", obj("a")), ("Updated", obj("a", "2"))], True), ([("Added", obj("b", "3"))], False)]
+    assert f.has_synced()
+    assert f.pop_batch(lambda batch: None) == 1 and len(f) == 0
+    f.close()
+    with pytest.raises(FIFOClosedError):
+        f.pop_batch(lambda batch: None)
+
+
+def test_a_burst_of_adds_wakes_every_blocked_popper() -> None:
+    import threading
+
+    f = DeltaFIFO()
+    got: list[str] = []
+    lock = threading.Lock()
+
+    def popper() -> None:
+        deltas = f.pop(lambda deltas, initial: None)
+        with lock:
+            got.append(deltas[0].obj["metadata"]["name"])
+
+    threads = [threading.Thread(target=popper) for _ in range(3)]
+    for t in threads:
+        t.start()
+    while f._poppers < 3:  # all three blocked in pop
+        threading.Event().wait(0.001)
+    for name in "abc":
+        f.add(obj(name))
+    for t in threads:
+        t.join(5)
+    assert sorted(got) == ["a", "b", "c"]

@@ -279,3 +279,22 @@ def test_a_raising_observer_does_not_stop_the_informer(clock, eventually) -> Non
         server.create("a")
         server.create("b")
         eventually(lambda: len(rec.events) == 2)
+
+
+def test_update_handlers_get_the_previous_cached_state_as_a_dict(clock, eventually) -> None:
+    server = FakeApiServer()
+    informer = SharedInformer(server, clock=clock)
+    pairs: list[tuple[Any, Any]] = []
+    added: list[Any] = []
+    informer.add_event_handler(on_add=added.append, on_update=lambda old, new: pairs.append((old, new)))
+    with started(informer):
+        eventually(lambda: server.watch_calls)
+        server.create("a")
+        server.update("a")
+        server.update("a")
+        eventually(lambda: len(pairs) == 2)
+    assert isinstance(pairs[0][0], dict)
+    assert pairs[0][0] == added[0]  # old is the last cached state: equal content, a fresh dict
+    assert pairs[1][0] == pairs[0][1]
+    assert [int(o["metadata"]["resourceVersion"]) < int(n["metadata"]["resourceVersion"]) for o, n in pairs] == [
+        True, True]

@@ -39,11 +39,38 @@ def test_add_update_delete_and_get() -> None:
     s.add(obj("a", app="x"))
     s.update(obj("a", app="y"))
     assert s.get_by_key("default/a")["metadata"]["labels"] == {"app": "y"}
-    assert s.get(obj("a")) is s.get_by_key("default/a")
+    assert s.get(obj("a")) == s.get_by_key("default/a")
     s.delete(obj("a"))
     assert s.get_by_key("default/a") is None
     s.delete(obj("never"))  # absent: ignored
     assert len(s) == 0
+
+
+def test_reads_return_equal_fresh_dicts_so_mutating_one_cannot_corrupt_the_cache() -> None:
+    s = Store(indexers={"app": by_app})
+    stored = obj("a", app="web")
+    s.add(stored)
+    got = s.get_by_key("default/a")
+    assert got == stored and got is not stored
+    got["metadata"]["labels"]["app"] = "changed"
+    assert s.get_by_key("default/a") == stored
+    assert s.list() == [stored] and s.by_index("app", "web") == [stored]
+
+
+def test_objects_that_are_not_json_are_kept_as_they_are() -> None:
+    s = Store()
+    odd = {"metadata": {"namespace": "default", "name": "a"}, "spec": {"big": 1 << 70, "tags": {"x"}}}
+    s.add(odd)
+    assert s.get_by_key("default/a") is odd
+
+
+def test_upsert_returns_the_previous_object_and_upsert_entry_its_encoding() -> None:
+    from controllers.informers.store import decode_entry
+
+    s = Store()
+    assert s.upsert("default/a", obj("a", app="1")) is None
+    assert s.upsert("default/a", obj("a", app="2")) == obj("a", app="1")
+    assert decode_entry(s.upsert_entry("default/a", obj("a", app="3"))) == obj("a", app="2")
 
 
 def test_delete_accepts_a_tombstone() -> None:
@@ -161,3 +188,13 @@ def test_observer_sees_upserts_deletes_and_replace_contents(observer) -> None:
     calls = observer.of("on_store")
     assert [(c["op"], c["key"]) for c in calls] == [("upsert", "default/a"), ("delete", "default/a"), ("replace", "")]
     assert calls[2]["obj"] == [("default/b", obj("b"))]
+
+
+def test_a_non_compact_store_hands_out_its_own_references() -> None:
+    s = Store(compact=False, indexers={"app": by_app})
+    stored = obj("a", app="web")
+    s.add(stored)
+    assert s.get_by_key("default/a") is stored
+    assert s.by_index("app", "web")[0] is stored
+    assert s.upsert("default/a", obj("a", app="db")) is stored
+    assert s.index_keys("app", "db") == ["default/a"] and s.index_keys("app", "web") == []
