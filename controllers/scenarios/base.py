@@ -112,6 +112,31 @@ class PidFileWorker:
         return False
 
 
+class LeaseHolder:
+    """Finds and kills the process holding a leader-election Lease (identities end in the pid)."""
+
+    def __init__(self, client: Any, namespace: str, name: str) -> None:
+        self.client = client
+        self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+
+    def holder(self) -> str:
+        try:
+            return (self.client.get_json(self.path).get("spec") or {}).get("holderIdentity") or ""
+        except ApiError as exc:
+            if exc.code == 404:
+                return ""
+            raise
+
+    def kill(self) -> str:
+        """SIGKILL the current holder (it cannot release the lease) and return its identity."""
+        identity = self.holder()
+        pid = identity.rsplit("-", 1)[-1]
+        if not pid.isdigit():
+            raise RuntimeError(f"lease holder {identity!r} does not end in a pid: is leader election on?")
+        os.kill(int(pid), signal.SIGKILL)
+        return identity
+
+
 @dataclass
 class ScenarioContext:
     """What a scenario may use. ``say`` narrates to whoever runs it (console, dashboard)."""
@@ -123,6 +148,7 @@ class ScenarioContext:
     say: Callable[[str], None] = print
     telemetry: Any = None  # a TelemetryReader for the worker running the controllers, if available
     workers: WorkerControl | None = None  # how to kill and await the worker, if the scenario needs it
+    lease: LeaseHolder | None = None  # the leader-election Lease of replicated workers, if any
 
     @property
     def faults(self) -> SimFaults:

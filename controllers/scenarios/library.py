@@ -3,7 +3,7 @@
 Implemented here: retry storm and pod killer (measured by pod counts from the API) and burst
 coalescing and watch break and relist (handler calls, reconciles, lists, tombstones and the cache,
 read from the worker's telemetry), and controller restart (the worker is killed and supervised
-back). Still to come (see the issue): leader failover with two worker replicas.
+back) and leader failover (two replicas on a Lease; the holder is killed).
 """
 
 from __future__ import annotations
@@ -163,6 +163,35 @@ def controller_restart(ctx: ScenarioContext) -> ScenarioResult:
     return result
 
 
+def leader_failover(ctx: ScenarioContext) -> ScenarioResult:
+    result = ScenarioResult("leader-failover")
+    if ctx.lease is None:
+        raise RuntimeError("leader-failover needs two worker replicas with leader election (demo --replicas 2)")
+    name = "failover-reconciler"
+    ctx.recreate_podset(name, RECONCILER, 2)
+    if ctx.wait_for(lambda: len(ctx.pods_of(name)) == 2, timeout=30) is None:
+        raise RuntimeError(f"{name} did not reach 2 pods before the scenario began")
+    before = ctx.lease.holder()
+    ctx.say(f"The leader {before} is killed (SIGKILL): it cannot release its Lease.")
+    killed_at = time.monotonic()
+    ctx.lease.kill()
+    ctx.say("The PodSet is scaled to 4 while nobody leads. The standby replica has a warm cache but must wait "
+            "for the Lease to expire before it may reconcile.")
+    ctx.scale(name, 4)
+    took_over = ctx.wait_for(lambda: ctx.lease.holder() not in ("", before), timeout=60)
+    converged = ctx.wait_for(lambda: len(ctx.pods_of(name)) == 4, timeout=60)
+    after = ctx.lease.holder()
+    total = time.monotonic() - killed_at
+    ctx.say(f"{after} took over; the PodSet converged {total:.1f} s after the kill.")
+    result.measurements.update(old_leader=before, new_leader=after, takeover_s=took_over, converged_s=total)
+    same_replica = after.rsplit("-", 1)[0] == before.rsplit("-", 1)[0]
+    result.measurements["taken_by"] = "the restarted replica" if same_replica else "the standby replica"
+    result.claim("another process took the Lease", took_over is not None and after != before,
+                 f"{before} → {after} ({result.measurements['taken_by']})")
+    result.claim("the new leader converged the PodSet to 4 pods", converged is not None, f"{len(ctx.pods_of(name))} pods")
+    return result
+
+
 def pod_killer(ctx: ScenarioContext) -> ScenarioResult:
     result = ScenarioResult("pod-killer")
     by_handlers, by_reconciler = _prepare(ctx, "chaos", 4)
@@ -212,6 +241,14 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "down; after the restart it gets an Add for the PodSet and creates 4 pods on top of the 2 that "
         "exist. Its earlier work is invisible to it, so it is wrong again — this time with too many.",
     ), controller_restart),
+    Scenario("leader-failover", "Leader failover: two worker replicas, the leader dies", (
+        "Two worker replicas run the same controllers with leader election on a Lease. Both keep warm "
+        "informer caches; only the leader reconciles.",
+        "The leader is killed without releasing the Lease, and the PodSet is scaled while nobody leads.",
+        "Once the Lease expires (lease duration, then a retry period) another process takes it — usually the "
+        "standby, sometimes the killed replica after the demo's supervisor restarted it; the scenario says "
+        "which — and reconciles from the state in its cache: the PodSet converges with no event replayed.",
+    ), leader_failover),
     Scenario("pod-killer", "Pod killer: chaos deletes pods", (
         "Two pods of each PodSet are deleted behind the controllers' backs.",
         "The Reconciler watches the pods it owns: every deletion enqueues its PodSet, and the level-based "

@@ -59,3 +59,37 @@ def test_scenario_claims_hold(name, running):
     result = SCENARIOS[name].run(ctx)
     assert said, "a scenario narrates what to watch"
     assert result.ok, [(c.text, c.detail) for c in result.claims if not c.held]
+
+
+def test_leader_failover_with_two_worker_processes(tmp_path, redis_url, prefix):
+    """Two real `runcontrollers` replicas on a Lease (short timings); the scenario SIGKILLs the leader."""
+    import os
+    import subprocess
+    import sys
+
+    from controllers.process import stop_process
+    from controllers.scenarios.base import LeaseHolder
+    from tests.conftest import ROOT, wait_until
+
+    sim = SimCluster(port=0, **FAST).start()
+    kubeconfig = str(sim.write_kubeconfig(tmp_path / "kubeconfig"))
+    client = KubernetesClient.from_kubeconfig(kubeconfig)
+    env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1"}
+    workers = [subprocess.Popen(
+        [sys.executable, "manage.py", "runcontrollers", "--kubeconfig", kubeconfig, "--worker-name", f"r{i}",
+         "--controller", "controllers.examples.podset:setup_reconciler", "--leader-elect", "--lease", "default/failover",
+         "--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.3", "--status-every", "0"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(2)]
+    try:
+        lease = LeaseHolder(client, "default", "failover")
+        wait_until(lease.holder, timeout=30, what="a leader")
+        said: list[str] = []
+        result = SCENARIOS["leader-failover"].run(ScenarioContext(client, time_scale=0.15, say=said.append, lease=lease))
+        assert result.ok, [(c.text, c.detail) for c in result.claims if not c.held]
+        assert result.measurements["old_leader"] != result.measurements["new_leader"]
+        assert result.measurements["converged_s"] < 15
+        assert sum(w.poll() is None for w in workers) == 1, "exactly the killed leader is gone"
+    finally:
+        for w in workers:
+            stop_process(w)
+        sim.stop()

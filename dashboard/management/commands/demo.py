@@ -24,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 from controllers.process import stop_process
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis, free_port
 
+DEMO_LEASE = "default/ctrlscope-demo"
 DEFAULT_CONTROLLERS = ["controllers.examples.deployments:setup", "controllers.examples.podset:setup"]
 SAMPLE_DEPLOYMENTS = {"web": ("nginx:1.27", 3), "api": ("ghcr.io/example/api:2.1", 2)}
 
@@ -95,6 +96,8 @@ class Command(BaseCommand):
         parser.add_argument("--kubeconfig", default=os.environ.get("CTRLSCOPE_KUBECONFIG"),
                             help="watch a real cluster instead of the simulator (default: the simulator)")
         parser.add_argument("--context", help="kubeconfig context for --kubeconfig")
+        parser.add_argument("--replicas", type=int, default=1,
+                            help="worker replicas; more than 1 turns on leader election (default 1)")
         parser.add_argument("--controller", action="append",
                             help=f"controllers to run (default: {DEFAULT_CONTROLLERS[0]})")
 
@@ -134,15 +137,26 @@ class Command(BaseCommand):
                 self._wait_file(Path(kubeconfig), children)
                 self._create_samples(kubeconfig)
                 self.stdout.write(f"cluster:   simulated; try: KUBECONFIG={kubeconfig} kubectl get deployments,podsets,pods")
-            worker = [py, "manage.py", "runcontrollers", "--kubeconfig", kubeconfig, "--worker-name", "demo"]
-            for spec in opts["controller"] or DEFAULT_CONTROLLERS:
-                worker += ["--controller", spec]
-            if opts["context"]:
-                worker += ["--context", opts["context"]]
-            if opts["rate"] > 0:
-                worker += ["--synthetic", str(opts["rate"])]
-            children.append(Child("worker", worker, env, run_dir / "logs" / "worker.log",
-                                  pid_file=run_dir / "worker.pid"))
+            replicas = opts["replicas"]
+            if replicas < 1:
+                raise CommandError("--replicas must be at least 1")
+            for i in range(replicas):
+                name = "demo" if replicas == 1 else f"demo-{i}"
+                worker = [py, "manage.py", "runcontrollers", "--kubeconfig", kubeconfig, "--worker-name", name]
+                for spec in opts["controller"] or DEFAULT_CONTROLLERS:
+                    worker += ["--controller", spec]
+                if opts["context"]:
+                    worker += ["--context", opts["context"]]
+                if opts["rate"] > 0 and i == 0:
+                    worker += ["--synthetic", str(opts["rate"])]
+                if replicas > 1:
+                    worker += ["--leader-elect", "--lease", DEMO_LEASE]
+                suffix = "" if replicas == 1 else f"-{i}"
+                children.append(Child(f"worker {name}", worker, env, run_dir / "logs" / f"worker{suffix}.log",
+                                      pid_file=run_dir / f"worker{suffix}.pid"))
+            if replicas > 1:
+                self.stdout.write(f"workers:   {replicas} replicas, leader election on Lease {DEMO_LEASE} "
+                                  "(controllers run on the leader; informer event handlers run in every replica)")
             children.append(Child("dashboard", [py, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                                                 "dashboard.asgi:application"], env, run_dir / "logs" / "dashboard.log"))
             url = f"http://127.0.0.1:{port}/"

@@ -60,6 +60,9 @@ class Command(BaseCommand):
         parser.add_argument("--metrics-port", type=int, help="serve /metrics on 127.0.0.1:PORT")
         parser.add_argument("--leader-elect", action="store_true", help="campaign on a Lease before reconciling")
         parser.add_argument("--lease", default="default/ctrlscope-worker", help="NAMESPACE/NAME of the Lease")
+        parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds (client-go default 15)")
+        parser.add_argument("--renew-deadline", type=float, default=10.0, help="seconds (client-go default 10)")
+        parser.add_argument("--retry-period", type=float, default=2.0, help="seconds (client-go default 2)")
         parser.add_argument("--resync", type=float, default=0.0, help="informer resync period in seconds (0: off)")
         parser.add_argument("--synthetic", type=float, metavar="RATE",
                             help="also publish RATE synthetic observations per second (load generator)")
@@ -129,9 +132,14 @@ class Command(BaseCommand):
             if not name:
                 raise CommandError("--lease must be NAMESPACE/NAME")
             lock = KubernetesLeaseLock(client, namespace, name)
+        if lock is not None and not (opts["lease_duration"] > opts["renew_deadline"] > 1.2 * opts["retry_period"] > 0):
+            raise CommandError("leader election needs lease-duration > renew-deadline > 1.2 x retry-period > 0")
+        # The identity ends in the pid, so an operator (or the leader-failover scenario) can find the leader.
         manager = Manager(client, resync_period=opts["resync"], observer=observer,
                           metrics_port=opts["metrics_port"], leader_election_lock=lock,
-                          identity=f"{opts['worker_name']}-{os.getpid()}" if lock else "")
+                          identity=f"{opts['worker_name']}-{os.getpid()}" if lock else "",
+                          lease_duration=opts["lease_duration"], renew_deadline=opts["renew_deadline"],
+                          retry_period=opts["retry_period"])
         started = 0
         for spec, setup in setups:
             try:

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from controllers.scenarios import SCENARIOS, ScenarioContext
-from controllers.scenarios.base import PidFileWorker
+from controllers.scenarios.base import LeaseHolder, PidFileWorker
 from controllers.scenarios.telemetry import TelemetryReader
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
@@ -31,6 +31,8 @@ class Command(BaseCommand):
                             help="cluster to drive (default: the demo's simulated cluster)")
         parser.add_argument("--speed", type=float, default=1.0, help="time scale; 0.25 runs 4x faster")
         parser.add_argument("--worker", default="demo", help="worker whose telemetry is counted (default: demo)")
+        parser.add_argument("--lease", default="default/ctrlscope-demo",
+                            help="Lease of replicated workers, for leader-failover (demo --replicas 2)")
 
     def handle(self, *args, **opts):
         if opts["list"] or not opts["name"]:
@@ -69,8 +71,10 @@ class Command(BaseCommand):
                                                        "running": True, "started": time.time() * 1000})
             reader = TelemetryReader(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=opts["worker"])
             try:
+                lease_ns, _, lease_name = opts["lease"].partition("/")
                 result = scenario.run(ScenarioContext(client, time_scale=opts["speed"], say=say, telemetry=reader,
-                                                      workers=PidFileWorker(settings.RUN_DIR / "worker.pid")))
+                                                      workers=PidFileWorker(settings.RUN_DIR / "worker.pid"),
+                                                      lease=LeaseHolder(client, lease_ns, lease_name)))
             finally:
                 reader.close()
             for claim in result.claims:
