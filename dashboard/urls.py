@@ -2,11 +2,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard import views
+from dashboard import scenario_views, views
 
 urlpatterns = [
     path("", views.index, name="index"),
     path("c/<str:worker>/<str:controller>/", views.controller, name="controller"),
+    path("scenarios/", scenario_views.scenarios, name="scenarios"),
+    path("scenarios/<str:name>/start", scenario_views.start_scenario, name="start-scenario"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -92,6 +92,7 @@ class DashboardServer:
         self.env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
                     "CTRLSCOPE_DB": str(db), "CTRLSCOPE_RUN_DIR": str(run_dir),
                     "CTRLSCOPE_ALLOW_ANONYMOUS": "1", **env}
+        self.run_dir = run_dir
         self.log = run_dir / f"daphne-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -1,0 +1,90 @@
+"""The scenarios page: live narration, claims and scoreboard for everyone; starting needs an operator."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+import requests
+
+from tests.conftest import ROOT
+
+CREATE_USERS = """
+from django.contrib.auth.models import Group, User
+ops, _ = Group.objects.get_or_create(name="operators")
+for name, operator in (("viewer", False), ("op", True)):
+    user, _ = User.objects.get_or_create(username=name)
+    user.set_password("s3cret-pass-" + name)
+    user.save()
+    if operator:
+        user.groups.add(ops)
+"""
+
+
+@pytest.fixture
+def users(dashboard):
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", CREATE_USERS], cwd=ROOT, env=dashboard.env,
+                   check=True, capture_output=True, timeout=60)
+    return dashboard
+
+
+def login(dashboard, name: str) -> requests.Session:
+    s = requests.Session()
+    page = s.get(dashboard.url + "/accounts/login/", timeout=10)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    resp = s.post(dashboard.url + "/accounts/login/", timeout=10, allow_redirects=False,
+                  data={"username": name, "password": "s3cret-pass-" + name, "csrfmiddlewaretoken": token},
+                  headers={"Referer": dashboard.url + "/accounts/login/"})
+    assert resp.status_code == 302, resp.text[:500]
+    return s
+
+
+def post_start(session: requests.Session, dashboard, name: str, speed: str = "0.25") -> requests.Response:
+    token = session.cookies.get("csrftoken", "")
+    return session.post(f"{dashboard.url}/scenarios/{name}/start", data={"speed": speed}, timeout=10,
+                        headers={"X-CSRFToken": token, "Referer": dashboard.url + "/scenarios/"})
+
+
+def test_only_operators_may_start_a_scenario(users):
+    dashboard = users
+    anonymous = requests.Session()
+    anonymous.get(dashboard.url + "/scenarios/", timeout=10)
+    assert post_start(anonymous, dashboard, "pod-killer").status_code == 403
+    viewer = login(dashboard, "viewer")
+    resp = post_start(viewer, dashboard, "pod-killer")
+    assert resp.status_code == 403 and "operators only" in resp.json()["error"]
+    assert not list(dashboard.run_dir.glob("scenario.pid")), "a refused start must start nothing"
+    op = login(dashboard, "op")
+    assert post_start(op, dashboard, "no-such-scenario").status_code == 404
+    assert post_start(op, dashboard, "pod-killer", speed="fast").status_code == 400
+    without_csrf = op.post(f"{dashboard.url}/scenarios/pod-killer/start", data={"speed": "1"}, timeout=10)
+    assert without_csrf.status_code == 403
+    started = post_start(op, dashboard, "pod-killer")
+    assert started.status_code == 202 and started.json()["started"] == "pod-killer"
+
+
+@pytest.mark.browser
+def test_page_shows_live_narration_claims_and_scoreboard(browser, dashboard, publisher_factory, artifacts):
+    pub = publisher_factory()
+    page = browser.new_page()
+    page.goto(dashboard.url + "/scenarios/")
+    page.wait_for_selector('#conn[data-state="live"]', timeout=10_000)
+    pub.set_state("scenarios", "pod-killer", {"title": "Pod killer", "running": True})
+    pub.publish("scenarios", {"k": "narration", "scenario": "pod-killer", "text": "Chaos: two pods die.", "ts": 1})
+    pub.flush()
+    section = 'section.scenario[data-name="pod-killer"]'
+    page.wait_for_selector(f"{section} .live li", timeout=10_000)
+    assert page.get_attribute(f"{section} .state", "data-state") == "running"
+    pub.set_state("scenarios", "pod-killer", {
+        "title": "Pod killer", "running": False,
+        "claims": [{"text": "the reconciler restored 4 pods", "held": True, "detail": "4 pods"},
+                   {"text": "the handler-only PodSet stays at 2 pods", "held": True, "detail": "2 pods"}],
+        "measurements": {"reconciler_restored_after_s": 0.41, "handler_pods": 2, "desired": 4}})
+    pub.flush()
+    page.wait_for_selector(f'{section} .state[data-state="held"]', timeout=10_000)
+    assert page.locator(f"{section} .claims tr.held").count() == 2
+    assert "handler pods" in page.inner_text(f"{section} .scoreboard")
+    page.screenshot(path=str(artifacts / "scenarios-page.png"), full_page=True)
+    page.close()
