@@ -70,3 +70,52 @@ def test_a_killed_demo_leaves_no_processes_behind(tmp_path, redis_url, prefix):
         demo.wait(10)
     gone, alive = psutil.wait_procs(children, timeout=15)
     assert not alive, [" ".join(p.cmdline()) for p in alive]
+
+
+def test_an_operator_starts_a_scenario_from_the_dashboard_of_a_running_demo(tmp_path, redis_url, prefix):
+    import orjson
+    import redis
+    import requests
+
+    from controllers.telemetry.streams import Keys
+    from tests.conftest import wait_until
+    from tests.dashboard.test_scenarios_page import post_start
+
+    env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
+           "CTRLSCOPE_RUN_DIR": str(tmp_path), "CTRLSCOPE_DB": str(tmp_path / "demo.sqlite3")}
+    demo = subprocess.Popen([sys.executable, "manage.py", "demo", "--port", str(free_port())], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = password = None
+        deadline = time.monotonic() + 60
+        while password is None:
+            assert time.monotonic() < deadline and demo.poll() is None, "demo did not start"
+            line = demo.stdout.readline()
+            if m := re.match(r"dashboard: (http://\S+)/", line):
+                url = m.group(1)
+            if m := re.match(r"operator:  log in as 'operator' / '([^']+)'", line):
+                password = m.group(1)
+
+        class Dashboard:  # what post_start needs
+            pass
+
+        board = Dashboard()
+        board.url = url
+        session = requests.Session()
+        page = session.get(url + "/accounts/login/", timeout=10)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        session.post(url + "/accounts/login/", data={"username": "operator", "password": password,
+                                                     "csrfmiddlewaretoken": token},
+                     headers={"Referer": url + "/accounts/login/"}, timeout=10)
+        assert post_start(session, board, "pod-killer", speed="0.25").status_code == 202
+        r = redis.Redis.from_url(redis_url)
+        try:
+            raw = wait_until(lambda: (lambda v: v if v and not orjson.loads(v).get("running") else None)(
+                r.hget(Keys(prefix).snapshot("scenarios"), "pod-killer")), timeout=60, what="the scenario to finish")
+        finally:
+            r.close()
+        claims = orjson.loads(raw)["claims"]
+        assert claims and all(c["held"] for c in claims), claims
+    finally:
+        demo.send_signal(signal.SIGINT)
+        demo.communicate(timeout=60)

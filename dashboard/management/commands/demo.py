@@ -111,6 +111,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"redis:     {redis_handle.url} ({redis_handle.source})")
         call_command("migrate", verbosity=0, interactive=False)
+        operator_password = _demo_operator()
         port = opts["port"] if _port_free(opts["port"]) else free_port()
         env = {**os.environ, "REDIS_URL": redis_handle.url, "CTRLSCOPE_DEMO": "1",
                "CTRLSCOPE_ALLOW_ANONYMOUS": "1", "PYTHONUNBUFFERED": "1"}
@@ -163,6 +164,8 @@ class Command(BaseCommand):
             self._wait_http(url + "healthz", children)
             self.stdout.write(self.style.SUCCESS(f"dashboard: {url}"))
             self.stdout.write("access:    anonymous read-only is ON (CTRLSCOPE_ALLOW_ANONYMOUS=1), bound to loopback only")
+            self.stdout.write(f"operator:  log in as 'operator' / '{operator_password}' to start scenarios "
+                              f"({url}scenarios/); a new password every demo start")
             self.stdout.write(f"logs:      {run_dir / 'logs'}")
             self.stdout.write("Ctrl-C stops everything the demo started.")
             self.stdout.flush()
@@ -234,6 +237,23 @@ class Command(BaseCommand):
             except OSError:
                 time.sleep(0.2)
         raise CommandError(f"the dashboard did not answer at {url} within {timeout:.0f}s")
+
+
+def _demo_operator() -> str:
+    """An ``operator`` account for this demo run, with a fresh random password (printed, not stored)."""
+    import secrets
+
+    from django.contrib.auth.models import Group, User
+
+    from dashboard.access import OPERATORS_GROUP
+
+    password = secrets.token_urlsafe(12)
+    user, _ = User.objects.get_or_create(username="operator")
+    user.set_password(password)
+    user.is_active = True
+    user.save()
+    user.groups.add(Group.objects.get_or_create(name=OPERATORS_GROUP)[0])
+    return password
 
 
 def _die_with_parent() -> None:
