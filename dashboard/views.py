@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+import threading
 
+import orjson
+import redis
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from controllers.telemetry.streams import FRAME_FIELD, SNAPSHOT_ID_FIELD, Keys
 from dashboard.access import can_view, is_operator
 
 # A topic segment as TelemetryObserver.topic_part makes it (no "/", so one URL segment each).
@@ -41,6 +45,9 @@ def controller(request: HttpRequest, worker: str, controller: str) -> HttpRespon
         "worker": worker,
         "controller": controller,
         "key": request.GET.get("key", "")[:300],
+        # Cache panel deep link: ?cache=<informer>&obj=<namespace/name> selects a cached object.
+        "cache": request.GET.get("cache", "")[:120],
+        "obj": request.GET.get("obj", "")[:300],
         "topics": {
             "components": f"w/{worker}/components",
             "queue": f"w/{worker}/queue/{controller}",
@@ -48,7 +55,75 @@ def controller(request: HttpRequest, worker: str, controller: str) -> HttpRespon
             "informer_prefix": f"w/{worker}/informer/",
         },
     }
+    # Informer topics already known: the page starts loading their caches (snapshot.json) at once,
+    # in parallel with opening the websocket, which shortens the first paint of a large cache.
+    try:
+        known = _redis().smembers(Keys(settings.CTRLSCOPE_PREFIX).topics)
+        prefix = page["topics"]["informer_prefix"].encode()
+        page["informers"] = sorted(t.decode() for t in known if t.startswith(prefix))[:20]
+    except redis.RedisError:
+        page["informers"] = []
     return render(request, "dashboard/controller.html", {**_shell_context(request), "page": page})
+
+
+_redis_lock = threading.Lock()
+_redis_client: redis.Redis | None = None
+MAX_SNAPSHOT_HISTORY = 1000
+HISTORY_BYTES = 4 * 1024 * 1024  # context frames before the snapshot, at most this much
+
+
+def _redis() -> redis.Redis:
+    global _redis_client
+    with _redis_lock:
+        if _redis_client is None:
+            _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
+        return _redis_client
+
+
+def informer_snapshot(request: HttpRequest, worker: str, informer: str) -> HttpResponse:
+    """The informer topic's snapshot (the cache as compact summaries) over plain HTTP.
+
+    A 100,000-object cache is ~8 MB of JSON: more than one websocket message may carry (daphne caps
+    messages at 1 MiB, both ways). The page loads the snapshot here, then subscribes on the socket
+    from the snapshot's stream id (``since`` + ``epoch``), which resumes instead of re-sending it.
+    ``?history=N`` adds up to N frames before the snapshot (context for the events panel)."""
+    if not can_view(request.user):
+        return JsonResponse({"error": "forbidden"}, status=403)
+    if not _SEGMENT.match(worker) or not _SEGMENT.match(informer):
+        raise Http404("no such informer")
+    try:
+        history = max(0, min(int(request.GET.get("history", "0")), MAX_SNAPSHOT_HISTORY))
+    except ValueError:
+        history = 0
+    topic = f"w/{worker}/informer/{informer}"
+    keys = Keys(settings.CTRLSCOPE_PREFIX)
+    try:
+        client = _redis()
+        epoch = client.get(keys.epoch)
+        # 200,000 bulk strings for a 100k-object cache: redis-py parses them with hiredis (C).
+        state = client.hgetall(keys.snapshot(topic))
+        snap_id = state.pop(SNAPSHOT_ID_FIELD.encode(), b"0-0")
+        rows: list[bytes] = []
+        if history and snap_id != b"0-0":
+            size = 0
+            for eid, fields in client.xrevrange(keys.stream(topic), max=snap_id, min=b"-", count=history):
+                frame = fields.get(FRAME_FIELD, b"{}")
+                size += len(frame)
+                if size > HISTORY_BYTES:
+                    break
+                rows.append(b'["' + eid + b'",' + frame + b"]")
+            rows.reverse()
+    except redis.RedisError as exc:
+        return JsonResponse({"error": "redis", "detail": str(exc)}, status=503)
+    body = b"".join((
+        b'{"topic":', orjson.dumps(topic), b',"id":"', snap_id, b'","epoch":', orjson.dumps((epoch or b"").decode()),
+        b',"size":', str(len(state)).encode(),
+        # Sorted by key: the page keeps its keys sorted, and sorting sorted input is nearly free there.
+        b',"state":{', b",".join(orjson.dumps(k.decode()) + b":" + state[k] for k in sorted(state)),
+        b'},"history":[', b",".join(rows), b"]}"))
+    response = HttpResponse(body, content_type="application/json")
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

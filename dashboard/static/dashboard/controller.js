@@ -37,9 +37,60 @@
     subscribing = true;
     Promise.resolve().then(() => {
       subscribing = false;
-      for (const t of wanted) if (known.has(t) && !subscribed.has(t)) { subscribed.add(t); client.subscribe(t); }
+      for (const t of wanted) {
+        if (!known.has(t) || subscribed.has(t)) continue;
+        subscribed.add(t);
+        if (t.startsWith(T.informer_prefix) && !client.topics.has(t)) loadInformer(t); else client.subscribe(t);
+      }
     });
   }
+  // An informer topic's state is the whole cache: 100,000 objects are ~8 MB, more than one websocket
+  // message may carry (daphne caps messages at 1 MiB). Its snapshot (plus recent frames, for context)
+  // comes over HTTP; the socket subscription then resumes from the snapshot's stream id.
+  let connGen = 0;
+  function fetchSnapshot(topic) {
+    const marks = (window.ctrlscopeTimings = window.ctrlscopeTimings || {})[topic] = { fetch: performance.now() };
+    const url = "/c/" + page.worker + "/informer/" + encodeURIComponent(topic.slice(T.informer_prefix.length)) + "/snapshot.json?history=500";
+    return fetch(url, { credentials: "same-origin", cache: "no-store" })
+      .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); marks.response = performance.now(); return r.json(); })
+      .then((snap) => { marks.parsed = performance.now(); return snap; });
+  }
+  // Informers the server already knew when it rendered the page: start loading their caches now.
+  const prefetched = new Map();
+  for (const t of page.informers || []) { const p = fetchSnapshot(t); p.catch(() => {}); prefetched.set(t, p); }
+  function loadInformer(topic) {
+    const gen = connGen;
+    const pre = prefetched.get(topic);
+    prefetched.delete(topic);
+    (pre || fetchSnapshot(topic))
+      .then((snap) => {
+        if (gen !== connGen || !subscribed.has(topic)) return; // the socket dropped meanwhile: reloaded on reconnect
+        const t = { cursor: null, state: new Map() };
+        client.topics.set(topic, t);
+        if (snap.history.length) client.applyEntries(topic, snap.history);
+        t.state = new Map(Object.entries(snap.state));
+        t.cursor = snap.id;
+        if (snap.epoch && !client.epoch) client.epoch = snap.epoch;
+        client.emit("snapshot", topic, t.state);
+        window.ctrlscopeTimings[topic].applied = performance.now();
+        client.subscribe(topic);
+      })
+      .catch((err) => {
+        console.warn("informer snapshot", topic, err);
+        setTimeout(() => { if (gen === connGen) { subscribed.delete(topic); subscribeLater(); } }, 1000);
+      });
+  }
+  client.on("state", (s) => {
+    if (s !== "reconnecting") return;
+    // Reload informer caches over HTTP after a reconnect: a resume the server refuses would answer
+    // with a fresh snapshot over the socket, too big for one message when the cache is large.
+    connGen += 1;
+    for (const t of [...subscribed]) {
+      if (!t.startsWith(T.informer_prefix)) continue;
+      subscribed.delete(t); client.topics.delete(t);
+      if (informerTopics.has(t)) pushEvent({ marker: "stream", ts: workerNow(), inf: informerTopics.get(t), text: "⟳ reconnected: cache reloaded from a fresh snapshot" });
+    }
+  });
   client.on("error", (err) => {
     if (err && err.code === "unknown_topic" && err.topic) { subscribed.delete(err.topic); client.topics.delete(err.topic); known.delete(err.topic); }
   });
@@ -641,5 +692,10 @@
   setInterval(schedule, 100);
   want(T.components); want(T.queue); want(T.controller);
   window.ctrlscope = { client: client, skew: () => skew, page: page, lanes: lanes, queue: queue, events: events, setPaused: setPaused, showDetails: showDetails };
+  // Panels in other scripts (cache.js: pipeline overview and cache table) register before this
+  // script runs and are started here, before the socket opens, so they see every message.
+  const api = { client: client, page: page, topics: T, informerTopics: informerTopics, workerNow: workerNow,
+    stateOf: stateOf, schedule: schedule, events: events, queue: queue };
+  for (const init of window.ctrlscopePanels || []) { try { init(api); } catch (e) { console.error(e); } }
   client.connect();
 })();

@@ -1,0 +1,459 @@
+/*
+ * The controller page's pipeline overview and cache panel. Registered in window.ctrlscopePanels and
+ * started by controller.js (which owns the TelemetryClient) before the socket opens.
+ *
+ * Pipeline: Reflector → FIFO → Cache → Handlers (per informer of the worker) → WorkQueue → Workers →
+ * Reconcile (this controller), each stage with a live rate (records/s over the last 3 s of worker
+ * time) and the badges the components topic gives (reflector state, synced, FIFO model); until an
+ * informer has synced its stage shows the initial sync as progress (cache size / items listed).
+ *
+ * Cache: the informer topic's snapshot state (key → {rv, gen, uid, phase?, deleting?}) as a
+ * virtualized table: a tall spacer, absolute-positioned rows, and only the visible rows (plus a
+ * little overscan) in the DOM, re-rendered on scroll in a requestAnimationFrame. Keys are kept
+ * sorted; frame state changes insert/remove by binary search, or trigger one re-sort when a frame
+ * changes many keys. Changed rows flash. Click a row: its summary and recent watch/handler history.
+ *
+ * Responsiveness: above SUMMARISE_RATE records/s (page-wide) the page says it is summarising; the
+ * cache table stops flashing rows and re-sorts at most once a second.
+ */
+(function () {
+  "use strict";
+  const UI = window.ctrlscopeUI;
+  const { el, fmtDuration, clock } = UI;
+  const $ = (id) => document.getElementById(id);
+
+  const ROW_H = 22;           // px, must match .cache-scroll .cache-row height
+  const OVERSCAN = 8;         // rows drawn above and below the viewport
+  const FLASH_MS = 1200;
+  const MAX_FLASH_PER_FRAME = 5000; // a bigger change (relist) is counted, not flashed row by row
+  const HISTORY_PER_KEY = 20;
+  const HISTORY_KEYS = 5000;
+  const SUMMARISE_RATE = 2000;      // records/s
+  const RATE_WINDOW_MS = 3000;
+
+  // Events per 100 ms bucket (by the record's worker timestamp); rate() = events/s over the last 3 s.
+  class RateMeter {
+    constructor() { this.buckets = new Map(); }
+    add(ts, n) {
+      const b = Math.floor(ts / 100);
+      this.buckets.set(b, (this.buckets.get(b) || 0) + (n === undefined ? 1 : n));
+      if (this.buckets.size > 120) this.trim(b);
+    }
+    trim(nowB) { for (const k of this.buckets.keys()) if (k <= nowB - 60) this.buckets.delete(k); }
+    rate(now) {
+      const nowB = Math.floor(now / 100), from = nowB - RATE_WINDOW_MS / 100;
+      this.trim(nowB);
+      let sum = 0;
+      for (const [k, v] of this.buckets) if (k > from && k <= nowB) sum += v;
+      return sum / (RATE_WINDOW_MS / 1000);
+    }
+  }
+
+  function fmtRate(r) {
+    if (r >= 10000) return Math.round(r / 1000) + "k/s";
+    if (r >= 100) return Math.round(r).toLocaleString() + "/s";
+    if (r >= 10) return r.toFixed(0) + "/s";
+    return r ? r.toFixed(1) + "/s" : "0/s";
+  }
+
+  function lowerBound(arr, key) {
+    let lo = 0, hi = arr.length;
+    while (lo < hi) { const mid = (lo + hi) >>> 1; if (arr[mid] < key) lo = mid + 1; else hi = mid; }
+    return lo;
+  }
+
+  function init(api) {
+    const { client, page, topics: T, informerTopics, workerNow, stateOf } = api;
+
+    // ---- per-informer and per-controller stage meters -----------------------------------
+    const infStats = new Map(); // informer topic -> {watch, fifo, cache, handlers, handlerErrors, listItems, fifoDepth}
+    function stats(topic) {
+      let s = infStats.get(topic);
+      if (!s) {
+        s = { watch: new RateMeter(), fifo: new RateMeter(), cache: new RateMeter(), handlers: new RateMeter(),
+          handlerCalls: 0, handlerErrors: 0, listItems: null, fifoDepth: 0 };
+        infStats.set(topic, s);
+      }
+      return s;
+    }
+    const ctl = { adds: new RateMeter(), gets: new RateMeter(), reconciles: new RateMeter(), errors: new RateMeter(), depth: 0, lastResult: "" };
+    const pageRate = { last: performance.now(), records: 0, value: 0, summarising: false };
+
+    // ---- cache model (the selected informer) --------------------------------------------
+    const cache = {
+      topic: "", keys: [], known: new Set(), view: null, filter: [], rebuild: true, viewDirty: true,
+      flash: new Map(), bigChanges: 0, lastRebuild: 0, selected: page.obj || "", history: new Map(),
+      rowsDirty: true, ready: false, scrollTo: page.obj || "",
+    };
+    const scroller = $("cache-scroll"), spacer = $("cache-spacer"), select = $("cache-informer");
+    const pool = []; // row elements, reused
+
+    function informerName(topic) { return informerTopics.get(topic) || topic.slice(T.informer_prefix.length); }
+
+    function chooseInformer() {
+      const list = [...informerTopics.keys()].sort();
+      const names = list.map(informerName);
+      if (select.options.length !== list.length || [...select.options].some((o, i) => o.value !== list[i])) {
+        select.replaceChildren(...list.map((t, i) => el("option", { value: t }, names[i])));
+      }
+      if (!cache.topic || !informerTopics.has(cache.topic)) {
+        const wanted = page.cache ? list.find((t) => informerName(t) === page.cache || t.endsWith("/" + page.cache)) : null;
+        const topic = wanted || list[0] || "";
+        if (topic) setInformer(topic);
+      }
+      if (cache.topic) select.value = cache.topic;
+    }
+
+    function setInformer(topic) {
+      cache.topic = topic;
+      cache.rebuild = true; cache.ready = false; cache.flash.clear(); cache.history.clear();
+      $("cache-topic").textContent = topic;
+      closeDetails(false);
+      schedule();
+    }
+    select.addEventListener("change", () => { setInformer(select.value); updateUrl(); });
+
+    function rebuildKeys() {
+      const state = stateOf(cache.topic);
+      cache.keys = [...state.keys()].sort();
+      cache.known = new Set(cache.keys);
+      cache.rebuild = false; cache.viewDirty = true; cache.rowsDirty = true;
+      cache.lastRebuild = performance.now();
+    }
+
+    // A frame's state changes: keep the sorted key list current and remember what to flash.
+    function applyChanges(changed, now) {
+      const ks = Object.keys(changed);
+      if (!ks.length) return;
+      stats(cache.topic);
+      const flashOk = cache.ready && !pageRate.summarising && ks.length <= MAX_FLASH_PER_FRAME;
+      if (!flashOk && cache.ready) cache.bigChanges += ks.length;
+      let structural = 0;
+      for (const k of ks) if ((changed[k] === null) === cache.known.has(k)) structural += 1;
+      if (cache.rebuild || structural > 1000 || (pageRate.summarising && structural)) {
+        cache.rebuild = true; // one sort at the next (throttled) render instead of many splices
+      } else if (structural) {
+        for (const k of ks) {
+          const gone = changed[k] === null;
+          if (gone && cache.known.has(k)) { cache.known.delete(k); const i = lowerBound(cache.keys, k); if (cache.keys[i] === k) cache.keys.splice(i, 1); }
+          else if (!gone && !cache.known.has(k)) { cache.known.add(k); cache.keys.splice(lowerBound(cache.keys, k), 0, k); }
+        }
+        cache.viewDirty = true;
+      }
+      if (flashOk) for (const k of ks) if (changed[k] !== null) cache.flash.set(k, now + FLASH_MS);
+      if (cache.filter.length) cache.viewDirty = true;
+      cache.rowsDirty = true;
+    }
+
+    function remember(key, item) {
+      let h = cache.history.get(key);
+      if (!h) {
+        h = [];
+        if (cache.history.size >= HISTORY_KEYS) cache.history.delete(cache.history.keys().next().value); // oldest key
+      } else cache.history.delete(key); // re-insert: most recently active keys live longest
+      cache.history.set(key, h);
+      h.push(item);
+      if (h.length > HISTORY_PER_KEY) h.shift();
+    }
+
+    // ---- listeners ------------------------------------------------------------------------
+    client.on("snapshot", (topic) => {
+      if (topic === cache.topic) { cache.rebuild = true; cache.flash.clear(); }
+      if (topic === T.components) chooseInformer();
+      schedule();
+    });
+    client.on("topics", () => { chooseInformer(); schedule(); });
+    client.on("resync", (topic) => { if (topic === cache.topic) cache.ready = false; });
+
+    client.on("records", (topic, records, id, frame) => {
+      pageRate.records += records.length;
+      const now = workerNow();
+      if (topic === T.components) { chooseInformer(); overviewDirty = true; }
+      else if (topic === T.queue) {
+        for (const r of records) {
+          if (r.k !== "queue") continue;
+          const ts = r.ts || now;
+          if (r.op === "add" || r.op === "dedup" || r.op === "defer" || r.op === "add_rate_limited" || r.op === "add_after") ctl.adds.add(ts);
+          else if (r.op === "get") ctl.gets.add(ts);
+          ctl.depth = r.depth || 0;
+        }
+      } else if (topic === T.controller) {
+        for (const r of records) {
+          if (r.k !== "reconcile") continue;
+          ctl.reconciles.add(r.ts || now);
+          if (r.result === "error" || r.result === "terminal" || r.result === "panic") ctl.errors.add(r.ts || now);
+          ctl.lastResult = r.result;
+        }
+      } else if (topic.startsWith(T.informer_prefix)) {
+        const s = stats(topic);
+        const mine = topic === cache.topic;
+        for (const r of records) {
+          const ts = r.ts || now;
+          switch (r.k) {
+            case "watch":
+              s.watch.add(ts);
+              if (mine && r.key) remember(r.key, { ts: ts, kind: "watch", text: r.type + " rv " + (r.rv || "?") });
+              break;
+            case "handler":
+              s.handlers.add(ts);
+              s.handlerCalls += 1;
+              if (r.outcome === "error") s.handlerErrors += 1;
+              if (mine && r.key) remember(r.key, { ts: ts, kind: "handler", error: r.outcome === "error",
+                text: r.event + " → " + r.handler + " " + r.outcome + (r.old_rv ? " rv " + r.old_rv + "→" + (r.rv || "?") : r.rv ? " rv " + r.rv : "") +
+                  (r.duration !== undefined && r.duration !== null ? " (" + fmtDuration(r.duration * 1000) + ")" : "") + (r.error ? ": " + r.error : "") });
+              break;
+            case "fifo":
+              if (r.op === "queued") s.fifo.add(ts);
+              s.fifoDepth = r.depth || 0;
+              if (mine && r.key && r.delta === "Sync") remember(r.key, { ts: ts, kind: "fifo", text: "resync (Sync delta)" });
+              break;
+            case "list":
+              if (!r.error) s.listItems = r.items;
+              break;
+            default: break;
+          }
+        }
+        if (frame && frame.s) {
+          const n = Object.keys(frame.s).length;
+          if (n) s.cache.add(frame.ts || now, n);
+          if (mine) applyChanges(frame.s, performance.now());
+        }
+      }
+      schedule();
+    });
+
+    // ---- cache table rendering -------------------------------------------------------------
+    const FIELDS = {
+      ns: (k) => (k.includes("/") ? k.slice(0, k.indexOf("/")) : ""),
+      name: (k) => k.slice(k.indexOf("/") + 1),
+      key: (k) => k, rv: (k, v) => v.rv, gen: (k, v) => v.gen, phase: (k, v) => v.phase, uid: (k, v) => v.uid,
+    };
+    function matches(key, v) {
+      for (const term of cache.filter) {
+        const colon = term.indexOf(":");
+        const field = colon > 0 ? FIELDS[term.slice(0, colon)] : null;
+        if (field) { if (!String(field(key, v) || "").toLowerCase().includes(term.slice(colon + 1))) return false; }
+        else if (term === "deleting") { if (!v.deleting) return false; }
+        else if (!key.toLowerCase().includes(term) && !String(v.phase || "").toLowerCase().includes(term) && String(v.rv || "") !== term) return false;
+      }
+      return true;
+    }
+
+    function currentView() {
+      if (!cache.filter.length) return cache.keys;
+      if (cache.viewDirty || !cache.view) {
+        const state = stateOf(cache.topic);
+        cache.view = cache.keys.filter((k) => matches(k, state.get(k) || {}));
+      }
+      return cache.view;
+    }
+
+    function rowEl(i) {
+      let r = pool[i];
+      if (!r) {
+        r = el("div", { className: "cache-row", role: "row" });
+        for (let c = 0; c < 7; c++) r.appendChild(el("span"));
+        pool[i] = r;
+      }
+      return r;
+    }
+
+    function renderCache(nowPerf) {
+      if (!cache.topic) return;
+      const summarising = pageRate.summarising;
+      if (cache.rebuild && (!summarising || nowPerf - cache.lastRebuild > 1000)) rebuildKeys();
+      if (!cache.ready && !cache.rebuild && client.topics.get(cache.topic) && client.topics.get(cache.topic).cursor) cache.ready = true;
+      const view = currentView();
+      cache.viewDirty = false;
+      const total = cache.keys.length, shown = view.length;
+      $("cache-count").textContent = shown.toLocaleString();
+      $("cache-count-label").textContent = cache.filter.length ? "of " + total.toLocaleString() + " objects match" : "objects";
+      spacer.style.height = shown * ROW_H + "px";
+      if (cache.scrollTo) {
+        const i = view.indexOf(cache.scrollTo);
+        if (i >= 0) { scroller.scrollTop = Math.max(0, i * ROW_H - scroller.clientHeight / 2); showDetails(cache.scrollTo); cache.scrollTo = ""; }
+      }
+      const top = scroller.scrollTop, h = scroller.clientHeight || 400;
+      const first = Math.max(0, Math.floor(top / ROW_H) - OVERSCAN);
+      const last = Math.min(shown, Math.ceil((top + h) / ROW_H) + OVERSCAN);
+      const state = stateOf(cache.topic);
+      const want = [];
+      for (let i = first; i < last; i++) {
+        const key = view[i];
+        const v = state.get(key) || {};
+        const r = rowEl(i - first);
+        const slash = key.indexOf("/");
+        const cells = r.children;
+        const vals = [key, slash >= 0 ? key.slice(0, slash) : "", key.slice(slash + 1), v.rv == null ? "" : v.rv, v.gen == null ? "" : v.gen, v.phase || "", v.deleting ? "deleting" : ""];
+        for (let c = 0; c < 7; c++) if (cells[c].textContent !== String(vals[c])) cells[c].textContent = vals[c];
+        if (r.dataset.key !== key) r.dataset.key = key;
+        r.style.transform = "translateY(" + i * ROW_H + "px)";
+        const until = cache.flash.get(key);
+        const flashing = until !== undefined && until > nowPerf;
+        if (r.classList.contains("flash") !== flashing) r.classList.toggle("flash", flashing);
+        r.classList.toggle("selected", key === cache.selected);
+        r.classList.toggle("deleting", !!v.deleting);
+        want.push(r);
+      }
+      const kids = spacer.children;
+      let same = kids.length === want.length;
+      for (let i = 0; same && i < want.length; i++) same = kids[i] === want[i];
+      if (!same) spacer.replaceChildren(...want);
+      // First paint of a filled cache (ms since navigation start): what bench/ui.py and the tests report.
+      if (!cache.firstPaint && want.length && cache.ready) cache.firstPaint = performance.now();
+      // Forget flashes that are over (bounded work: at most one sweep every 500 ms).
+      if (cache.flash.size && nowPerf - (cache.lastSweep || 0) > 500) {
+        cache.lastSweep = nowPerf;
+        for (const [k, until] of cache.flash) if (until <= nowPerf) cache.flash.delete(k);
+      }
+      const notes = [];
+      if (summarising) notes.push("summarising: " + Math.round(pageRate.value).toLocaleString() + " records/s — rows do not flash, the table refreshes once a second");
+      if (cache.bigChanges) notes.push(cache.bigChanges.toLocaleString() + " changes arrived in bursts (counted, not flashed)");
+      $("cache-note").textContent = notes.join(" · ");
+      cache.rowsDirty = false;
+      if (cache.selected && detailsOpen) refreshDetails();
+    }
+
+    scroller.addEventListener("scroll", () => { cache.rowsDirty = true; schedule(); }, { passive: true });
+    const filterBox = $("cache-filter");
+    filterBox.addEventListener("input", () => {
+      cache.filter = filterBox.value.toLowerCase().split(/\s+/).filter(Boolean);
+      cache.viewDirty = true; cache.view = null; scroller.scrollTop = 0; schedule();
+    });
+
+    // ---- details -----------------------------------------------------------------------------
+    let detailsOpen = false, detailsSig = "";
+    const details = $("cache-details");
+    function showDetails(key) {
+      cache.selected = key; detailsOpen = true; detailsSig = "";
+      refreshDetails();
+      cache.rowsDirty = true; schedule();
+    }
+    function refreshDetails() {
+      const key = cache.selected;
+      const v = stateOf(cache.topic).get(key);
+      const hist = cache.history.get(key) || [];
+      const sig = JSON.stringify(v) + "|" + hist.length + "|" + (hist.length ? hist[hist.length - 1].ts : 0);
+      if (sig === detailsSig) return;
+      detailsSig = sig;
+      details.replaceChildren(
+        el("div", { className: "details-head" }, el("b", { className: "cache-details-key" }, key), " ",
+          v === undefined ? el("span", { className: "badge bad" }, "not in the cache (deleted)") : v.deleting ? el("span", { className: "badge warn" }, "deleting") : null,
+          el("span", { className: "spacer" }),
+          el("button", { type: "button", id: "cache-details-close" }, "close")),
+        el("h3", null, "cache summary"),
+        el("pre", { className: "summary-json" }, v === undefined ? "—" : JSON.stringify(v, null, 2)),
+        el("h3", null, "recent watch / handler history (this page's session)"),
+        hist.length ? el("ul", { className: "cache-history" }, ...hist.slice().reverse().map((h) =>
+          el("li", { className: "h-" + h.kind + (h.error ? " h-error" : "") }, clock(h.ts) + "  " + h.kind.padEnd(7) + " " + h.text)))
+          : el("p", { className: "muted cache-history" }, "no watch events or handler calls for this key since the page opened"),
+        el("p", { className: "muted not-available" },
+          "Full object YAML and a diff of its last two versions are not available: the worker's telemetry publishes compact " +
+          "summaries (rv, generation, uid, phase, deleting) only, not whole objects."));
+      details.hidden = false;
+    }
+    function closeDetails(update) {
+      detailsOpen = false; cache.selected = ""; details.hidden = true; cache.rowsDirty = true;
+      if (update !== false) { updateUrl(); schedule(); }
+    }
+    details.addEventListener("click", (e) => { if (e.target.id === "cache-details-close") closeDetails(); });
+    document.addEventListener("keydown", (e) => {
+      if (e.key === "Escape" && detailsOpen && !(e.target instanceof HTMLElement && e.target.matches("input, textarea, select"))) closeDetails();
+    });
+    spacer.addEventListener("click", (e) => {
+      const row = e.target.closest(".cache-row[data-key]");
+      if (!row) return;
+      showDetails(row.dataset.key);
+      updateUrl();
+    });
+    function updateUrl() {
+      const url = new URL(location.href);
+      if (cache.selected) { url.searchParams.set("obj", cache.selected); url.searchParams.set("cache", informerName(cache.topic)); }
+      else { url.searchParams.delete("obj"); }
+      history.replaceState(null, "", url);
+    }
+
+    // ---- pipeline overview ------------------------------------------------------------------
+    let overviewDirty = true, lastOverview = 0;
+    const STATE_LABEL = { "backing-off": "backing off" };
+    function stage(name, label, value, rate, title, ...extra) {
+      return el("div", { className: "stage", dataset: { stage: name }, title: title || "" },
+        el("div", { className: "stage-name" }, label),
+        el("div", { className: "stage-value" }, value),
+        el("div", { className: "rate" }, rate), ...extra);
+    }
+    const arrow = () => el("span", { className: "arrow", "aria-hidden": "true" }, "→");
+
+    function renderOverview(now) {
+      const comps = stateOf(T.components);
+      const chains = [];
+      for (const topic of [...informerTopics.keys()].sort()) {
+        const name = informerName(topic);
+        const comp = comps.get("informer/" + name) || {};
+        const s = stats(topic);
+        const st = comp.state || (comp.synced ? "watching" : "starting");
+        const size = stateOf(topic).size;
+        const badges = [el("span", { className: "badge st-" + st }, STATE_LABEL[st] || st)];
+        let progress = null;
+        if (comp.synced) badges.push(el("span", { className: "badge ok" }, "synced"));
+        else {
+          const total = s.listItems;
+          progress = el("div", { className: "sync-progress" },
+            el("progress", total ? { max: total, value: Math.min(size, total) } : {}),
+            el("span", { className: "muted" }, total ? "initial sync " + Math.min(size, total).toLocaleString() + " / " + total.toLocaleString() : "initial sync…"));
+        }
+        const handlerErr = s.handlerErrors ? el("div", { className: "stage-err" }, s.handlerErrors.toLocaleString() + " errors") : null;
+        chains.push(el("div", { className: "chain informer-chain", dataset: { informer: name } },
+          stage("reflector", "Reflector", name, fmtRate(s.watch.rate(now)), "watch events/s · rv " + (comp.rv || "?"), el("div", { className: "badges" }, ...badges), progress),
+          arrow(),
+          stage("fifo", "FIFO", comp.fifo || "?", fmtRate(s.fifo.rate(now)), "deltas queued/s · depth " + s.fifoDepth, el("div", { className: "muted stage-sub" }, "depth " + s.fifoDepth)),
+          arrow(),
+          stage("cache", "Cache", size.toLocaleString() + " objects", fmtRate(s.cache.rate(now)), "cache writes/s (from state changes)"),
+          arrow(),
+          stage("handlers", "Handlers", s.handlerCalls.toLocaleString() + " calls", fmtRate(s.handlers.rate(now)), "handler calls/s", handlerErr)));
+      }
+      if (!chains.length) chains.push(el("span", { className: "muted" }, "no informers reported yet"));
+      const q = stateOf(T.queue);
+      let processing = 0;
+      for (const v of q.values()) if (v && v.s === "processing") processing += 1;
+      const errRate = ctl.errors.rate(now);
+      const tail = el("div", { className: "chain controller-chain" },
+        arrow(),
+        stage("workqueue", "WorkQueue", "depth " + ctl.depth, fmtRate(ctl.adds.rate(now)), "adds/s (incl. deduplicated and rate-limited)"),
+        arrow(),
+        stage("workers", "Workers", processing + " busy", fmtRate(ctl.gets.rate(now)), "keys taken by workers/s"),
+        arrow(),
+        stage("reconcile", "Reconcile", ctl.lastResult || "—", fmtRate(ctl.reconciles.rate(now)), "reconciles/s",
+          errRate ? el("div", { className: "stage-err" }, fmtRate(errRate) + " failing") : null));
+      $("pipeline").replaceChildren(el("div", { className: "chains" }, ...chains), tail);
+      overviewDirty = false;
+    }
+
+    // ---- frame loop --------------------------------------------------------------------------
+    let scheduled = false;
+    function schedule() { if (!scheduled) { scheduled = true; requestAnimationFrame(render); } }
+    function render() {
+      scheduled = false;
+      const nowPerf = performance.now();
+      // Page-wide records/s, once a second: above SUMMARISE_RATE the page summarises and says so.
+      if (nowPerf - pageRate.last >= 1000) {
+        pageRate.value = pageRate.records * 1000 / (nowPerf - pageRate.last);
+        pageRate.records = 0; pageRate.last = nowPerf;
+        const was = pageRate.summarising;
+        pageRate.summarising = pageRate.value > SUMMARISE_RATE;
+        const badge = $("summarising");
+        badge.hidden = !pageRate.summarising;
+        badge.textContent = "summarising · " + Math.round(pageRate.value).toLocaleString() + " records/s";
+        if (was !== pageRate.summarising) cache.rowsDirty = true;
+      }
+      renderCache(nowPerf);
+      const now = workerNow();
+      if (overviewDirty || now - lastOverview >= 250) { lastOverview = now; renderOverview(now); }
+    }
+    setInterval(schedule, 250);
+    chooseInformer();
+    window.ctrlscopeCache = { cache: cache, pageRate: pageRate, rowHeight: ROW_H, showDetails: showDetails, stats: infStats, ctl: ctl };
+  }
+
+  (window.ctrlscopePanels = window.ctrlscopePanels || []).push(init);
+})();
