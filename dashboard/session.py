@@ -9,7 +9,8 @@ Protocol, client → server (JSON objects, at most ``MAX_MESSAGE_BYTES``):
   ``{"op": "sub", "topic": T, "history": N}``            also the N frames before the snapshot
   ``{"op": "unsub", "topic": T}`` · ``{"op": "ack", "seq": N}`` · ``{"op": "ping"}``
 Server → client:
-  ``hello`` (epoch, topics, window) · ``snapshot`` (topic, id, state) · ``frames`` ({topic: [[id,
+  ``hello`` (epoch, topics, window) · ``snapshot`` (topic, id, state; a big one comes in parts, each
+  with ``part`` and ``more``: apply them all, the last one completes it) · ``frames`` ({topic: [[id,
   frame], ...]}) · ``resync`` (topic, reason; a snapshot follows) · ``status`` (redis up/down) ·
   ``topics`` · ``error`` (code, message) · ``pong``.
 
@@ -38,6 +39,9 @@ from dashboard.hub import Entry, ResumeRefused, StreamHub
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 64 * 1024
+# Outgoing messages stay under this: daphne will not send a websocket message over 1 MiB, so big
+# snapshots go out in parts ("more": true) and frame batches are split.
+MAX_OUT_BYTES = 512 * 1024
 # Application close codes (servers may only send 1000 or 3000-4999): 4009 mirrors 1009 "too big",
 # 4008 mirrors 1008 "policy violation".
 CLOSE_TOO_BIG = 4009
@@ -245,6 +249,22 @@ class ClientSession:
         self._sent_seq += 1
         await self._send(b"".join((head, b',"seq":', str(self._sent_seq).encode(), body)).decode())
 
+    async def _send_frames(self, batch: dict[str, list[Entry]]) -> None:
+        """Send entries as ``frames`` messages of at most MAX_OUT_BYTES each (daphne refuses to send
+        a websocket message over 1 MiB; publishers keep every single frame well below that)."""
+        part: dict[str, list[Entry]] = {}
+        size = 0
+        for topic, entries in batch.items():
+            for entry in entries:
+                n = len(entry[0]) + len(entry[1]) + 8
+                if part and size + n > MAX_OUT_BYTES:
+                    await self._send_data(b'{"t":"frames"', _frames_body(part))
+                    part, size = {}, 0
+                part.setdefault(topic, []).append(entry)
+                size += n
+        if part:
+            await self._send_data(b'{"t":"frames"', _frames_body(part))
+
     async def _flush_control(self) -> None:
         while self._control:
             await self._send(self._control.popleft())
@@ -304,11 +324,15 @@ class ClientSession:
                 # replay they come before the snapshot, which then replaces the state they built.
                 rows = await self.hub.read_before(topic, snap_id, sub.history)
                 if rows:
-                    await self._send_data(b'{"t":"frames"', _frames_body({topic: rows}))
+                    await self._send_frames({topic: rows})
             sub.history = 0
-            body = b"".join((b',"topic":', orjson.dumps(topic), b',"id":"', snap_id, b'","epoch":',
-                             orjson.dumps(epoch), b',"state":', _raw_object(state), b"}"))
-            await self._send_data(b'{"t":"snapshot"', body)
+            parts = _state_parts(state, MAX_OUT_BYTES)
+            for i, part in enumerate(parts):
+                body = b"".join((b',"topic":', orjson.dumps(topic), b',"id":"', snap_id, b'","epoch":',
+                                 orjson.dumps(epoch), b',"part":', str(i).encode(),
+                                 b',"more":', b"true" if i < len(parts) - 1 else b"false",
+                                 b',"state":', part, b"}"))
+                await self._send_data(b'{"t":"snapshot"', body)
             cursor_raw = snap_id
         sub.reason = None
         sub.since = None
@@ -328,7 +352,7 @@ class ClientSession:
             if reset is not None:
                 self.force_resync(topic, "worker-reset", replay_from=reset)
                 return
-            await self._send_data(b'{"t":"frames"', _frames_body({topic: rows}))
+            await self._send_frames({topic: rows})
             cursor_raw = rows[-1][0]
             sub.cursor = parse_id(cursor_raw)
         if not sub.sync:
@@ -338,7 +362,7 @@ class ClientSession:
         """Send the frames ``first``..``last`` (inclusive) that a worker reset made a resync skip."""
         rows = await self.hub.read_range(topic, first, last)
         for i in range(0, len(rows), self.catch_up_chunk):
-            await self._send_data(b'{"t":"frames"', _frames_body({topic: rows[i:i + self.catch_up_chunk]}))
+            await self._send_frames({topic: rows[i:i + self.catch_up_chunk]})
 
     async def _send_live(self) -> None:
         batch: dict[str, list[Entry]] = {}
@@ -351,7 +375,7 @@ class ClientSession:
                 batch[topic] = fresh
                 sub.cursor = parse_id(fresh[-1][0])
         if batch:
-            await self._send_data(b'{"t":"frames"', _frames_body(batch))
+            await self._send_frames(batch)
 
 
 def _first_reset(entries: list[Entry]) -> bytes | None:
@@ -361,10 +385,21 @@ def _first_reset(entries: list[Entry]) -> bytes | None:
     return None
 
 
-def _raw_object(state: dict[bytes, bytes]) -> bytes:
-    """``{key: raw JSON}`` as a JSON object without decoding the values."""
-    parts = [orjson.dumps(k.decode()) + b":" + v for k, v in state.items()]
-    return b"{" + b",".join(parts) + b"}"
+def _state_parts(state: dict[bytes, bytes], limit: int) -> list[bytes]:
+    """``{key: raw JSON}`` as JSON objects of at most ~``limit`` bytes each (at least one, maybe ``{}``),
+    without decoding the values."""
+    parts: list[bytes] = []
+    items: list[bytes] = []
+    size = 0
+    for k, v in state.items():
+        item = orjson.dumps(k.decode()) + b":" + v
+        if items and size + len(item) > limit:
+            parts.append(b"{" + b",".join(items) + b"}")
+            items, size = [], 0
+        items.append(item)
+        size += len(item) + 1
+    parts.append(b"{" + b",".join(items) + b"}")
+    return parts
 
 
 def _frames_body(batch: dict[str, list[Entry]]) -> bytes:

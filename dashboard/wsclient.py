@@ -28,6 +28,7 @@ class TopicView:
     ids: list[str] = field(default_factory=list)
     snapshots: int = 0
     dropped: int = 0
+    incoming: dict[str, Any] = field(default_factory=dict)  # parts of a snapshot still arriving
 
 
 class TelemetryWsClient:
@@ -128,7 +129,13 @@ class TelemetryWsClient:
             self.known_topics = msg["topics"]
         elif t == "snapshot":
             view = self.topics.setdefault(msg["topic"], TopicView())
-            view.state = dict(msg["state"])
+            if not msg.get("part"):
+                view.incoming = {}
+            view.incoming.update(msg["state"])
+            self._pending_ack = msg["seq"]
+            if msg.get("more"):
+                return
+            view.state, view.incoming = view.incoming, {}
             view.cursor = msg["id"]
             view.snapshots += 1
             if msg.get("epoch"):

@@ -34,6 +34,7 @@ from controllers.telemetry.streams import FRAME_SCRIPT, Keys
 log = logging.getLogger(__name__)
 
 _MISSING = object()
+STATE_KEYS_PER_FRAME = 1000
 
 
 class _Topic:
@@ -225,7 +226,7 @@ class RedisPublisher:
                          args=[epoch, self.maxlen, *args], client=pipe)
         results = pipe.execute()
         self._inflight = None
-        lost = [topic for (topic, _), (status, _v) in zip(frames, results, strict=True) if status == 0]
+        lost = {topic for (topic, _), (status, _v) in zip(frames, results, strict=True) if status == 0}
         if lost:
             # Redis restarted without persistence (or our keys were deleted): rewrite every snapshot
             # as a reset frame, which makes every dashboard client resync; resend the records.
@@ -264,23 +265,35 @@ class RedisPublisher:
                 else:
                     changed = {k: t.state[k] for k in t.dirty if k in t.state}
                     deleted = [k for k in t.dirty if k not in t.state]
-                # "reset" must be the first key: readers detect resets by the raw prefix
-                # b'{"reset":true' without decoding (streams.RESET_PREFIX).
-                frame: dict[str, Any] = {"reset": True} if reset else {}
-                frame.update(r=records.get(name, []), ts=now_ms, src=self.name, seq=t.seq + 1)
-                if not reset:
-                    frame["s"] = {**changed, **dict.fromkeys(deleted)}
-                if t.dropped:
-                    frame["dropped"] = t.dropped
-                pairs: list[Any] = []
-                for k, v in changed.items():
-                    pairs.append(k)
-                    pairs.append(orjson.dumps(v))
-                args = [orjson.dumps(frame), name, self.name, t.seq + 1, 1 if reset else 0,
-                        len(changed), *pairs, *deleted]
-                frames.append((name, args))
-                # Consumed now: the built frame is retried unchanged until Redis confirms it.
-                t.seq += 1
+                # A relist can change every key of a big cache at once: such a change goes out as
+                # several frames of at most STATE_KEYS_PER_FRAME keys, so that no frame (and no
+                # websocket message the dashboard makes of it) grows without bound.
+                keys = list(changed) + deleted
+                chunks = [keys[i:i + STATE_KEYS_PER_FRAME] for i in range(0, len(keys), STATE_KEYS_PER_FRAME)] or [[]]
+                if reset:
+                    chunks = [keys]  # a reset frame carries no state in its JSON, only in the hash write
+                for n, chunk in enumerate(chunks):
+                    # "reset" must be the first key: readers detect resets by the raw prefix
+                    # b'{"reset":true' without decoding (streams.RESET_PREFIX).
+                    frame: dict[str, Any] = {"reset": True} if reset else {}
+                    frame.update(r=records.get(name, []) if n == 0 else [], ts=now_ms, src=self.name, seq=t.seq + 1)
+                    if not reset:
+                        frame["s"] = {k: changed.get(k) for k in chunk}
+                    if t.dropped and n == 0:
+                        frame["dropped"] = t.dropped
+                    pairs: list[Any] = []
+                    gone: list[str] = []
+                    for k in chunk:
+                        if k in changed:
+                            pairs.append(k)
+                            pairs.append(orjson.dumps(changed[k]))
+                        else:
+                            gone.append(k)
+                    args = [orjson.dumps(frame), name, self.name, t.seq + 1, 1 if reset and n == 0 else 0,
+                            len(pairs) // 2, *pairs, *gone]
+                    frames.append((name, args))
+                    t.seq += 1
+                # Consumed now: the built frames are retried unchanged until Redis confirms them.
                 t.reset = False
                 t.dirty = set()
                 t.dropped = 0

@@ -277,3 +277,26 @@ def test_one_socket_multiplexes_topics_and_one_reader_serves_all_sockets(dashboa
         for k, topic in enumerate("abc"):
             assert seqs(c, topic) == list(range(k, 300, 3))
         assert c.duplicates == 0
+
+
+def test_big_snapshots_and_frames_stay_under_the_websocket_message_limit(dashboard, publisher_factory):
+    """daphne will not send a message over 1 MiB: a 30,000-key state (~3 MB) arrives in parts."""
+    pub = publisher_factory()
+    for i in range(30_000):
+        pub.set_state("big", f"default/pod-{i:06d}", {"rv": str(i), "phase": "Running", "uid": "x" * 40})
+    pub.flush()
+
+    async def main():
+        c = await client_for(dashboard).connect()
+        await c.subscribe("big")
+        await c.wait_for(lambda: c.topics["big"].snapshots == 1, timeout=20, what="the snapshot in parts")
+        for i in range(30_000):  # a relist touching every key: many frames, split into messages
+            pub.set_state("big", f"default/pod-{i:06d}", {"rv": str(i + 1), "phase": "Running", "uid": "y" * 40})
+        await asyncio.to_thread(pub.flush)
+        await c.wait_for(lambda: c.topics["big"].state == pub.state("big"), timeout=20, what="the relist")
+        assert c.close_code is None
+        await c.close()
+        return c
+
+    c = run_async(main())
+    assert len(c.topics["big"].state) == 30_000 and c.resyncs == []

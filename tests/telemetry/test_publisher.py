@@ -164,3 +164,20 @@ def test_drops_are_reported_even_for_a_topic_that_publishes_nothing_more(publish
     pub.flush()
     frames = [f for _, f in read_stream(redis_url, prefix, "quiet")]
     assert sum(f.get("dropped", 0) for f in frames) == 3
+
+
+def test_a_relist_of_a_big_cache_goes_out_as_bounded_frames(publisher_factory, redis_url, prefix):
+    from controllers.telemetry.publisher import STATE_KEYS_PER_FRAME
+
+    pub = publisher_factory()
+    pub.publish("t", {"seq": 0})
+    pub.flush()
+    for i in range(5 * STATE_KEYS_PER_FRAME + 10):
+        pub.set_state("t", f"default/pod-{i:06d}", {"rv": str(i), "phase": "Running"})
+    pub.publish("t", {"seq": 1})
+    pub.flush()
+    entries = read_stream(redis_url, prefix, "t")[1:]
+    assert len(entries) == 6 and all(len(f["s"]) <= STATE_KEYS_PER_FRAME for _, f in entries)
+    assert [r["seq"] for _, f in entries for r in f["r"]] == [1]
+    snap_id, state = read_snapshot(redis_url, prefix, "t")
+    assert snap_id == entries[-1][0] and state == pub.state("t")

@@ -93,7 +93,12 @@
           break;
         case "snapshot": {
           const t = this.topics.get(msg.topic) || { cursor: null, state: new Map() };
-          t.state = new Map(Object.entries(msg.state));
+          // A big snapshot arrives in parts; the state is replaced when the last one is in.
+          if (!msg.part) t.incoming = new Map();
+          for (const k in msg.state) t.incoming.set(k, msg.state[k]);
+          if (msg.more) { this.topics.set(msg.topic, t); this.ack(msg.seq); break; }
+          t.state = t.incoming;
+          t.incoming = null;
           t.cursor = msg.id;
           this.topics.set(msg.topic, t);
           if (msg.epoch) this.epoch = msg.epoch;
