@@ -20,22 +20,13 @@ from controllers.sim import SimCluster
 from controllers.telemetry.streams import Keys
 from tests.conftest import ROOT, wait_until
 from tests.sim.conftest import FAST, KUBECTL, Kubectl
+from tests.sim.test_sim_kubectl import DEPLOYMENT as SIM_DEPLOYMENT
 
 pytestmark = pytest.mark.kubectl
 
 
-DEPLOYMENT = """
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers: [{name: web, image: "nginx:1.27"}]
-"""
+# The kubectl conformance suite's Deployment (2 replicas of nginx), in the default namespace.
+DEPLOYMENT = SIM_DEPLOYMENT.replace("namespace: NS", "namespace: default")
 
 
 @pytest.fixture
