@@ -7,15 +7,17 @@ single-threaded, like every request); this is their shared start/stop lifecycle.
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 
 
-class BackgroundLoop:
+class BackgroundLoop(ABC):
     """Subclasses implement ``_run``; ``start`` schedules it, ``stop`` cancels and awaits it."""
 
     _task: asyncio.Task[None] | None = None
 
+    @abstractmethod
     async def _run(self) -> None:
-        raise NotImplementedError
+        """The loop body; runs until cancelled."""
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
