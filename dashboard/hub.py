@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
 from typing import Protocol
 
 import redis
@@ -280,8 +279,4 @@ def get_hub(url: str, prefix: str) -> StreamHub:
         hub = _hubs[id(loop)] = StreamHub(url, prefix)
     return hub
 
-
-def ids_after(entries: Iterable[Entry], cursor: tuple[int, int]) -> list[Entry]:
-    """The entries whose id is strictly greater than ``cursor``."""
-    return [e for e in entries if parse_id(e[0]) > cursor]
 

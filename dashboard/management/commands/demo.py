@@ -135,7 +135,7 @@ class Command(BaseCommand):
                 children.append(Child("simulated cluster", [py, "manage.py", "simcluster", "--port", "0",
                                                             "--kubeconfig", kubeconfig],
                                       env, run_dir / "logs" / "simcluster.log"))
-                self._wait_file(Path(kubeconfig), children)
+                self._wait_ready(Path(kubeconfig).exists, children, f"{kubeconfig} did not appear")
                 self._create_samples(kubeconfig)
                 self.stdout.write(f"cluster:   simulated; try: KUBECONFIG={kubeconfig} kubectl get deployments,podsets,pods")
             replicas = opts["replicas"]
@@ -161,7 +161,7 @@ class Command(BaseCommand):
             children.append(Child("dashboard", [py, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                                                 "dashboard.asgi:application"], env, run_dir / "logs" / "dashboard.log"))
             url = f"http://127.0.0.1:{port}/"
-            self._wait_http(url + "healthz", children)
+            self._wait_ready(lambda: _answers(url + "healthz"), children, f"the dashboard did not answer at {url}")
             self.stdout.write(self.style.SUCCESS(f"dashboard: {url}"))
             self.stdout.write("access:    anonymous read-only is ON (CTRLSCOPE_ALLOW_ANONYMOUS=1), bound to loopback only")
             self.stdout.write(f"operator:  log in as 'operator' / '{operator_password}' to start scenarios "
@@ -186,14 +186,15 @@ class Command(BaseCommand):
             redis_handle.stop()
             self.stdout.write("demo stopped.")
 
-    def _wait_file(self, path: Path, children: list[Child], timeout: float = 30.0) -> None:
+    def _wait_ready(self, ready, children: list[Child], what: str, timeout: float = 30.0) -> None:
+        """Poll ``ready()`` until true; fail fast (with its log) if a child dies meanwhile."""
         deadline = time.monotonic() + timeout
-        while not path.exists():
+        while not ready():
             for child in children:
                 if not child.alive():
                     raise CommandError(f"{child.name} exited during start-up:\n{child.tail()}")
             if time.monotonic() > deadline:
-                raise CommandError(f"{path} did not appear within {timeout:.0f}s")
+                raise CommandError(f"{what} within {timeout:.0f}s")
             time.sleep(0.1)
 
     def _create_samples(self, kubeconfig: str) -> None:
@@ -225,18 +226,12 @@ class Command(BaseCommand):
                                               "spec": {"containers": [{"name": name, "image": image}]}}}})
         return out
 
-    def _wait_http(self, url: str, children: list[Child], timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for child in children:
-                if not child.alive():
-                    raise CommandError(f"{child.name} exited during start-up:\n{child.tail()}")
-            try:
-                with urllib.request.urlopen(url, timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.2)
-        raise CommandError(f"the dashboard did not answer at {url} within {timeout:.0f}s")
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def _demo_operator() -> str:
