@@ -16,13 +16,19 @@ from controllers.scenarios.base import Scenario, ScenarioContext, ScenarioResult
 HANDLERS, RECONCILER = "handlers", "reconciler"
 
 
-def _prepare(ctx: ScenarioContext, prefix: str, replicas: int) -> tuple[str, str]:
-    by_handlers, by_reconciler = f"{prefix}-handlers", f"{prefix}-reconciler"
-    ctx.recreate_podset(by_handlers, HANDLERS, replicas)
-    ctx.recreate_podset(by_reconciler, RECONCILER, replicas)
-    for name in (by_handlers, by_reconciler):
+def _fresh_podsets(ctx: ScenarioContext, podsets: list[tuple[str, str]], replicas: int) -> None:
+    """(Re)create each ``(name, implementation)`` PodSet and wait until each has ``replicas`` pods."""
+    for name, implementation in podsets:
+        ctx.recreate_podset(name, implementation, replicas)
+    for name, _ in podsets:
         if ctx.wait_for(lambda n=name: len(ctx.pods_of(n)) == replicas, timeout=30) is None:
             raise RuntimeError(f"{name} did not reach {replicas} pods before the scenario began")
+
+
+def _prepare(ctx: ScenarioContext, prefix: str, replicas: int) -> tuple[str, str]:
+    """A handler-driven and a reconciled PodSet, fresh and settled."""
+    by_handlers, by_reconciler = f"{prefix}-handlers", f"{prefix}-reconciler"
+    _fresh_podsets(ctx, [(by_handlers, HANDLERS), (by_reconciler, RECONCILER)], replicas)
     return by_handlers, by_reconciler
 
 
@@ -91,9 +97,7 @@ def watch_break(ctx: ScenarioContext) -> ScenarioResult:
     if ctx.telemetry is None:
         raise RuntimeError("watch-break reads handler calls and the cache from telemetry: no reader given")
     kept, doomed = "gap-kept", "gap-doomed"
-    ctx.recreate_podset(kept, HANDLERS, 1)
-    ctx.recreate_podset(doomed, HANDLERS, 1)
-    ctx.wait_for(lambda: len(ctx.pods_of(kept)) == 1 and len(ctx.pods_of(doomed)) == 1, timeout=30)
+    _fresh_podsets(ctx, [(kept, HANDLERS), (doomed, HANDLERS)], 1)
     time.sleep(0.5)
     start_ms = time.time() * 1000
     ctx.say("Watches on PodSets are dropped, and re-watching is held up for 2 s (API latency).")
@@ -168,9 +172,7 @@ def leader_failover(ctx: ScenarioContext) -> ScenarioResult:
     if ctx.lease is None:
         raise RuntimeError("leader-failover needs two worker replicas with leader election (demo --replicas 2)")
     name = "failover-reconciler"
-    ctx.recreate_podset(name, RECONCILER, 2)
-    if ctx.wait_for(lambda: len(ctx.pods_of(name)) == 2, timeout=30) is None:
-        raise RuntimeError(f"{name} did not reach 2 pods before the scenario began")
+    _fresh_podsets(ctx, [(name, RECONCILER)], 2)
     before = ctx.lease.holder()
     ctx.say(f"The leader {before} is killed (SIGKILL): it cannot release its Lease.")
     killed_at = time.monotonic()
