@@ -64,7 +64,8 @@ class ProtocolViolation(Exception):
 class _Sub:
     """A subscription. Invariant: entries in ``pending`` may be ≤ cursor (dropped when sent)."""
 
-    __slots__ = ("cursor", "pending", "live", "sync", "since", "epoch", "reason", "replay_from", "history")
+    __slots__ = ("cursor", "pending", "live", "sync", "since", "epoch", "reason", "replay_from", "history",
+                 "last_reset")
 
     def __init__(self, since: bytes | None, epoch: str, history: int = 0) -> None:
         self.cursor = (0, 0)
@@ -76,6 +77,9 @@ class _Sub:
         self.reason: str | None = None
         self.replay_from: bytes | None = None  # id of a worker reset frame to replay from
         self.history = history  # frames before the first snapshot to send, for context
+        # The newest reset frame already resynced from: the tail may deliver it again (its position can
+        # lag the replay), and a second resync would replay the same frames twice.
+        self.last_reset = (0, 0)
 
 
 class ClientSession:
@@ -200,7 +204,7 @@ class ClientSession:
         sub = self.subs.get(topic)
         if sub is None or sub.sync:
             return
-        reset = _first_reset(entries)
+        reset = _first_reset(entries, max(sub.cursor, sub.last_reset))
         if reset is not None:
             self.force_resync(topic, "worker-reset", replay_from=reset)
             return
@@ -227,6 +231,8 @@ class ClientSession:
         sub.since = None
         sub.reason = reason
         sub.replay_from = replay_from
+        if replay_from is not None:
+            sub.last_reset = max(sub.last_reset, parse_id(replay_from))
         self._wake.set()
 
     def redis_status(self, up: bool) -> None:
@@ -348,7 +354,7 @@ class ClientSession:
             self.hub.track_from(topic, cursor_raw)
             if not rows:
                 break
-            reset = _first_reset(rows)
+            reset = _first_reset(rows, sub.last_reset)
             if reset is not None:
                 self.force_resync(topic, "worker-reset", replay_from=reset)
                 return
@@ -378,9 +384,10 @@ class ClientSession:
             await self._send_frames(batch)
 
 
-def _first_reset(entries: list[Entry]) -> bytes | None:
+def _first_reset(entries: list[Entry], after: tuple[int, int]) -> bytes | None:
+    """The id of the first reset frame newer than ``after`` (ids are parsed only for reset frames)."""
     for eid, frame in entries:
-        if frame.startswith(RESET_PREFIX):
+        if frame.startswith(RESET_PREFIX) and parse_id(eid) > after:
             return eid
     return None
 
