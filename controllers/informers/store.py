@@ -122,7 +122,10 @@ class Store:
             old = items.get(key)
             items[key] = entry
             # Under the lock: ``add_indexers`` may change the index functions concurrently.
-            self._update_indices(key, self._index_values(obj))
+            values = self._index_values(obj)
+            # Most writes are updates that leave every index value as it was.
+            if old is None or self._values.get(key) != values:
+                self._update_indices(key, values)
             if self._obs is not None:
                 self._obs.on_store(self.name, op="upsert", key=key, obj=obj)
             return old
@@ -162,7 +165,8 @@ class Store:
 
     def _index_values(self, obj: Obj) -> tuple[tuple[str, ...], ...]:
         if len(self._indexers) == 1:  # only the namespace index: skip the generic loop
-            return (tuple(namespace_index_func(obj)),)
+            meta = obj.get("metadata")
+            return (((meta.get("namespace") or "") if meta else "",),)
         return tuple([tuple(func(obj)) for func in self._indexers.values()])
 
     def _update_indices(self, key: str, new: tuple[tuple[str, ...], ...] | None) -> None:

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from controllers.informers import ApiError, Backoff, SharedInformer
-from controllers.informers.http_client import KubernetesClient
+from controllers.informers.http_client import ChunkedDecoder, KubernetesClient
 from tests.runtime.informers.fake_apiserver import FakeApiServer
 from tests.runtime.informers.http_fake import serve
 
@@ -94,3 +94,45 @@ def test_informer_over_http_syncs_watches_and_tombstones_after_410(clock, eventu
             assert informer.store.list_keys() == ["default/kept"]
         finally:
             informer.stop()
+
+
+def _chunked(*payloads: bytes, extension: bytes = b"") -> bytes:
+    return b"".join(b"%x%s\r\n%s\r\n" % (len(p), extension, p) for p in payloads) + b"0\r\n\r\n"
+
+
+def test_chunked_decoder_reassembles_payload_split_at_every_byte() -> None:
+    wire = _chunked(b'{"type":"ADDED"}\n', b"x" * 300, b"\n", extension=b";name=value")
+    expected = b'{"type":"ADDED"}\n' + b"x" * 300 + b"\n"
+    for cut in range(len(wire) + 1):
+        decoder = ChunkedDecoder()
+        got = decoder.feed(wire[:cut]) + decoder.feed(wire[cut:])
+        assert got == expected, cut
+        assert decoder.done
+
+
+def test_chunked_decoder_byte_by_byte_and_nothing_after_the_last_chunk() -> None:
+    decoder = ChunkedDecoder()
+    out = b"".join(decoder.feed(bytes([b])) for b in _chunked(b"abc", b"defg") + b"garbage after end")
+    assert out == b"abcdefg" and decoder.done
+
+
+@pytest.mark.parametrize("wire", [b"zz\r\nabc\r\n", b"3\r\nabcXY", b"1" * 2000])
+def test_chunked_decoder_rejects_malformed_framing(wire: bytes) -> None:
+    with pytest.raises(ValueError):
+        ChunkedDecoder().feed(wire)
+
+
+def test_watch_over_one_chunk_per_event_yields_every_event() -> None:
+    server = FakeApiServer()
+    with serve(server) as url:
+        lw = KubernetesClient.for_host(url).list_watch("v1", "Pod")
+        stream = lw.watch(resource_version="100", timeout_seconds=300)
+        for i in range(50):
+            server.create(f"p{i}")
+        names = []
+        for event in stream:
+            names.append(event.obj["metadata"]["name"])
+            if len(names) == 50:
+                break
+        stream.close()
+    assert names == [f"p{i}" for i in range(50)]
