@@ -40,10 +40,11 @@ STATE_KEYS_PER_FRAME = 1000
 class _Topic:
     """Per-topic publisher state. Invariant: ``dirty`` ⊆ keys ever set; ``state`` is the truth."""
 
-    __slots__ = ("name", "state", "dirty", "reset", "dropped", "seq")
+    __slots__ = ("name", "state", "dirty", "reset", "dropped", "seq", "maxlen")
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.maxlen: int | None = None  # this topic's stream length, if not the publisher's
         self.state: dict[str, Any] = {}
         self.dirty: set[str] = set()
         self.reset = True  # the first frame of every publisher rewrites the snapshot
@@ -125,6 +126,20 @@ class RedisPublisher:
         """A copy of the topic's current state (what the snapshot converges to)."""
         with self._lock:
             return dict(self._topic(topic).state)
+
+    def state_len(self, topic: str) -> int:
+        """How many keys the topic's state holds (e.g. the size of an informer's cache)."""
+        with self._lock:
+            t = self._topics.get(topic)
+            return 0 if t is None else len(t.state)
+
+    def retain(self, topic: str, maxlen: int) -> None:
+        """Keep about ``maxlen`` frames of ``topic`` instead of the publisher's ``maxlen``: a topic
+        that publishes one small frame per second (metrics samples) needs minutes, not hours."""
+        if maxlen < 1:
+            raise ValueError("maxlen must be at least 1")
+        with self._lock:
+            self._topic(topic).maxlen = maxlen
 
     def state_value(self, topic: str, key: str) -> Any:
         """The current state value of one key (``None`` if absent)."""
@@ -222,8 +237,9 @@ class RedisPublisher:
         pipe = self._redis.pipeline(transaction=False)
         k = self.keys
         for topic, args in frames:
+            maxlen = self._topics[topic].maxlen or self.maxlen
             self._script(keys=[k.stream(topic), k.snapshot(topic), k.epoch, k.topics, k.pubseq(topic)],
-                         args=[epoch, self.maxlen, *args], client=pipe)
+                         args=[epoch, maxlen, *args], client=pipe)
         results = pipe.execute()
         self._inflight = None
         lost = {topic for (topic, _), (status, _v) in zip(frames, results, strict=True) if status == 0}

@@ -181,3 +181,19 @@ def test_a_relist_of_a_big_cache_goes_out_as_bounded_frames(publisher_factory, r
     assert [r["seq"] for _, f in entries for r in f["r"]] == [1]
     snap_id, state = read_snapshot(redis_url, prefix, "t")
     assert snap_id == entries[-1][0] and state == pub.state("t")
+
+
+def test_a_topic_can_keep_fewer_frames_than_the_publisher(publisher_factory, redis_url, prefix):
+    pub = publisher_factory(maxlen=10_000)
+    pub.retain("metrics", 50)
+    for i in range(600):
+        pub.publish("metrics", {"seq": i})
+        pub.publish("events", {"seq": i})
+        pub.flush()
+    kept = read_stream(redis_url, prefix, "metrics")
+    # MAXLEN ~ trims whole stream nodes (100 entries): about 50 are kept, never fewer, the newest ones.
+    assert 50 <= len(kept) <= 150 and kept[-1][1]["r"] == [{"seq": 599}]
+    assert len(read_stream(redis_url, prefix, "events")) == 600
+    assert pub.state_len("metrics") == 0
+    with pytest.raises(ValueError):
+        pub.retain("metrics", 0)
