@@ -21,14 +21,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import orjson
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from controllers.clock import Clock, RealClock
 from controllers.informers.listwatch import ApiError, ListResult, WatchEvent
+from controllers.telemetry.observer import Observer, active_observer
 
 Obj = dict[str, Any]
 
@@ -45,26 +47,43 @@ def _api_base(api_version: str) -> str:
 class KubernetesClient:
     """Raw-JSON access to one cluster through a ``kubernetes.client.ApiClient``."""
 
-    def __init__(self, api_client: k8s_client.ApiClient) -> None:
+    def __init__(self, api_client: k8s_client.ApiClient, *, context: str = "", clock: Clock | None = None) -> None:
         self.api_client = api_client
+        self.context = context  # the kubeconfig context it was made from ("in-cluster", or "" if neither)
+        self.clock: Clock = clock or RealClock()
         # Shows up as the field manager and in audit logs.
         api_client.user_agent = USER_AGENT
         self._discovery: dict[str, list[Obj]] = {}
         self._lock = threading.Lock()
+        self._obs: Observer | None = None
 
     @classmethod
     def from_kubeconfig(cls, config_file: str | None = None, context: str | None = None) -> KubernetesClient:
         """From a kubeconfig (default ``$KUBECONFIG`` / ``~/.kube/config``), optionally a named context."""
         configuration = k8s_client.Configuration()
         k8s_config.load_kube_config(config_file=config_file, context=context, client_configuration=configuration)
-        return cls(k8s_client.ApiClient(configuration))
+        if context is None:
+            _, active = k8s_config.list_kube_config_contexts(config_file)
+            context = active.get("name", "") if active else ""
+        return cls(k8s_client.ApiClient(configuration), context=context)
 
     @classmethod
     def in_cluster(cls) -> KubernetesClient:
         """From the pod's service account."""
         configuration = k8s_client.Configuration()
         k8s_config.load_incluster_config(client_configuration=configuration)
-        return cls(k8s_client.ApiClient(configuration))
+        return cls(k8s_client.ApiClient(configuration), context="in-cluster")
+
+    @property
+    def server(self) -> str:
+        """The API server's URL without any user info (safe to show: never a credential)."""
+        url = urlsplit(self.api_client.configuration.host)
+        netloc = url.netloc.rpartition("@")[2]
+        return urlunsplit((url.scheme, netloc, url.path.rstrip("/"), "", ""))
+
+    def set_observer(self, observer: Observer | None) -> None:
+        """Report every request to ``observer`` (``on_request``); the Manager passes its own."""
+        self._obs = active_observer(observer)
 
     @classmethod
     def for_host(cls, host: str, *, token: str | None = None, verify_ssl: bool = True) -> KubernetesClient:
@@ -86,12 +105,19 @@ class KubernetesClient:
             headers["Content-Type"] = "application/json"
         request_method, url, headers, _, _ = self.api_client.param_serialize(
             method, path, query_params=query or [], header_params=headers, auth_settings=["BearerToken"])
+        obs = self._obs
+        start = self.clock.now() if obs is not None else 0.0
         try:
-            return self.api_client.call_api(request_method, url, header_params=headers, body=body,
-                                            _request_timeout=timeout).response
+            response = self.api_client.call_api(request_method, url, header_params=headers, body=body,
+                                                _request_timeout=timeout).response
         except (urllib3.exceptions.MaxRetryError, urllib3.exceptions.NewConnectionError,
                 urllib3.exceptions.ProtocolError, OSError) as exc:
+            if obs is not None:
+                obs.on_request(method=method, path=path, code=0, duration=self.clock.now() - start)
             raise ConnectionRefusedError(f"{method} {path}: {exc}") from exc
+        if obs is not None:
+            obs.on_request(method=method, path=path, code=response.status, duration=self.clock.now() - start)
+        return response
 
     def get_json(self, path: str, query: list[tuple[str, str]] | None = None,
                  timeout: float = LIST_TIMEOUT) -> Obj:

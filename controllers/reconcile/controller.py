@@ -50,6 +50,8 @@ ReconcileFunc = Callable[[Request], "Result | None"]
 class Source(Protocol):
     """What ``Controller.watch`` needs from an informer."""
 
+    name: str
+
     def add_event_handler(self, *, on_add: Callable[[Any], None] | None = None,
                           on_update: Callable[[Any, Any], None] | None = None,
                           on_delete: Callable[[Any], None] | None = None,
@@ -137,6 +139,12 @@ class Controller:
         informer.add_event_handler(on_add=on_add, on_update=on_update, on_delete=on_delete,
                                    name=f"controller/{self.name}")
         self._sources.append(informer)
+        self._report(started=False)
+
+    def _report(self, *, started: bool) -> None:
+        if self._obs is not None:
+            self._obs.on_controller(self.name, watches=[s.name for s in self._sources],
+                                    workers=self.max_concurrent_reconciles, started=started)
 
     def enqueue(self, request: Request) -> None:
         """Add a request directly (a generic event / channel source)."""
@@ -163,6 +171,7 @@ class Controller:
             t = threading.Thread(target=self._worker, args=(i,), name=f"{self.name}-worker-{i}", daemon=True)
             self._workers.append(t)
             t.start()
+        self._report(started=True)
 
     def snapshot(self) -> dict[str, Any]:
         """The controller's queue and counters for a dashboard snapshot."""
@@ -179,6 +188,7 @@ class Controller:
         self.queue.shut_down_with_drain()
         for t in self._workers:
             t.join(timeout)
+        self._report(started=False)
 
     # -- the loop ------------------------------------------------------------------------------
     def _worker(self, worker: int) -> None:

@@ -13,7 +13,7 @@ and, optionally, a ``LeaderElector``. ``start``:
    should a ctrlscope worker.
 
 Every component gets the Manager's clock and an observer that fans out to the caller's observer
-(e.g. the telemetry publisher) and the metrics.
+(e.g. the telemetry publisher) and the metrics -- the API client too, if it can report its requests.
 
 A Manager owns its process the way controller-runtime's does, so it turns on the informers'
 ``freeze_gc_after_sync`` by default: the cyclic GC stops re-walking the cache, which roughly doubles
@@ -52,6 +52,11 @@ class Manager:
         self.clock: Clock = clock or RealClock()
         self.metrics = MetricsObserver(clock=self.clock)
         self.observer = FanoutObserver(observer, self.metrics)
+        # A client that reports its requests (KubernetesClient) reports them to the same observers:
+        # that is how a Reconcile's API writes reach the dashboard.
+        set_observer = getattr(client, "set_observer", None)
+        if set_observer is not None:
+            set_observer(self.observer)
         self.factory = SharedInformerFactory(client, resync_period, clock=self.clock, observer=self.observer,
                                              freeze_gc_after_sync=freeze_gc_after_sync)
         self.cache_sync_timeout = cache_sync_timeout

@@ -83,6 +83,12 @@ class Observer:
         ``forget`` (``requeues`` being cleared), ``shutdown`` (``key`` is empty).
         """
 
+    # -- Controller ------------------------------------------------------------------------
+    def on_controller(self, controller: str, *, watches: list[str], workers: int, started: bool) -> None:
+        """A controller was wired to another informer (``watches``: every informer it watches so
+        far) or started (``started``) or stopped its ``workers`` reconcile workers. A controller that
+        waits for its caches, or for leadership, has been reported but not started."""
+
     # -- Controller event mapping -----------------------------------------------------------
     def on_event(self, controller: str, *, event: str, key: str, requests: list[str],
                  filtered_by: str | None = None) -> None:
@@ -99,6 +105,13 @@ class Observer:
                          error: str | None = None) -> None:
         """Reconcile returned or raised. ``result`` uses controller-runtime's labels:
         success, error, requeue, requeue_after, terminal (and panic for unexpected exceptions)."""
+
+    # -- API client ------------------------------------------------------------------------
+    def on_request(self, *, method: str, path: str, code: int, duration: float) -> None:
+        """The API client made one request. ``code`` is the HTTP status, 0 when no response came
+        (refused, reset, timed out); ``duration`` is seconds until the response headers. Called on
+        the requesting thread, so an observer can tell a Reconcile's writes (made on that worker's
+        thread, between ``on_reconcile_start`` and ``on_reconcile_end``) from reflector lists."""
 
     # -- Leader election -------------------------------------------------------------------
     def on_leader(self, name: str, *, identity: str, leader: bool, holder: str | None) -> None:

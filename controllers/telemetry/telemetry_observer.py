@@ -9,16 +9,26 @@ Topics (one set per worker, so two replicas never overwrite each other's snapsho
   (``queued`` / ``processing`` / ``waiting`` with its ready time / ``dirty``) with its requeue count.
 - ``w/{worker}/controller/{name}`` — records: event→request mapping, reconcile start/end; state: per
   key the last result, attempt count, last error.
+  Also ``write`` records: the API writes (POST/PUT/PATCH/DELETE) a Reconcile made, with their status.
 - ``w/{worker}/components`` — state: one entry per informer/controller/leader lock (reflector state,
-  resourceVersion, synced, FIFO model, leadership).
+  resourceVersion, synced, FIFO model, the informers a controller watches, leadership) and the
+  cluster the worker talks to (``describe_cluster``: a name and the server URL, never a credential).
+- ``w/{worker}/metrics`` — written by ``MetricsSampler`` once a second; ``stages()`` is its share:
+  cumulative counters per pipeline stage, so a page can draw every controller's pipeline with live
+  rates without subscribing to the (large) informer, queue and controller topics.
 
 Every hook runs on the runtime's thread; it only builds small dicts and hands them to the publisher's
 in-memory buffer (no I/O). Records carry ``ts`` (wall ms) so the page can show and measure latency.
+
+Which controller made an API write: the workqueue never hands one key to two workers and a worker
+calls Reconcile on its own thread, so the thread that reported ``on_reconcile_start`` and has not yet
+reported ``on_reconcile_end`` is that controller's; a request from it is that Reconcile's.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -60,6 +70,12 @@ class TelemetryObserver(Observer):
         self._components_topic = f"w/{self.worker}/components"
         self._components: dict[str, dict[str, Any]] = {}
         self._reconciles: dict[tuple[str, str], dict[str, Any]] = {}
+        self.metrics_topic = f"w/{self.worker}/metrics"
+        # Stage counters (see stages()), bumped from several runtime threads: guarded by one lock.
+        self._counts_lock = threading.Lock()
+        self._informer_counts: dict[str, dict[str, int]] = {}
+        self._controller_counts: dict[str, dict[str, Any]] = {}
+        self._reconciling: dict[int, str] = {}  # thread id -> controller whose Reconcile runs on it
 
     def topic(self, kind: str, name: str) -> str:
         key = (kind, name)
@@ -73,11 +89,49 @@ class TelemetryObserver(Observer):
         self.publisher.publish(self.topic(kind, name), record)
 
     def _component(self, name: str, kind: str, **fields: Any) -> None:
-        comp = self._components.get(name)
+        key = f"{kind}/{name}"
+        comp = self._components.get(key)
         if comp is None:
-            comp = self._components[name] = {"kind": kind, "name": name}
+            comp = self._components[key] = {"kind": kind, "name": name}
         comp.update(fields)
-        self.publisher.set_state(self._components_topic, f"{kind}/{name}", dict(comp))
+        self.publisher.set_state(self._components_topic, key, dict(comp))
+
+    def describe_cluster(self, *, name: str, server: str, version: str = "") -> None:
+        """Say which cluster this worker talks to (components state ``cluster/{name}``). Only what a
+        person needs to recognise it: pass no token, no user info in ``server``."""
+        self._component(name, "cluster", server=server, version=version)
+
+    # -- stage counters ------------------------------------------------------------------------
+    def _informer(self, informer: str) -> dict[str, int]:
+        """The informer's counters (the caller holds ``_counts_lock``)."""
+        c = self._informer_counts.get(informer)
+        if c is None:
+            c = self._informer_counts[informer] = dict.fromkeys(
+                ("watch", "fifo", "cache", "handlers", "handler_errors", "fifo_depth"), 0)
+        return c
+
+    def _count(self, informer: str, field: str, n: int = 1) -> None:
+        with self._counts_lock:
+            self._informer(informer)[field] += n
+
+    def _controller(self, controller: str) -> dict[str, Any]:
+        c = self._controller_counts.get(controller)
+        if c is None:
+            c = self._controller_counts[controller] = {"writes": 0, "write_errors": 0, "last_result": ""}
+        return c
+
+    def stages(self) -> dict[str, Any]:
+        """Cumulative counters per pipeline stage, for the pipeline overview (rates come from the
+        differences between two samples). Per informer: watch events, FIFO deltas queued, cache
+        writes, handler calls and failures, the FIFO's depth, the cache size and the item count of
+        the last LIST (initial-sync progress). Per controller: API writes made from Reconcile,
+        those that failed (no response or status >= 400) and the last reconcile result."""
+        with self._counts_lock:
+            informers = {name: dict(c) for name, c in self._informer_counts.items()}
+            controllers = {name: dict(c) for name, c in self._controller_counts.items()}
+        for name, c in informers.items():
+            c["size"] = self.publisher.state_len(self.topic("informer", name))
+        return {"informers": informers, "controllers": controllers}
 
     # -- informer / reflector ----------------------------------------------------------------
     def on_informer(self, informer: str, *, fifo: str, resync_period: float) -> None:
@@ -89,13 +143,14 @@ class TelemetryObserver(Observer):
         self._emit("informer", informer, {"k": "list", "rv": resource_version, "items": items,
                                           "duration": duration, "error": error})
         if error is None:
-            self._component(informer, "informer", rv=resource_version)
+            self._component(informer, "informer", rv=resource_version, listed=items)
 
     def on_watch_start(self, informer: str, *, resource_version: str) -> None:
         self._emit("informer", informer, {"k": "watch_start", "rv": resource_version})
 
     def on_watch_event(self, informer: str, *, event_type: str, key: str, resource_version: str) -> None:
         self._emit("informer", informer, {"k": "watch", "type": event_type, "key": key, "rv": resource_version})
+        self._count(informer, "watch")
 
     def on_bookmark(self, informer: str, *, resource_version: str) -> None:
         self._emit("informer", informer, {"k": "bookmark", "rv": resource_version})
@@ -118,20 +173,29 @@ class TelemetryObserver(Observer):
         topic = self.topic("informer", informer)
         if op == "upsert":
             self.publisher.set_state(topic, key, summarize(obj))
+            self._count(informer, "cache")
         elif op == "delete":
             self.publisher.set_state(topic, key, None)
+            self._count(informer, "cache")
         elif op == "replace" and isinstance(obj, Iterable):
-            self._replace(topic, obj)
+            self._count(informer, "cache", self._replace(topic, obj))
 
-    def _replace(self, topic: str, items: Iterable[tuple[str, Any]]) -> None:
+    def _replace(self, topic: str, items: Iterable[tuple[str, Any]]) -> int:
         fresh = dict(items)
-        for key in self.publisher.state(topic).keys() - fresh.keys():
+        gone = self.publisher.state(topic).keys() - fresh.keys()
+        for key in gone:
             self.publisher.set_state(topic, key, None)
         for key, obj in fresh.items():
             self.publisher.set_state(topic, key, summarize(obj))
+        return len(gone) + len(fresh)
 
     def on_fifo(self, informer: str, *, op: str, key: str, delta: str, depth: int) -> None:
         self._emit("informer", informer, {"k": "fifo", "op": op, "key": key, "delta": delta, "depth": depth})
+        with self._counts_lock:
+            c = self._informer(informer)
+            c["fifo_depth"] = depth
+            if op == "queued":
+                c["fifo"] += 1
 
     def on_handler(self, informer: str, *, handler: str, event: str, key: str, outcome: str,
                    duration: float, error: str | None = None, old: Any = None, new: Any = None) -> None:
@@ -143,6 +207,11 @@ class TelemetryObserver(Observer):
         if last_known is not None and type(new).__name__ == "DeletedFinalStateUnknown":
             record.update(tombstone=True, rv=_rv(last_known))
         self._emit("informer", informer, record)
+        with self._counts_lock:
+            c = self._informer(informer)
+            c["handlers"] += 1
+            if outcome == "error":
+                c["handler_errors"] += 1
 
     # -- workqueue ---------------------------------------------------------------------------
     def on_queue(self, queue: str, *, op: str, key: str, depth: int, delay: float | None = None,
@@ -187,7 +256,11 @@ class TelemetryObserver(Observer):
         self._emit("controller", controller, {"k": "event", "event": event, "key": key,
                                               "requests": requests, "filtered_by": filtered_by})
 
+    def on_controller(self, controller: str, *, watches: list[str], workers: int, started: bool) -> None:
+        self._component(controller, "controller", watches=list(watches), workers=workers, started=started)
+
     def on_reconcile_start(self, controller: str, *, key: str, worker: int) -> None:
+        self._reconciling[threading.get_ident()] = controller
         self._emit("controller", controller, {"k": "reconcile_start", "key": key, "worker": worker})
 
     def on_reconcile_end(self, controller: str, *, key: str, worker: int, duration: float, result: str,
@@ -195,11 +268,29 @@ class TelemetryObserver(Observer):
         self._emit("controller", controller, {"k": "reconcile", "key": key, "worker": worker,
                                               "duration": duration, "result": result,
                                               "requeue_after": requeue_after, "error": error})
+        self._reconciling.pop(threading.get_ident(), None)
         summary = self._reconciles.setdefault((controller, key), {"attempts": 0})
         summary["attempts"] += 1
         summary.update(result=result, at=self.clock.wall() * 1000, duration=duration, error=error)
         self.publisher.set_state(self.topic("controller", controller), key, dict(summary))
-        self._component(controller, "controller")
+        with self._counts_lock:
+            self._controller(controller)["last_result"] = result
+        if f"controller/{controller}" not in self._components:
+            self._component(controller, "controller")
+
+    def on_request(self, *, method: str, path: str, code: int, duration: float) -> None:
+        if method == "GET":
+            return  # reads: lists, watches and a Reconcile's GETs are not writes
+        controller = self._reconciling.get(threading.get_ident())
+        if controller is None:
+            return  # not made from a Reconcile (an informer event handler, set-up code)
+        self._emit("controller", controller, {"k": "write", "method": method, "path": path, "code": code,
+                                              "duration": duration})
+        with self._counts_lock:
+            c = self._controller(controller)
+            c["writes"] += 1
+            if code == 0 or code >= 400:
+                c["write_errors"] += 1
 
     def on_leader(self, name: str, *, identity: str, leader: bool, holder: str | None) -> None:
         self._emit("controller", f"leader-{name}", {"k": "leader", "identity": identity, "leader": leader,

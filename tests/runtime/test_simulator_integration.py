@@ -195,3 +195,31 @@ def test_streaming_list_against_the_simulator(sim, eventually) -> None:
         eventually(lambda: "default/b" in informer.store.list_keys())
     finally:
         informer.stop()
+
+
+def test_a_reconciles_api_writes_reach_the_telemetry_of_its_controller(sim, eventually, publisher_factory) -> None:
+    from controllers.telemetry.telemetry_observer import TelemetryObserver
+
+    client = KubernetesClient.for_host(sim.url)
+    create_cm(client, "source")
+    telemetry = TelemetryObserver(publisher_factory(), worker="w1")
+    manager = Manager(client, observer=telemetry)
+    informer = manager.informer_for("v1", "ConfigMap", "default")
+
+    def reconcile(request: Request) -> Result:
+        if request.name == "source":
+            client.send_json("POST", CM, {"apiVersion": "v1", "kind": "ConfigMap",
+                                          "metadata": {"name": "copy"}, "data": {"from": "source"}})
+        return Result()
+
+    manager.new_controller("copier", reconcile).watch(informer)
+    manager.start()
+    try:
+        eventually(lambda: telemetry.stages()["controllers"].get("copier", {}).get("writes") == 1)
+        eventually(lambda: informer.store.get_by_key("default/copy") is not None)
+    finally:
+        manager.stop()
+    assert telemetry.stages()["controllers"]["copier"]["write_errors"] == 0
+    writes = [r for topic, r in telemetry.publisher._buffer if r["k"] == "write"]
+    assert [(w["method"], w["path"], w["code"]) for w in writes] == [("POST", CM, 201)], \
+        "the informer's LIST and WATCH are reads, not the controller's writes"

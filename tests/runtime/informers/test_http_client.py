@@ -136,3 +136,22 @@ def test_watch_over_one_chunk_per_event_yields_every_event() -> None:
                 break
         stream.close()
     assert names == [f"p{i}" for i in range(50)]
+
+
+def test_every_request_is_reported_with_its_status_and_the_server_url_has_no_credentials(observer) -> None:
+    assert KubernetesClient.for_host("https://admin:secret@k8s.example:6443/").server == "https://k8s.example:6443"
+    server = FakeApiServer()
+    with serve(server) as url:
+        client = KubernetesClient.for_host(url)
+        assert client.server == url
+        client.set_observer(observer)
+        client.get_json("/api/v1")
+        with pytest.raises(ApiError):
+            client.get_json("/api/v1/nothing-here")
+    with pytest.raises(ConnectionRefusedError):
+        client.api_client.rest_client.pool_manager.connection_pool_kw["retries"] = False
+        client.get_json("/api/v1")
+    calls = observer.of("on_request")
+    assert [(c["method"], c["path"], c["code"]) for c in calls] == [
+        ("GET", "/api/v1", 200), ("GET", "/api/v1/nothing-here", 404), ("GET", "/api/v1", 0)]
+    assert all(c["duration"] >= 0 for c in calls)

@@ -26,6 +26,7 @@ class FakeSource:
     """Stands in for a SharedInformer: tests call the registered handlers directly."""
 
     def __init__(self, synced: bool = True) -> None:
+        self.name = "fake"
         self.handlers: list[dict[str, Any]] = []
         self.synced = synced
 
