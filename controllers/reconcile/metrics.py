@@ -24,6 +24,15 @@ RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 
                      0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30,
                      40, 50, 60)
 QUEUE_BUCKETS = tuple(10.0 ** e for e in range(-8, 2))
+FAMILIES = (
+    "controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
+    "controller_runtime_terminal_reconcile_errors_total", "controller_runtime_reconcile_panics_total",
+    "controller_runtime_reconcile_time_seconds", "controller_runtime_max_concurrent_reconciles",
+    "controller_runtime_active_workers", "workqueue_depth", "workqueue_adds_total",
+    "workqueue_queue_duration_seconds", "workqueue_work_duration_seconds", "workqueue_unfinished_work_seconds",
+    "workqueue_longest_running_processor_seconds", "workqueue_retries_total",
+)
+"""Every family ``MetricsObserver`` exports, by the name ``/metrics`` shows (what a Grafana panel queries)."""
 
 
 class MetricsObserver(Observer):
@@ -72,9 +81,17 @@ class MetricsObserver(Observer):
         self._processing: dict[str, dict[str, float]] = {}
 
     def register_controller(self, name: str, max_concurrent_reconciles: int) -> None:
-        """Publish a controller's static series (and its queue's in-progress gauges)."""
+        """Create a controller's series at zero, as controller-runtime's ``initMetrics`` and client-go's
+        queue metrics do, so that ``rate()`` starts from 0 rather than from a series' first increment."""
+        for result in ("error", "requeue_after", "requeue", "success"):
+            self.reconcile_total.labels(name, result)
+        for counter in (self.reconcile_errors, self.terminal_errors, self.panics):
+            counter.labels(name)
+        self.reconcile_time.labels(name)
         self.max_concurrent.labels(name).set(max_concurrent_reconciles)
         self.active_workers.labels(name).set(0)
+        for series in (self.depth, self.adds, self.queue_duration, self.work_duration, self.retries):
+            series.labels(name, name)
         self.unfinished.labels(name, name).set_function(lambda: self._unfinished(name))
         self.longest.labels(name, name).set_function(lambda: self._longest(name))
 

@@ -127,6 +127,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop_all)
         try:
             kubeconfig = opts["kubeconfig"]
+            cluster_name: list[str] = []  # a real cluster is named by its kubeconfig context
             if kubeconfig:
                 self.stdout.write(f"cluster:   {kubeconfig} (real cluster; the example controllers write ConfigMaps)")
             else:
@@ -138,12 +139,14 @@ class Command(BaseCommand):
                 self._wait_ready(Path(kubeconfig).exists, children, f"{kubeconfig} did not appear")
                 self._create_samples(kubeconfig)
                 self.stdout.write(f"cluster:   simulated; try: KUBECONFIG={kubeconfig} kubectl get deployments,podsets,pods")
+                cluster_name = ["--cluster-name", "simulated"]
             replicas = opts["replicas"]
             if replicas < 1:
                 raise CommandError("--replicas must be at least 1")
             for i in range(replicas):
                 name = "demo" if replicas == 1 else f"demo-{i}"
-                worker = [py, "manage.py", "runcontrollers", "--kubeconfig", kubeconfig, "--worker-name", name]
+                worker = [py, "manage.py", "runcontrollers", "--kubeconfig", kubeconfig, "--worker-name", name,
+                          *cluster_name]
                 for spec in opts["controller"] or DEFAULT_CONTROLLERS:
                     worker += ["--controller", spec]
                 if opts["context"]:

@@ -55,6 +55,8 @@ class Command(BaseCommand):
         parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
         parser.add_argument("--context", help="kubeconfig context (default: current-context)")
         parser.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
+        parser.add_argument("--cluster-name", default="",
+                            help="how the dashboard names the cluster (default: the kubeconfig context)")
         parser.add_argument("--worker-name", default=os.environ.get("CTRLSCOPE_WORKER", socket.gethostname()),
                             help="names this worker's telemetry topics (default: hostname)")
         parser.add_argument("--metrics-port", type=int, help="serve /metrics on 127.0.0.1:PORT")
@@ -88,10 +90,12 @@ class Command(BaseCommand):
             signal.signal(sig, lambda *_: stop.set())
         threads: list[threading.Thread] = []
         manager = None
+        sampler = None
         try:
             if setups:
-                manager = self._start_manager(setups, publisher, opts)
+                manager, sampler = self._start_manager(setups, publisher, opts)
                 threads.append(threading.Thread(target=manager.run, name="manager", daemon=True))
+                sampler.start()
             if opts["synthetic"] is not None:
                 load = SyntheticLoad(publisher, opts["synthetic"], topic=opts["topic"], objects=opts["objects"])
                 threads.append(threading.Thread(target=load.run, args=(stop, opts["duration"]),
@@ -105,6 +109,8 @@ class Command(BaseCommand):
             self._wait(threads, stop, publisher, opts)
         finally:
             stop.set()
+            if sampler is not None:
+                sampler.stop()
             if manager is not None:
                 manager.stop()
             for t in threads:
@@ -115,8 +121,11 @@ class Command(BaseCommand):
     def _start_manager(self, setups, publisher: RedisPublisher, opts: dict[str, Any]):
         # Imported here: the synthetic-only worker must not need a cluster or the runtime.
         from controllers.informers.http_client import KubernetesClient
+        from controllers.informers.listwatch import ApiError
         from controllers.reconcile.leader_election import KubernetesLeaseLock
         from controllers.reconcile.manager import Manager
+        from controllers.reconcile.metrics import FAMILIES
+        from controllers.telemetry.metrics_sampler import MetricsSampler
 
         try:
             if opts["in_cluster"]:
@@ -126,6 +135,12 @@ class Command(BaseCommand):
         except Exception as exc:  # kubeconfig errors come in many types; all mean "cannot connect"
             raise CommandError(f"cannot load cluster configuration: {exc}") from exc
         observer = TelemetryObserver(publisher, worker=opts["worker_name"])
+        try:
+            version = str(client.get_json("/version", timeout=5).get("gitVersion", ""))
+        except (OSError, ValueError, ApiError):
+            version = ""  # shown when known; the informers report an unreachable server themselves
+        observer.describe_cluster(name=opts["cluster_name"] or client.context or client.server, server=client.server,
+                                  version=version)
         lock = None
         if opts["leader_elect"]:
             namespace, _, name = opts["lease"].partition("/")
@@ -155,7 +170,10 @@ class Command(BaseCommand):
             raise CommandError("no controller could be set up (see the errors above)")
         if manager.metrics_port is not None:
             self.stdout.write(f"metrics: http://127.0.0.1:{manager.metrics_port}/metrics")
-        return manager
+        # controller-runtime's metric families, once a second, for the dashboard's metrics charts.
+        sampler = MetricsSampler(manager.metrics.registry, publisher, topic=observer.metrics_topic,
+                                 families=FAMILIES, stages=observer.stages)
+        return manager, sampler
 
     def _wait(self, threads: list[threading.Thread], stop: threading.Event, publisher: RedisPublisher,
               opts: dict[str, Any]) -> None:
