@@ -136,6 +136,8 @@ class TelemetryObserver(Observer):
     # -- informer / reflector ----------------------------------------------------------------
     def on_informer(self, informer: str, *, fifo: str, resync_period: float) -> None:
         self._component(informer, "informer", fifo=fifo, resync_period=resync_period, synced=False)
+        with self._counts_lock:
+            self._informer(informer)
         self._emit("informer", informer, {"k": "informer", "fifo": fifo, "resync_period": resync_period})
 
     def on_list(self, informer: str, *, resource_version: str, items: int, duration: float,
@@ -258,6 +260,8 @@ class TelemetryObserver(Observer):
 
     def on_controller(self, controller: str, *, watches: list[str], workers: int, started: bool) -> None:
         self._component(controller, "controller", watches=list(watches), workers=workers, started=started)
+        with self._counts_lock:
+            self._controller(controller)  # counters from zero, so the first sample already has them
 
     def on_reconcile_start(self, controller: str, *, key: str, worker: int) -> None:
         self._reconciling[threading.get_ident()] = controller
