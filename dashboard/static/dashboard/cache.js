@@ -2,10 +2,11 @@
  * The controller page's pipeline overview and cache panel. Registered in window.ctrlscopePanels and
  * started by controller.js (which owns the TelemetryClient) before the socket opens.
  *
- * Pipeline: Reflector → FIFO → Cache → Handlers (per informer of the worker) → WorkQueue → Workers →
- * Reconcile (this controller), each stage with a live rate (records/s over the last 3 s of worker
- * time) and the badges the components topic gives (reflector state, synced, FIFO model); until an
- * informer has synced its stage shows the initial sync as progress (cache size / items listed).
+ * Pipeline (drawn by pipeline.js): Reflector → FIFO → Cache → Handlers (per informer the controller
+ * watches) → WorkQueue → Workers → Reconcile → API writes (this controller), each stage with a live
+ * rate measured here from every record (records/s over the last 3 s of worker time) and the badges
+ * the components topic gives (reflector state, synced, FIFO model); until an informer has synced its
+ * stage shows the initial sync as progress (cache size / items listed).
  *
  * Cache: the informer topic's snapshot state (key → {rv, gen, uid, phase?, deleting?}) as a
  * virtualized table: a tall spacer, absolute-positioned rows, and only the visible rows (plus a
@@ -49,13 +50,6 @@
     }
   }
 
-  function fmtRate(r) {
-    if (r >= 10000) return Math.round(r / 1000) + "k/s";
-    if (r >= 100) return Math.round(r).toLocaleString() + "/s";
-    if (r >= 10) return r.toFixed(0) + "/s";
-    return r ? r.toFixed(1) + "/s" : "0/s";
-  }
-
   function lowerBound(arr, key) {
     let lo = 0, hi = arr.length;
     while (lo < hi) { const mid = (lo + hi) >>> 1; if (arr[mid] < key) lo = mid + 1; else hi = mid; }
@@ -76,7 +70,8 @@
       }
       return s;
     }
-    const ctl = { adds: new RateMeter(), gets: new RateMeter(), reconciles: new RateMeter(), errors: new RateMeter(), depth: 0, lastResult: "" };
+    const ctl = { adds: new RateMeter(), gets: new RateMeter(), reconciles: new RateMeter(), errors: new RateMeter(),
+      writes: new RateMeter(), writeCount: 0, writeErrors: 0, depth: 0, lastResult: "" };
     const pageRate = { last: performance.now(), records: 0, value: 0, summarising: false };
 
     // ---- cache model (the selected informer) --------------------------------------------
@@ -179,6 +174,12 @@
         }
       } else if (topic === T.controller) {
         for (const r of records) {
+          if (r.k === "write") {
+            ctl.writes.add(r.ts || now);
+            ctl.writeCount += 1;
+            if (!r.code || r.code >= 400) ctl.writeErrors += 1;
+            continue;
+          }
           if (r.k !== "reconcile") continue;
           ctl.reconciles.add(r.ts || now);
           if (r.result === "error" || r.result === "terminal" || r.result === "panic") ctl.errors.add(r.ts || now);
@@ -375,57 +376,28 @@
 
     // ---- pipeline overview ------------------------------------------------------------------
     let overviewDirty = true, lastOverview = 0;
-    const STATE_LABEL = { "backing-off": "backing off" };
-    function stage(name, label, value, rate, title, ...extra) {
-      return el("div", { className: "stage", dataset: { stage: name }, title: title || "" },
-        el("div", { className: "stage-name" }, label),
-        el("div", { className: "stage-value" }, value),
-        el("div", { className: "rate" }, rate), ...extra);
-    }
-    const arrow = () => el("span", { className: "arrow", "aria-hidden": "true" }, "→");
-
     function renderOverview(now) {
       const comps = stateOf(T.components);
-      const chains = [];
+      const me = comps.get("controller/" + page.controller) || [...comps.values()].find((v) => v && v.kind === "controller" && UI.topicPart(v.name) === page.controller) || {};
+      // The informers this controller watches (the worker's others have their own controllers);
+      // all of the worker's until the controller has said.
+      const watched = me.watches ? new Set(me.watches) : null;
+      const informers = [];
       for (const topic of [...informerTopics.keys()].sort()) {
         const name = informerName(topic);
+        if (watched && !watched.has(name)) continue;
         const comp = comps.get("informer/" + name) || {};
         const s = stats(topic);
-        const st = comp.state || (comp.synced ? "watching" : "starting");
-        const size = stateOf(topic).size;
-        const badges = [el("span", { className: "badge st-" + st }, STATE_LABEL[st] || st)];
-        let progress = null;
-        if (comp.synced) badges.push(el("span", { className: "badge ok" }, "synced"));
-        else {
-          const total = s.listItems;
-          progress = el("div", { className: "sync-progress" },
-            el("progress", total ? { max: total, value: Math.min(size, total) } : {}),
-            el("span", { className: "muted" }, total ? "initial sync " + Math.min(size, total).toLocaleString() + " / " + total.toLocaleString() : "initial sync…"));
-        }
-        const handlerErr = s.handlerErrors ? el("div", { className: "stage-err" }, s.handlerErrors.toLocaleString() + " errors") : null;
-        chains.push(el("div", { className: "chain informer-chain", dataset: { informer: name } },
-          stage("reflector", "Reflector", name, fmtRate(s.watch.rate(now)), "watch events/s · rv " + (comp.rv || "?"), el("div", { className: "badges" }, ...badges), progress),
-          arrow(),
-          stage("fifo", "FIFO", comp.fifo || "?", fmtRate(s.fifo.rate(now)), "deltas queued/s · depth " + s.fifoDepth, el("div", { className: "muted stage-sub" }, "depth " + s.fifoDepth)),
-          arrow(),
-          stage("cache", "Cache", size.toLocaleString() + " objects", fmtRate(s.cache.rate(now)), "cache writes/s (from state changes)"),
-          arrow(),
-          stage("handlers", "Handlers", s.handlerCalls.toLocaleString() + " calls", fmtRate(s.handlers.rate(now)), "handler calls/s", handlerErr)));
+        informers.push({ name: name, state: comp.state, synced: comp.synced, fifo: comp.fifo, rv: comp.rv,
+          size: stateOf(topic).size, listed: s.listItems !== null ? s.listItems : comp.listed, fifoDepth: s.fifoDepth, handlerCalls: s.handlerCalls,
+          handlerErrors: s.handlerErrors,
+          rates: { watch: s.watch.rate(now), fifo: s.fifo.rate(now), cache: s.cache.rate(now), handlers: s.handlers.rate(now) } });
       }
-      if (!chains.length) chains.push(el("span", { className: "muted" }, "no informers reported yet"));
-      const q = stateOf(T.queue);
-      let processing = 0;
-      for (const v of q.values()) if (v && v.s === "processing") processing += 1;
-      const errRate = ctl.errors.rate(now);
-      const tail = el("div", { className: "chain controller-chain" },
-        arrow(),
-        stage("workqueue", "WorkQueue", "depth " + ctl.depth, fmtRate(ctl.adds.rate(now)), "adds/s (incl. deduplicated and rate-limited)"),
-        arrow(),
-        stage("workers", "Workers", processing + " busy", fmtRate(ctl.gets.rate(now)), "keys taken by workers/s"),
-        arrow(),
-        stage("reconcile", "Reconcile", ctl.lastResult || "—", fmtRate(ctl.reconciles.rate(now)), "reconciles/s",
-          errRate ? el("div", { className: "stage-err" }, fmtRate(errRate) + " failing") : null));
-      $("pipeline").replaceChildren(el("div", { className: "chains" }, ...chains), tail);
+      let busy = 0;
+      for (const v of stateOf(T.queue).values()) if (v && v.s === "processing") busy += 1;
+      window.ctrlscopePipeline.render($("pipeline"), { informers: informers, controller: {
+        depth: ctl.depth, busy: busy, workers: me.workers, lastResult: ctl.lastResult, writes: ctl.writeCount, writeErrors: ctl.writeErrors,
+        rates: { adds: ctl.adds.rate(now), gets: ctl.gets.rate(now), reconciles: ctl.reconciles.rate(now), errors: ctl.errors.rate(now), writes: ctl.writes.rate(now) } } });
       overviewDirty = false;
     }
 

@@ -1,0 +1,82 @@
+/*
+ * A controller drawn as its pipeline — Reflector → FIFO → Cache → Handlers (one chain per informer it
+ * watches) → WorkQueue → Workers → Reconcile → API writes — with a live rate per stage, the state
+ * badges (listing / watching / backing off / relisting; synced) and, until an informer has synced,
+ * the initial sync as progress (objects cached / items listed).
+ *
+ * Shared by the controller page (cache.js feeds it rates measured from every record) and the overview
+ * (app.js feeds it rates from the worker's once-a-second stage counters). Both hand render() the same
+ * model:
+ *   { informers: [{ name, state, synced, fifo, rv, size, listed, fifoDepth, handlerCalls, handlerErrors,
+ *                   rates: { watch, fifo, cache, handlers } }],
+ *     controller: { depth, busy, workers, lastResult, writes, writeErrors,
+ *                   rates: { adds, gets, reconciles, errors, writes } } }
+ * A rate that is not known (no samples yet) is null and shows as "–".
+ */
+(function (global) {
+  "use strict";
+  const { el } = global.ctrlscopeUI;
+  const STATE_LABEL = { "backing-off": "backing off" };
+
+  function fmtRate(r) {
+    if (r === null || r === undefined || Number.isNaN(r)) return "–";
+    if (r >= 10000) return Math.round(r / 1000) + "k/s";
+    if (r >= 100) return Math.round(r).toLocaleString() + "/s";
+    if (r >= 10) return r.toFixed(0) + "/s";
+    return r ? r.toFixed(1) + "/s" : "0/s";
+  }
+
+  function stage(name, label, value, rate, title, ...extra) {
+    return el("div", { className: "stage", dataset: { stage: name }, title: title || "" },
+      el("div", { className: "stage-name" }, label),
+      el("div", { className: "stage-value" }, value),
+      el("div", { className: "rate" }, fmtRate(rate)), ...extra);
+  }
+  const arrow = () => el("span", { className: "arrow", "aria-hidden": "true" }, "→");
+  const count = (n, word) => (n || 0).toLocaleString() + " " + word + (n === 1 ? "" : "s");
+  const errors = (n, what) => (n ? el("div", { className: "stage-err" }, n.toLocaleString() + " " + what) : null);
+
+  function informerChain(inf) {
+    const st = inf.state || (inf.synced ? "watching" : "starting");
+    const badges = [el("span", { className: "badge st-" + st }, STATE_LABEL[st] || st)];
+    let progress = null;
+    if (inf.synced) badges.push(el("span", { className: "badge ok" }, "synced"));
+    else {
+      const total = inf.listed, size = Math.min(inf.size || 0, total || Infinity);
+      progress = el("div", { className: "sync-progress" },
+        el("progress", total ? { max: total, value: size } : {}),
+        el("span", { className: "muted" }, total ? "initial sync " + size.toLocaleString() + " / " + total.toLocaleString() : "initial sync…"));
+    }
+    const r = inf.rates || {};
+    return el("div", { className: "chain informer-chain", dataset: { informer: inf.name } },
+      stage("reflector", "Reflector", inf.name, r.watch, "watch events/s · rv " + (inf.rv || "?"), el("div", { className: "badges" }, ...badges), progress),
+      arrow(),
+      stage("fifo", "FIFO", inf.fifo || "?", r.fifo, "deltas queued/s · depth " + (inf.fifoDepth || 0), el("div", { className: "muted stage-sub" }, "depth " + (inf.fifoDepth || 0))),
+      arrow(),
+      stage("cache", "Cache", count(inf.size, "object"), r.cache, "cache writes/s"),
+      arrow(),
+      stage("handlers", "Handlers", count(inf.handlerCalls, "call"), r.handlers, "handler calls/s",
+        errors(inf.handlerErrors, "errors")));
+  }
+
+  // Replaces box's children with the pipeline of `model` (see the top of this file).
+  function render(box, model) {
+    const chains = model.informers.map(informerChain);
+    if (!chains.length) chains.push(el("span", { className: "muted" }, "no informers reported yet"));
+    const c = model.controller, r = c.rates || {};
+    const failing = r.errors ? el("div", { className: "stage-err" }, fmtRate(r.errors) + " failing") : null;
+    const tail = el("div", { className: "chain controller-chain" },
+      arrow(),
+      stage("workqueue", "WorkQueue", "depth " + (c.depth || 0), r.adds, "adds/s (incl. deduplicated and rate-limited)"),
+      arrow(),
+      stage("workers", "Workers", (c.busy || 0) + (c.workers ? " / " + c.workers : "") + " busy", r.gets, "keys taken by workers/s"),
+      arrow(),
+      stage("reconcile", "Reconcile", c.lastResult || "—", r.reconciles, "reconciles/s", failing),
+      arrow(),
+      stage("writes", "API writes", count(c.writes, "write"), r.writes,
+        "POST/PUT/PATCH/DELETE requests made from Reconcile, per second", errors(c.writeErrors, "failed")));
+    box.replaceChildren(el("div", { className: "chains" }, ...chains), tail);
+  }
+
+  global.ctrlscopePipeline = { render, fmtRate };
+})(window);
