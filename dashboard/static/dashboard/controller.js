@@ -24,7 +24,10 @@
   const RESULTS = ["success", "error", "requeue", "requeue_after", "terminal", "panic"];
 
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  const client = new TelemetryClient(proto + "//" + location.host + "/ws/telemetry/", { autoSubscribe: false, history: 500 });
+  // History: 500 frames of context per topic; the metrics topic's frames are one sample a second, and
+  // 6 minutes of them draw the 5-minute charts with their 1-minute quantile windows filled.
+  const client = new TelemetryClient(proto + "//" + location.host + "/ws/telemetry/",
+    { autoSubscribe: false, history: (topic) => (topic === "w/" + page.worker + "/metrics" ? 360 : 500) });
   // The server refuses topics that do not exist yet ("unknown_topic"): wanted topics are subscribed
   // once they are listed (hello / topics), after the client has resumed the ones it already had.
   const wanted = new Set();
@@ -692,10 +695,10 @@
   setInterval(schedule, 100);
   want(T.components); want(T.queue); want(T.controller);
   window.ctrlscope = { client: client, skew: () => skew, page: page, lanes: lanes, queue: queue, events: events, setPaused: setPaused, showDetails: showDetails };
-  // Panels in other scripts (cache.js: pipeline overview and cache table) register before this
+  // Panels in other scripts (cache.js: pipeline overview and cache table; metrics.js) register before this
   // script runs and are started here, before the socket opens, so they see every message.
   const api = { client: client, page: page, topics: T, informerTopics: informerTopics, workerNow: workerNow,
-    stateOf: stateOf, schedule: schedule, events: events, queue: queue };
+    stateOf: stateOf, schedule: schedule, events: events, queue: queue, want: want };
   for (const init of window.ctrlscopePanels || []) { try { init(api); } catch (e) { console.error(e); } }
   client.connect();
 })();

@@ -67,7 +67,9 @@
       let t = this.topics.get(topic);
       if (!t) { t = { cursor: null, state: new Map() }; this.topics.set(topic, t); }
       const msg = { op: "sub", topic: topic };
-      if (t.cursor !== null) { msg.since = t.cursor; msg.epoch = this.epoch; } else if (this.opts.history) msg.history = this.opts.history;
+      // opts.history: frames of context before a first snapshot; a number, or a function of the topic.
+      const history = typeof this.opts.history === "function" ? this.opts.history(topic) : this.opts.history;
+      if (t.cursor !== null) { msg.since = t.cursor; msg.epoch = this.epoch; } else if (history) msg.history = history;
       this.send(msg);
     }
 
