@@ -11,13 +11,20 @@ from controllers.telemetry.synthetic import SyntheticLoad
 pytestmark = pytest.mark.browser
 
 
+def open_developer_view(browser, dashboard):
+    """The index with its developer disclosure open: while open it subscribes to every topic."""
+    page = browser.new_page()
+    page.goto(dashboard.url + "/")
+    page.wait_for_selector('#conn[data-state="live"]', timeout=10_000)
+    page.click("#dev > summary")
+    return page
+
+
 def test_page_goes_live_and_receives_every_frame_in_order(browser, dashboard, publisher_factory, artifacts):
     pub = publisher_factory()
     pub.set_state("synthetic", "seed", {"rv": "1"})
     pub.flush()
-    page = browser.new_page()
-    page.goto(dashboard.url + "/")
-    page.wait_for_selector('#conn[data-state="live"]', timeout=10_000)
+    page = open_developer_view(browser, dashboard)
     page.wait_for_function("window.ctrlscope.client.topics.get('synthetic')?.cursor", timeout=10_000)
     page.evaluate("""() => { window.__seqs = [];
         window.ctrlscope.client.on('records', (t, rs) => rs.forEach(r => window.__seqs.push(r.seq))); }""")
@@ -41,8 +48,7 @@ def test_page_resumes_after_the_websocket_is_killed(browser, dashboard, publishe
     pub = publisher_factory()
     pub.publish("synthetic", {"seq": 0})
     pub.flush()
-    page = browser.new_page()
-    page.goto(dashboard.url + "/")
+    page = open_developer_view(browser, dashboard)
     page.wait_for_function("window.ctrlscope.client.topics.get('synthetic')?.cursor", timeout=10_000)
     page.evaluate("""() => { window.__seqs = []; window.__states = [];
         const c = window.ctrlscope.client;

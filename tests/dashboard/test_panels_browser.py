@@ -227,32 +227,6 @@ def test_controller_page_shows_queue_timeline_details_and_informer_events(browse
     close_page(page)
 
 
-def test_index_lists_workers_and_links_to_controller_pages(browser, dashboard, publisher_factory, artifacts):
-    pub = publisher_factory()
-    obs = TelemetryObserver(pub, worker="w1")
-    seed_worker(obs)
-    enqueue(obs, "default/web", rv="101")
-    obs.on_reconcile_end("podset", key="default/web", worker=0, duration=0.01, result="success")
-    obs.on_event("other ctl", event="create", key="default/x", requests=["default/x"])
-    obs.on_leader("ctrlscope-lock", identity="w1", leader=True, holder="w1")
-    pub.flush()
-    page = browser.new_page()
-    page.js_errors = []
-    page.on("pageerror", lambda err: page.js_errors.append(str(err)))
-    page.goto(dashboard.url + "/")
-    page.wait_for_selector('#conn[data-state="live"]', timeout=10_000)
-    page.wait_for_selector('#workers .worker[data-worker="w1"] a[href="/c/w1/podset/"]', timeout=10_000)
-    page.wait_for_selector('#workers a[href="/c/w1/other_ctl/"]')
-    assert "pods ✓" in page.inner_text('#workers .worker[data-worker="w1"]')
-    page.screenshot(path=str(artifacts / "index-controllers.png"), full_page=True)
-    page.click('a[href="/c/w1/podset/"]')
-    page.wait_for_url("**/c/w1/podset/")
-    page.wait_for_selector('#conn[data-state="live"]', timeout=10_000)
-    page.wait_for_selector('#lanes .lane[data-key="default/web"] .attempt.result-success', timeout=10_000)
-    assert page.inner_text("#h-controller") == "podset"
-    close_page(page)
-
-
 def test_key_deep_link_focuses_the_key(browser, dashboard, publisher_factory):
     pub = publisher_factory()
     obs = TelemetryObserver(pub, worker="w1")

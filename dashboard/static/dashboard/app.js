@@ -1,90 +1,232 @@
 /*
- * The dashboard shell: connection state, counters, topics and a live event list.
- * DOM work happens once per animation frame, whatever the message rate: records are queued as they
- * arrive and the newest MAX_ROWS are rendered; beyond that the page says how many it summarised.
+ * The overview (/): every cluster and controller known to Redis. Workers are grouped by the cluster
+ * they talk to (their components' "cluster" entry), and each controller is drawn as its pipeline
+ * (pipeline.js, shared with the controller page) with live per-stage rates, state badges and initial
+ * sync progress, plus leader/follower.
+ *
+ * Cheap by design: the page subscribes only to each worker's w/{worker}/components (what runs) and
+ * w/{worker}/metrics (once a second: controller-runtime's families and the pipeline's stage counters,
+ * see controllers/telemetry/metrics_sampler.py). Rates are counter differences between samples over
+ * the last RATE_WINDOW_MS. The samples double as the worker's heartbeat: a worker with no frame for
+ * STALE_MS is marked stale, with when it was last seen, instead of being listed as live forever.
+ *
+ * The developer disclosure (collapsed by default) keeps the transport counters, the raw topic list
+ * and the live event list; while it is open the page subscribes to every topic. DOM work happens
+ * once per animation frame, whatever the message rate: event rows are queued as they arrive and the
+ * newest MAX_ROWS are drawn; beyond that the page says how many it summarised.
  */
 (function () {
   "use strict";
+  const UI = window.ctrlscopeUI;
+  const { el, topicPart, fmtDuration } = UI;
   const MAX_ROWS = 300;
+  const STALE_MS = 30000;
+  const RATE_WINDOW_MS = 3000;
+  const MAX_SAMPLES = 10;
+  const COMPONENTS = /^w\/([^/]+)\/components$/;
+  const METRICS = /^w\/([^/]+)\/metrics$/;
+  const CONTROLLER_TOPIC = /^w\/([^/]+)\/controller\/([^/]+)$/;
   const $ = (id) => document.getElementById(id);
+  const dev = $("dev");
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  const client = new TelemetryClient(proto + "//" + location.host + "/ws/telemetry/");
-  const pending = []; // rows waiting for the next animation frame
-  let scheduled = false;
-  let skipped = 0;
-  const rate = { last: performance.now(), records: 0, value: 0 };
+  // History: the last components frame says when a worker last published, a few metric samples give
+  // rates at once, and the developer view starts with some context.
+  const client = new TelemetryClient(proto + "//" + location.host + "/ws/telemetry/",
+    { autoSubscribe: false, history: (topic) => (METRICS.test(topic) ? MAX_SAMPLES : COMPONENTS.test(topic) ? 1 : 50) });
   const LABELS = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", resyncing: "resyncing…", unauthorized: "not signed in" };
 
-  function schedule() { if (!scheduled) { scheduled = true; requestAnimationFrame(render); } }
+  // ---- subscriptions ------------------------------------------------------------------------
+  const wanted = (topic) => dev.open || COMPONENTS.test(topic) || METRICS.test(topic);
+  let syncing = false;
+  // Deferred: "hello" resubscribes the topics the client already has right after its listeners ran.
+  function syncSubscriptions() {
+    if (syncing) return;
+    syncing = true;
+    Promise.resolve().then(() => {
+      syncing = false;
+      for (const t of client.knownTopics) if (wanted(t) && !client.topics.has(t)) client.subscribe(t);
+      for (const t of [...client.topics.keys()]) if (!wanted(t)) client.unsubscribe(t);
+    });
+  }
+  dev.addEventListener("toggle", () => { syncSubscriptions(); schedule(); });
+
+  // ---- workers -------------------------------------------------------------------------------
+  const workers = new Map(); // name -> {name, samples: [], lastTs, lastArrival}
+  const liveTopics = new Set(); // topics whose snapshot arrived: their frames are live, not history
+  function worker(name) {
+    let w = workers.get(name);
+    if (!w) { w = { name: name, samples: [], lastTs: 0, lastArrival: 0 }; workers.set(name, w); }
+    return w;
+  }
+  function seen(topic, ts, live) {
+    const m = COMPONENTS.exec(topic) || METRICS.exec(topic);
+    if (!m || typeof ts !== "number") return;
+    const w = worker(m[1]);
+    if (ts > w.lastTs) w.lastTs = ts;
+    if (live) w.lastArrival = Date.now();
+  }
+  function addSample(name, rec) {
+    if (!rec || rec.k !== "metrics") return;
+    const w = worker(name);
+    const last = w.samples[w.samples.length - 1];
+    if (last && rec.ts <= last.ts) return;
+    w.samples.push(rec);
+    if (w.samples.length > MAX_SAMPLES) w.samples.shift();
+  }
 
   client.on("state", (s) => {
-    const el = $("conn");
-    el.textContent = LABELS[s] || s;
-    el.dataset.state = s;
-    el.className = "badge conn-" + s;
+    const c = $("conn");
+    c.textContent = LABELS[s] || s; c.dataset.state = s; c.className = "badge conn-" + s;
     if (s === "unauthorized") location.href = "/accounts/login/?next=/";
+    if (s === "reconnecting") liveTopics.clear();
   });
-  client.on("redis", (up) => { const el = $("redis"); el.textContent = up ? "redis up" : "redis down"; el.className = "badge " + (up ? "ok" : "bad"); });
+  client.on("redis", (up) => { const r = $("redis"); r.textContent = up ? "redis up" : "redis down"; r.className = "badge " + (up ? "ok" : "bad"); });
   client.on("topics", (topics) => {
-    workersDirty = true;
-    const ul = $("topics");
-    ul.replaceChildren(...(topics.length ? topics.map((t) => { const li = document.createElement("li"); li.textContent = t; return li; })
-      : [Object.assign(document.createElement("li"), { className: "muted", textContent: "waiting for a worker to publish…" })]));
+    syncSubscriptions();
+    for (const t of topics) { const m = COMPONENTS.exec(t) || METRICS.exec(t) || CONTROLLER_TOPIC.exec(t); if (m) worker(m[1]); }
+    $("topics").replaceChildren(...(topics.length ? topics.map((t) => el("li", null, t))
+      : [el("li", { className: "muted" }, "waiting for a worker to publish…")]));
+    overviewDirty = true; schedule();
   });
-  client.on("records", (topic, records) => {
-    rate.records += records.length;
-    for (const r of records) pending.push([topic, r]);
-    if (pending.length > MAX_ROWS) { skipped += pending.length - MAX_ROWS; pending.splice(0, pending.length - MAX_ROWS); }
+  client.on("snapshot", (topic, state) => {
+    liveTopics.add(topic);
+    const m = METRICS.exec(topic);
+    if (m) { const latest = state.get("latest"); addSample(m[1], latest); if (latest) seen(topic, latest.ts, false); }
+    overviewDirty = true; schedule();
+  });
+  client.on("records", (topic, records, id, frame) => {
+    seen(topic, frame.ts, liveTopics.has(topic));
+    const m = METRICS.exec(topic);
+    if (m) for (const r of records) addSample(m[1], r);
+    if (m || COMPONENTS.test(topic)) overviewDirty = true;
+    if (dev.open) onEvents(topic, records);
     schedule();
   });
-  client.on("resync", (topic, reason) => { pending.push([topic, { marker: true, reason: reason }]); schedule(); });
-  client.on("snapshot", (topic) => { if (COMPONENTS.test(topic)) workersDirty = true; schedule(); });
-  client.on("records", (topic, records, id, frame) => { if (frame.s && COMPONENTS.test(topic)) { workersDirty = true; schedule(); } });
+  client.on("resync", (topic, reason) => { if (dev.open) { pending.push([topic, { marker: true, reason: reason }]); schedule(); } });
 
-  // Workers and their controllers, from the w/{worker}/components topics (and controller topics
-  // that appear before their worker's first reconcile registers the component).
-  const COMPONENTS = /^w\/([^/]+)\/components$/;
-  const CONTROLLER_TOPIC = /^w\/([^/]+)\/controller\/([^/]+)$/;
-  let workersDirty = false;
-  function renderWorkers() {
-    workersDirty = false;
-    const workers = new Map();
-    const worker = (w) => { if (!workers.has(w)) workers.set(w, { controllers: new Map(), informers: [], leases: [] }); return workers.get(w); };
+  // ---- the overview ----------------------------------------------------------------------------
+  let overviewDirty = true;
+
+  // Per-second rate of counter `get(sample)` over the last RATE_WINDOW_MS of samples; null if unknown.
+  function rate(samples, get) {
+    if (samples.length < 2) return null;
+    const cur = samples[samples.length - 1];
+    let base = samples[samples.length - 2];
+    for (let i = samples.length - 2; i >= 0 && cur.ts - samples[i].ts <= RATE_WINDOW_MS; i--) base = samples[i];
+    const a = get(base), b = get(cur);
+    if (a === undefined || b === undefined) return null;
+    return Math.max(0, b - a) / ((cur.ts - base.ts) / 1000);
+  }
+  const sum = (o) => { let n = 0; for (const k in o || {}) n += o[k]; return n; };
+  const histCount = (h) => (h ? sum(h.b) : undefined);
+
+  function model(w, comps, ctl, stale) {
+    const samples = stale ? [] : w.samples;
+    const latest = w.samples[w.samples.length - 1] || {};
+    const stages = latest.stages || { informers: {}, controllers: {} };
+    const informers = [...comps.values()].filter((v) => v && v.kind === "informer");
+    const watched = ctl.watches ? informers.filter((v) => ctl.watches.includes(v.name)) : informers;
+    const fam = (s) => (s.families || {})[ctl.name] || {};
+    const inf = (s, name) => ((s.stages || {}).informers || {})[name] || {};
+    const cs = (stages.controllers || {})[ctl.name] || {};
+    const f = fam(latest);
+    return {
+      informers: watched.sort((a, b) => (a.name < b.name ? -1 : 1)).map((v) => {
+        const st = (stages.informers || {})[v.name] || {};
+        const r = (field) => rate(samples, (s) => inf(s, v.name)[field]);
+        return { name: v.name, state: v.state, synced: v.synced, fifo: v.fifo, rv: v.rv, size: st.size, listed: v.listed,
+          fifoDepth: st.fifo_depth, handlerCalls: st.handlers, handlerErrors: st.handler_errors,
+          rates: { watch: r("watch"), fifo: r("fifo"), cache: r("cache"), handlers: r("handlers") } };
+      }),
+      controller: {
+        depth: f.workqueue_depth, busy: f.controller_runtime_active_workers, workers: ctl.workers || f.controller_runtime_max_concurrent_reconciles,
+        lastResult: cs.last_result, writes: cs.writes, writeErrors: cs.write_errors,
+        rates: {
+          adds: rate(samples, (s) => fam(s).workqueue_adds_total),
+          gets: rate(samples, (s) => histCount(fam(s).workqueue_queue_duration_seconds)),
+          reconciles: rate(samples, (s) => (fam(s).controller_runtime_reconcile_total ? sum(fam(s).controller_runtime_reconcile_total) : undefined)),
+          errors: rate(samples, (s) => fam(s).controller_runtime_reconcile_errors_total),
+          writes: rate(samples, (s) => (((s.stages || {}).controllers || {})[ctl.name] || {}).writes),
+        },
+      },
+    };
+  }
+
+  function controllersOf(name, comps) {
+    const ctls = new Map();
     for (const topic of client.knownTopics) {
       const m = CONTROLLER_TOPIC.exec(topic);
-      if (m && !m[2].startsWith("leader-")) worker(m[1]).controllers.set(m[2], m[2]);
+      if (m && m[1] === name && !m[2].startsWith("leader-")) ctls.set(m[2], { name: m[2] });
     }
-    for (const [topic, t] of client.topics) {
-      const m = COMPONENTS.exec(topic);
-      if (!m) continue;
-      const w = worker(m[1]);
-      for (const v of t.state.values()) {
-        if (!v) continue;
-        if (v.kind === "controller") w.controllers.set(window.ctrlscopeUI.topicPart(v.name), v.name);
-        else if (v.kind === "informer") w.informers.push(v);
-        else if (v.kind === "lease") w.leases.push(v);
-      }
+    for (const v of comps.values()) if (v && v.kind === "controller") ctls.set(topicPart(v.name), v);
+    return ctls;
+  }
+
+  function controllerCard(w, seg, ctl, comps, lease, stale) {
+    const badges = [];
+    if (ctl.started === true) badges.push(el("span", { className: "badge ok" }, "running"));
+    else if (ctl.started === false) badges.push(el("span", { className: "badge warn" }, lease && !lease.leader ? "standby" : "waiting for caches"));
+    if (lease) badges.push(el("span", { className: "badge " + (lease.leader ? "ok" : ""), title: "lease " + (lease.name || "") },
+      lease.leader ? "leader" : "follower" + (lease.holder ? " (leader: " + lease.holder + ")" : "")));
+    const box = el("div", { className: "pipeline compact" });
+    window.ctrlscopePipeline.render(box, model(w, comps, ctl, stale));
+    return el("div", { className: "ctl-card", dataset: { controller: seg } },
+      el("div", { className: "ctl-card-head" },
+        el("a", { href: "/c/" + encodeURIComponent(w.name) + "/" + encodeURIComponent(seg) + "/", className: "controller-link" }, ctl.name),
+        ...badges),
+      box);
+  }
+
+  function workerBox(w, comps, now) {
+    const since = now - (w.lastArrival || w.lastTs);
+    const known = w.lastArrival || w.lastTs;
+    const stale = !known || since > STALE_MS;
+    const lease = [...comps.values()].find((v) => v && v.kind === "lease");
+    const ctls = controllersOf(w.name, comps);
+    const cards = [...ctls].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([seg, ctl]) => controllerCard(w, seg, ctl, comps, lease, stale));
+    const when = known ? "last seen " + (since < 1500 ? "just now" : fmtDuration(since) + " ago") + " (" + UI.clock(w.lastTs) + " UTC)" : "not seen yet";
+    return el("div", { className: "worker" + (stale ? " stale" : ""), dataset: { worker: w.name, stale: String(stale) } },
+      el("div", { className: "worker-head" }, "worker ", el("b", null, w.name), " ",
+        el("span", { className: "badge " + (stale ? "bad" : "ok"), title: stale ? "no frame for " + STALE_MS / 1000 + " s: the worker stopped publishing" : "publishing" }, stale ? "stale" : "live"),
+        el("span", { className: "muted last-seen" }, when)),
+      cards.length ? el("div", { className: "ctl-cards" }, ...cards) : el("p", { className: "muted" }, "no controllers (yet)"));
+  }
+
+  function renderOverview() {
+    overviewDirty = false;
+    const now = Date.now();
+    const clusters = new Map(); // key -> {info, workers: []}
+    for (const name of [...workers.keys()].sort()) {
+      const t = client.topics.get("w/" + name + "/components");
+      const comps = t ? t.state : new Map();
+      if (!comps.size && !workers.get(name).samples.length && !controllersOf(name, comps).size) continue;
+      const info = [...comps.values()].find((v) => v && v.kind === "cluster") || null;
+      const key = info ? info.server || info.name : "";
+      if (!clusters.has(key)) clusters.set(key, { info: info, workers: [] });
+      clusters.get(key).workers.push(workerBox(workers.get(name), comps, now));
     }
-    const box = $("workers");
-    if (!workers.size) { box.replaceChildren(Object.assign(document.createElement("p"), { className: "muted", textContent: "no worker has published its components yet…" })); return; }
-    const el = window.ctrlscopeUI.el;
-    box.replaceChildren(...[...workers.keys()].sort().map((name) => {
-      const w = workers.get(name);
-      const ctls = [...w.controllers].sort().map(([seg, label]) => el("li", null, el("a", { href: "/c/" + encodeURIComponent(name) + "/" + encodeURIComponent(seg) + "/", className: "controller-link" }, label)));
-      const infs = w.informers.map((v) => el("span", { className: "badge " + (v.synced ? "ok" : ""), title: "rv " + (v.rv || "?") }, v.name + (v.synced ? " ✓" : " …")));
-      const leases = w.leases.map((v) => el("span", { className: "badge " + (v.leader ? "ok" : "") }, (v.name || "lease") + ": " + (v.leader ? "leader" : "follower")));
-      return el("div", { className: "worker", dataset: { worker: name } },
-        el("h3", null, "worker ", el("b", null, name)),
-        ctls.length ? el("ul", { className: "controllers" }, ...ctls) : el("p", { className: "muted" }, "no controllers yet"),
-        (infs.length || leases.length) ? el("div", { className: "informers" }, el("span", { className: "muted" }, "informers "), ...infs, ...leases) : null);
+    const box = $("overview");
+    if (!clusters.size) { box.replaceChildren(el("p", { className: "muted" }, "no worker has published its components yet…")); return; }
+    box.replaceChildren(...[...clusters].sort((a, b) => (a[0] === "" ? 1 : b[0] === "" ? -1 : a[0] < b[0] ? -1 : 1)).map(([key, c]) => {
+      const i = c.info;
+      const head = i ? [el("b", null, i.name), " ", el("span", { className: "muted" }, [i.server !== i.name ? i.server : "", i.version ? "Kubernetes " + i.version : ""].filter(Boolean).join(" · "))]
+        : [el("span", { className: "muted" }, "not reported by its workers")];
+      return el("section", { className: "cluster", dataset: { cluster: i ? i.name : "" } },
+        el("h3", { className: "cluster-head" }, "cluster ", ...head), ...c.workers);
     }));
   }
 
+  // ---- developer view: counters and the live event list -------------------------------------
+  const pending = []; // rows waiting for the next animation frame
+  let skipped = 0;
+  const counter = { last: performance.now(), records: 0, value: 0 };
+  function onEvents(topic, records) {
+    counter.records += records.length;
+    for (const r of records) pending.push([topic, r]);
+    if (pending.length > MAX_ROWS) { skipped += pending.length - MAX_ROWS; pending.splice(0, pending.length - MAX_ROWS); }
+  }
   function cell(text) { const td = document.createElement("td"); td.textContent = text === undefined || text === null ? "" : String(text); return td; }
-
-  function render() {
-    scheduled = false;
-    if (workersDirty) renderWorkers();
+  function renderEvents() {
     const tbody = $("events");
     const frag = document.createDocumentFragment();
     for (let i = pending.length - 1; i >= 0; i--) {
@@ -105,10 +247,10 @@
     tbody.insertBefore(frag, tbody.firstChild);
     while (tbody.rows.length > MAX_ROWS) tbody.deleteRow(-1);
     const now = performance.now();
-    if (now - rate.last >= 1000) { rate.value = Math.round((rate.records * 1000) / (now - rate.last)); rate.records = 0; rate.last = now; }
+    if (now - counter.last >= 1000) { counter.value = Math.round((counter.records * 1000) / (now - counter.last)); counter.records = 0; counter.last = now; }
     $("c-records").textContent = client.stats.records.toLocaleString();
     $("c-frames").textContent = client.stats.frames.toLocaleString();
-    $("c-rate").textContent = rate.value.toLocaleString();
+    $("c-rate").textContent = counter.value.toLocaleString();
     $("c-resyncs").textContent = client.stats.resyncs.toLocaleString();
     $("c-dropped").textContent = client.stats.dropped.toLocaleString();
     let keys = 0; for (const t of client.topics.values()) keys += t.state.size;
@@ -116,7 +258,19 @@
     $("summary").textContent = skipped ? "(newest " + MAX_ROWS + " rows shown; " + skipped.toLocaleString() + " arrived faster than a frame could draw them: counted, not drawn)" : "";
   }
 
-  setInterval(schedule, 1000); // keeps the rate counter honest when nothing arrives
-  window.ctrlscope = { client: client };
+  // ---- frame loop ------------------------------------------------------------------------------
+  let scheduled = false, lastOverview = 0;
+  function schedule() { if (!scheduled) { scheduled = true; requestAnimationFrame(render); } }
+  function render() {
+    scheduled = false;
+    const now = performance.now();
+    // At most 4 redraws a second: samples come once a second, badges and ages move by the second.
+    if (now - lastOverview >= 1000 || (overviewDirty && now - lastOverview >= 250)) { lastOverview = now; renderOverview(); }
+    else if (overviewDirty) setTimeout(schedule, 250);
+    if (dev.open) renderEvents();
+  }
+
+  setInterval(() => { overviewDirty = true; schedule(); }, 1000); // last seen, stale and rates move on
+  window.ctrlscope = { client: client, workers: workers };
   client.connect();
 })();

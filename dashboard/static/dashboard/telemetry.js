@@ -73,6 +73,11 @@
       this.send(msg);
     }
 
+    // Stop receiving a topic (and forget its state); a later subscribe starts afresh.
+    unsubscribe(topic) {
+      if (this.topics.delete(topic)) this.send({ op: "unsub", topic: topic });
+    }
+
     handle(text) {
       let msg;
       try { msg = JSON.parse(text); } catch (e) { this.stats.errors += 1; return; }
