@@ -140,15 +140,31 @@ class ImplementationIs(Predicate):
 
 
 class HandlerPodSets:
-    """The event-handler implementation (see module docstring). Counts what it did and lost."""
+    """The event-handler implementation (see module docstring). Counts what it did and lost.
+
+    A Manager runnable: its handlers are registered on ``start`` -- once this replica leads, when
+    leader election runs, as a client-go operator starts its informer handlers from
+    ``OnStartedLeading`` -- and removed on ``stop``. Registering after the informer synced means
+    the first calls are an ``on_add`` for every cached PodSet, blind to the pods that exist: the
+    handler approach's restart (and failover) problem, shown by the scenarios."""
 
     def __init__(self, client: Any, podsets: SharedInformer) -> None:
         self.client = client
+        self.podsets = podsets
         self.handler_calls = 0
         self.api_calls = 0
         self.failed_side_effects = 0
-        podsets.add_event_handler(on_add=self.on_add, on_update=self.on_update, on_delete=self.on_delete,
-                                  name="podset-handlers")
+        self._registration: Any = None
+
+    def start(self) -> None:
+        if self._registration is None:
+            self._registration = self.podsets.add_event_handler(
+                on_add=self.on_add, on_update=self.on_update, on_delete=self.on_delete, name="podset-handlers")
+
+    def stop(self) -> None:
+        if self._registration is not None:
+            self.podsets.remove_event_handler(self._registration)
+            self._registration = None
 
     def _mine(self, obj: Any) -> bool:
         return isinstance(obj, dict) and implementation_of(obj) == "handlers"
@@ -297,7 +313,7 @@ def _wire(manager: Manager, *, handlers: bool, reconciler: bool, flaky: FlakyRec
     ensure_crd(client)
     podsets = manager.informer_for(API_VERSION, KIND)
     if handlers:
-        HandlerPodSets(client, podsets)
+        manager.add_runnable(HandlerPodSets(client, podsets))
     if reconciler:
         pods = manager.informer_for("v1", "Pod")
         pods.store.add_indexers({OWNER_INDEX: _owned_by})
