@@ -11,6 +11,8 @@ Topics (one set per worker, so two replicas never overwrite each other's snapsho
   key the last result, attempt count, last error.
 - ``w/{worker}/components`` — state: one entry per informer/controller/leader lock (reflector state,
   resourceVersion, synced, FIFO model, leadership).
+- ``w/{worker}/status/{table}`` — state: rows a controller reports about itself (``on_status``), e.g.
+  the PodSet example's scoreboard of desired versus actual pods per implementation.
 
 Every hook runs on the runtime's thread; it only builds small dicts and hands them to the publisher's
 in-memory buffer (no I/O). Records carry ``ts`` (wall ms) so the page can show and measure latency.
@@ -205,6 +207,12 @@ class TelemetryObserver(Observer):
         self._emit("controller", f"leader-{name}", {"k": "leader", "identity": identity, "leader": leader,
                                                      "holder": holder})
         self._component(name, "lease", identity=identity, leader=leader, holder=holder)
+
+
+    # -- controller-defined status ------------------------------------------------------------
+    def on_status(self, table: str, *, key: str, value: dict[str, Any] | None) -> None:
+        # State only: a page shows the current rows; the frame that carries a change is its history.
+        self.publisher.set_state(self.topic("status", table), key, None if value is None else dict(value))
 
 
 def _rv(obj: Any) -> str | None:
