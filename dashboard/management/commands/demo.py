@@ -215,6 +215,8 @@ class Command(BaseCommand):
         finally:
             for child in reversed(children):
                 child.stop()
+            for name in (STANDBY_WANT, DEMO_STATE):
+                (run_dir / name).unlink(missing_ok=True)
             redis_handle.stop()
             self.stdout.write("demo stopped.")
 
