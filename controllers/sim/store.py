@@ -112,6 +112,7 @@ class Store:
         self._removed_hooks: list[Callable[[ResourceType, dict[str, Any]], None]] = []
         self._depth = 0
         self._ip_counter = itertools.count(10)
+        self._node_port_counter = itertools.count(1)
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -271,6 +272,32 @@ class Store:
         n = next(self._ip_counter)
         return f"10.96.{(n >> 8) & 255}.{n & 255}"
 
+    def _kept_cluster_ip(self, new: dict[str, Any], current: dict[str, Any]) -> str:
+        """An updated service keeps its cluster IP; one that stops being ExternalName gets one."""
+        held = (current.get("spec") or {}).get("clusterIP")
+        if held:
+            return str(held)
+        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        return "" if spec.get("type") == "ExternalName" or spec.get("clusterIP") else self._allocate_ip()
+
+    def _allocate_node_ports(self, obj: dict[str, Any], current: dict[str, Any] | None) -> None:
+        """Give NodePort/LoadBalancer ports a node port (30000-32767), keeping the ones already held.
+
+        Like the API server's allocator this is not defaulting: an update that omits a port's
+        ``nodePort`` keeps the one the same port and protocol had.
+        """
+        spec = obj.get("spec")
+        if not isinstance(spec, dict) or spec.get("type") not in ("NodePort", "LoadBalancer"):
+            return
+        held = {(p.get("port"), p.get("protocol")): p.get("nodePort")
+                for p in ((current or {}).get("spec") or {}).get("ports") or [] if isinstance(p, dict)}
+        ports = spec.get("ports")
+        for port in ports if isinstance(ports, list) else []:
+            if isinstance(port, dict) and not port.get("nodePort"):
+                # A stride coprime with the range's size visits every port before repeating one.
+                port["nodePort"] = held.get((port.get("port"), port.get("protocol"))) or \
+                    30000 + next(self._node_port_counter) * 1009 % 2768
+
     # ---- writes ------------------------------------------------------------------------------
 
     def create(self, rt: ResourceType, ns: str | None, obj: dict[str, Any], *, manager: str = "",
@@ -298,6 +325,8 @@ class Store:
         obj["apiVersion"] = self._storage_version(rt)
         obj["kind"] = rt.kind
         defaults.apply_defaults(rt, obj, self._allocate_ip() if rt.plural == "services" else "")
+        if rt.plural == "services":
+            self._allocate_node_ports(obj, None)
         validate_object(rt, obj)
         if rt.namespaced:
             self._check_namespace(ns)
@@ -384,8 +413,11 @@ class Store:
                     new["status"] = current["status"]
                 else:
                     new.pop("status", None)
-            defaults.apply_defaults(rt, new, (current.get("spec") or {}).get("clusterIP", "")
-                                    if rt.plural == "services" else "")
+            if rt.plural == "services":
+                defaults.apply_defaults(rt, new, self._kept_cluster_ip(new, current))
+                self._allocate_node_ports(new, current)
+            else:
+                defaults.apply_defaults(rt, new, "")
             # Server-owned metadata survives whatever the client sent.
             for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                           "generation"):

@@ -100,11 +100,24 @@ def _selector_text(labels: dict[str, str] | None) -> str:
     return ",".join(f"{k}={v}" for k, v in (labels or {}).items()) or "<none>"
 
 
+def _service_external_ip(spec: dict[str, Any], status: dict[str, Any]) -> str:
+    kind = spec.get("type", "ClusterIP")
+    if kind == "ExternalName":
+        return str(spec.get("externalName") or "<none>")
+    external = list(spec.get("externalIPs") or [])
+    if kind == "LoadBalancer":
+        ingress = [i.get("ip") or i.get("hostname") for i in (status.get("loadBalancer") or {}).get("ingress") or []]
+        return ",".join([*filter(None, ingress), *external]) or "<pending>"
+    return ",".join(external) or "<none>"
+
+
 def _service_cells(obj: dict[str, Any], now: float) -> Row:
     spec = obj.get("spec") or {}
-    ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []) or "<none>"
-    return [obj["metadata"]["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP", "<none>"), "<none>",
-            ports, _age(obj, now), _selector_text(spec.get("selector"))]
+    ports = ",".join(f"{p.get('port')}:{p['nodePort']}/{p.get('protocol', 'TCP')}" if p.get("nodePort")
+                     else f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []) or "<none>"
+    return [obj["metadata"]["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP") or "<none>",
+            _service_external_ip(spec, obj.get("status") or {}), ports, _age(obj, now),
+            _selector_text(spec.get("selector"))]
 
 
 def _event_cells(obj: dict[str, Any], now: float) -> Row:

@@ -89,6 +89,39 @@ def test_create_deployment_stores_the_defaulted_object_and_rolls_out(kubectl: Ku
     assert got["status"]["readyReplicas"] == 3
 
 
+def test_create_service_variants_store_what_the_api_server_allocates(kubectl: Kubectl, ns: str,
+                                                                     decoded: list[str]) -> None:
+    kubectl.run("create", "service", "clusterip", "api", "-n", ns, "--tcp=80:8080")
+    kubectl.run("create", "service", "nodeport", "np", "-n", ns, "--tcp=80:8080")
+    kubectl.run("create", "service", "externalname", "ext", "-n", ns, "--external-name=example.com")
+    kubectl.run("create", "service", "loadbalancer", "lb", "-n", ns, "--tcp=443")
+    assert decoded == ["Service"] * 4
+    got = _stored(kubectl, "service", "api", "-n", ns)
+    got["metadata"].pop("managedFields")
+    ip = got["spec"]["clusterIP"]
+    assert got == {"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": "api", "namespace": ns, "labels": {"app": "api"}},
+                   "spec": {"clusterIP": ip, "clusterIPs": [ip], "internalTrafficPolicy": "Cluster",
+                            "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                            "ports": [{"name": "80-8080", "port": 80, "protocol": "TCP", "targetPort": 8080}],
+                            "selector": {"app": "api"}, "sessionAffinity": "None", "type": "ClusterIP"},
+                   "status": {"loadBalancer": {}}}
+    node_port = _stored(kubectl, "service", "np", "-n", ns)["spec"]
+    assert node_port["externalTrafficPolicy"] == "Cluster" and 30000 <= node_port["ports"][0]["nodePort"] <= 32767
+    kubectl.run("label", "service", "np", "-n", ns, "tier=edge")
+    assert _stored(kubectl, "service", "np", "-n", ns)["spec"]["ports"] == node_port["ports"], \
+        "an update keeps the allocated node port"
+    assert _stored(kubectl, "service", "lb", "-n", ns)["spec"]["allocateLoadBalancerNodePorts"] is True
+    ext = _stored(kubectl, "service", "ext", "-n", ns)["spec"]
+    assert ext == {"externalName": "example.com", "selector": {"app": "ext"}, "sessionAffinity": "None",
+                   "type": "ExternalName"}
+    table = kubectl.run("get", "services", "-n", ns).stdout.splitlines()
+    rows = {line.split()[0]: line.split()[1:5] for line in table[1:]}
+    assert rows["ext"] == ["ExternalName", "<none>", "example.com", "<none>"]
+    assert rows["np"][3] == f"80:{node_port['ports'][0]['nodePort']}/TCP"
+    assert rows["lb"][2] == "<pending>"
+
+
 # Every create variant a presenter types; each runs against a kubectl 1.32 cluster (protobuf) and a
 # kubectl 1.31 cluster (JSON) in a namespace of the same name, and both must store the same object.
 VARIANTS = [
