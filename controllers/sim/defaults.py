@@ -139,6 +139,10 @@ def initial_status(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any] | No
         return {"phase": "Pending", "qosClass": "BestEffort"}
     if rt.plural == "namespaces":
         return {"phase": "Active"}
+    if rt.plural == "nodes":
+        # The node registry keeps the status a kubelet registers with (addresses, capacity, conditions).
+        status = obj.get("status")
+        return status if isinstance(status, dict) else {}
     if rt.plural == "services":
         return {"loadBalancer": {}}
     if rt.plural == "customresourcedefinitions":

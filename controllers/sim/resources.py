@@ -98,6 +98,7 @@ def _core(plural: str, kind: str, namespaced: bool = True, **kw: Any) -> Resourc
 
 BUILTINS: tuple[ResourceType, ...] = (
     _core("namespaces", "Namespace", namespaced=False, short_names=("ns",), status=True, dns_label_names=True),
+    _core("nodes", "Node", namespaced=False, short_names=("no",), status=True),
     _core("pods", "Pod", short_names=("po",), categories=("all",), status=True, log=True),
     _core("configmaps", "ConfigMap", short_names=("cm",)),
     _core("secrets", "Secret"),

@@ -41,6 +41,7 @@ from controllers.sim.faults import FaultHook, FaultInjector
 from controllers.sim.gc import GarbageCollector
 from controllers.sim.gctuning import GcFreezer
 from controllers.sim.kubelet import Kubelet
+from controllers.sim.nodes import LEASE_RENEW_INTERVAL
 from controllers.sim.resources import Registry
 from controllers.sim.store import Store, copy_obj
 
@@ -65,7 +66,7 @@ class SimCluster:
                  start_delay: float = 1.0, log_interval: float = 1.0, bookmark_interval: float = 5.0,
                  history_limit: int = 50_000, seed: int = 0, on_fault: FaultHook | None = None,
                  control_plane: bool = True, git_version: str = "v1.32.0", watch_flush_delay: float = 0.002,
-                 gc_freeze: bool = False) -> None:
+                 gc_freeze: bool = False, nodes: int = 3, lease_interval: float = LEASE_RENEW_INTERVAL) -> None:
         self.host = host
         self.port = port
         self.clock = clock or RealClock()
@@ -76,7 +77,8 @@ class SimCluster:
         self.store.listeners.append(self._on_crd_event)
         self.events = EventRecorder(self.store)
         self.kubelet = Kubelet(self.store, clock=self.clock, schedule_delay=schedule_delay, start_delay=start_delay,
-                               log_interval=log_interval, events=self.events)
+                               log_interval=log_interval, events=self.events, nodes=nodes,
+                               kubelet_version=git_version, lease_interval=lease_interval)
         self.control_plane = ControlPlane(self.store, events=self.events) if control_plane else None
         self.faults = FaultInjector(self.store, self.kubelet, seed=seed, on_fault=on_fault, reset=self._reset)
         self.discovery = Discovery(self.registry, git_version=git_version)
@@ -97,13 +99,18 @@ class SimCluster:
         if self.state_file is not None and self.state_file.exists():
             self.store.load(orjson.loads(self.state_file.read_bytes()))
             loaded = True
+        self._seed()
+        if loaded:
+            self.kubelet.adopt()
+
+    def _seed(self) -> None:
+        """What every cluster starts with: the default namespaces, and the nodes the kubelet registers."""
         rt = self.registry.storage_type(("", "namespaces"))
         assert rt is not None
         for ns in DEFAULT_NAMESPACES:
             if self.store.find(rt.key, "", ns) is None:
                 self.store.create(rt, None, {"metadata": {"name": ns}}, manager="sim-bootstrap")
-        if loaded:
-            self.kubelet.adopt()
+        self.kubelet.register_nodes()
 
     def _on_crd_event(self, ev: Any) -> None:
         """Serve a CRD's kinds the moment it is written; drop them (and their objects) when it goes."""
@@ -141,13 +148,7 @@ class SimCluster:
         self.store.dependents.clear()
         self.kubelet.forget_all()
         self.store.compact()
-        self._bootstrap_namespaces_only()
-
-    def _bootstrap_namespaces_only(self) -> None:
-        rt = self.registry.storage_type(("", "namespaces"))
-        assert rt is not None
-        for ns in DEFAULT_NAMESPACES:
-            self.store.create(rt, None, {"metadata": {"name": ns}}, manager="sim-bootstrap")
+        self._seed()
 
     def save_state(self) -> None:
         if self.state_file is None:

@@ -120,6 +120,26 @@ def _service_cells(obj: dict[str, Any], now: float) -> Row:
             _selector_text(spec.get("selector"))]
 
 
+_ROLE_PREFIX = "node-role.kubernetes.io/"
+
+
+def _node_cells(obj: dict[str, Any], now: float) -> Row:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    ready = next((c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    state = ["Ready" if ready == "True" else "NotReady" if ready == "False" else "Unknown"]
+    if spec.get("unschedulable"):
+        state.append("SchedulingDisabled")
+    labels = obj["metadata"].get("labels") or {}
+    roles = sorted({k[len(_ROLE_PREFIX):] for k in labels if k.startswith(_ROLE_PREFIX)}
+                   | ({labels["kubernetes.io/role"]} if labels.get("kubernetes.io/role") else set()))
+    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
+    info = status.get("nodeInfo") or {}
+    return [obj["metadata"]["name"], ",".join(state), ",".join(roles) or "<none>", _age(obj, now),
+            info.get("kubeletVersion", ""), addresses.get("InternalIP") or "<none>",
+            addresses.get("ExternalIP") or "<none>", info.get("osImage") or "<unknown>",
+            info.get("kernelVersion") or "<unknown>", info.get("containerRuntimeVersion") or "<unknown>"]
+
+
 def _event_cells(obj: dict[str, Any], now: float) -> Row:
     io = obj.get("involvedObject") or {}
     last = parse_time(obj.get("lastTimestamp") or obj.get("eventTime") or obj["metadata"].get("creationTimestamp"))
@@ -144,6 +164,10 @@ _BUILTIN: dict[str, tuple[list[Column], Callable[[dict[str, Any], float], Row]]]
                   ("Cluster-IP", "string", "", 0, ""), ("External-IP", "string", "", 0, ""),
                   ("Port(s)", "string", "", 0, ""), ("Age", "string", "", 0, ""),
                   ("Selector", "string", "", 1, "")], _service_cells),
+    "nodes": ([("Name", "string", "name", 0, ""), ("Status", "string", "", 0, ""), ("Roles", "string", "", 0, ""),
+               ("Age", "string", "", 0, ""), ("Version", "string", "", 0, ""), ("Internal-IP", "string", "", 1, ""),
+               ("External-IP", "string", "", 1, ""), ("OS-Image", "string", "", 1, ""),
+               ("Kernel-Version", "string", "", 1, ""), ("Container-Runtime", "string", "", 1, "")], _node_cells),
     "configmaps": ([("Name", "string", "name", 0, ""), ("Data", "string", "", 0, ""), ("Age", "string", "", 0, "")],
                    lambda o, now: [o["metadata"]["name"], len(o.get("data") or {}) + len(o.get("binaryData") or {}),
                                    _age(o, now)]),

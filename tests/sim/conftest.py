@@ -22,8 +22,11 @@ from controllers.sim import SimCluster
 from tests.conftest import wait_until
 
 KUBECTL = "/usr/bin/kubectl"
-# Short kubelet delays and bookmark interval keep the suite fast without sleeping in tests.
-FAST = {"schedule_delay": 0.02, "start_delay": 0.05, "bookmark_interval": 0.2, "log_interval": 0.05}
+# Short kubelet delays and bookmark interval keep the suite fast without sleeping in tests. Node
+# leases renew hourly instead of every 10 s, so that no background write races a test comparing the
+# global resourceVersion before and after a rejected request (test_sim_nodes covers renewal).
+FAST = {"schedule_delay": 0.02, "start_delay": 0.05, "bookmark_interval": 0.2, "log_interval": 0.05,
+        "lease_interval": 3600.0}
 
 
 @pytest.fixture(scope="session")
