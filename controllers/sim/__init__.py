@@ -11,10 +11,10 @@ Module map, in the order a request meets them: ``server`` (SimCluster: wiring an
 ``protobuf_messages``, the protobuf bodies kubectl's typed clients send) / ``validation`` / ``patch``
 / ``strategic`` / ``apply`` → ``store`` (RVs, history, write semantics) → ``watch`` (events and
 watchers); ``resources``, ``schema``, ``defaults``, ``managedfields``, ``selectors``, ``tables``,
-``discovery`` describe the API; ``gc``, ``controlplane``, ``kubelet`` (with ``nodes``) and ``events``
-simulate kube-controller-manager, the scheduler and nodes (``background`` is their shared task
-lifecycle); ``faults`` breaks things on purpose; ``gctuning`` keeps CPython's garbage collector from
-pausing a dedicated simulator process.
+``discovery`` describe the API; ``reviews`` answers ``kubectl auth can-i`` / ``whoami``; ``gc``,
+``controlplane``, ``kubelet`` (with ``nodes``) and ``events`` simulate kube-controller-manager, the
+scheduler and nodes (``background`` is their shared task lifecycle); ``faults`` breaks things on
+purpose; ``gctuning`` keeps CPython's garbage collector from pausing a dedicated simulator process.
 
 The simulator never imports ctrlscope's controller runtime (and vice versa): it must behave like an
 independent cluster for the runtime to be tested against it honestly.

@@ -227,13 +227,14 @@ class Discovery:
                           "responses": {"200": {"content": {"application/json": {"schema": ref}}}}},
                 "delete": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "delete"},
             }
-            paths[f"{scoped}/{{name}}"] = item_ops
             paths[scoped] = {
-                "get": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "list"},
                 "post": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "post", "parameters": params,
                          "requestBody": {"content": {"*/*": {"schema": ref}}},
                          "responses": {"201": {"content": {"application/json": {"schema": ref}}}}},
             }
+            if "get" in rt.verbs:  # create-only reviews have no items to read, update or delete
+                paths[f"{scoped}/{{name}}"] = item_ops
+                paths[scoped]["get"] = {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "list"}
         return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": self.git_version},
                 "paths": paths, "components": {"schemas": schemas}}
 
