@@ -31,6 +31,11 @@ AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGro
 _SUB_VERBS = {"status": ["get", "patch", "update"], "scale": ["get", "patch", "update"], "log": ["get"]}
 
 
+# What ``kubectl explain <kind>`` prints: the schemas are stubs, so it can name the kind, not its fields.
+_STUB_NOTE = ("The ctrlscope simulator serves no field schemas, so kubectl explain cannot list this kind's "
+              "fields; see https://kubernetes.io/docs/reference/kubernetes-api/")
+
+
 def wants_aggregated(accept: str) -> bool:
     return "as=APIGroupDiscoveryList" in accept and "v=v2" in accept.replace("v=v2beta1", "")
 
@@ -207,7 +212,7 @@ class Discovery:
             schema_name = f"{_schema_prefix(rt)}.{rt.kind}"
             gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
             ref = {"$ref": f"#/components/schemas/{schema_name}"}
-            schemas[schema_name] = {"type": "object", "description": f"{rt.kind} (ctrlscope simulator stub)",
+            schemas[schema_name] = {"type": "object", "description": f"{rt.kind}. {_STUB_NOTE}",
                                     "x-kubernetes-group-version-kind": [gvk],
                                     "x-kubernetes-preserve-unknown-fields": True}
             base = f"/apis/{rt.group}/{rt.version}" if rt.group else f"/api/{rt.version}"
