@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.request
 
 import pytest
 import yaml
@@ -174,18 +175,12 @@ def test_delete_foreground_returns_after_dependents_are_gone(kubectl: Kubectl, n
 def test_delete_waits_for_finalizer_removal(kubectl: Kubectl, ns: str) -> None:
     kubectl.run("apply", "-f", "-", input=f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: held, namespace: {ns}, "
                                           "finalizers: [example.com/hold]}\n")
-    proc = kubectl.popen("delete", "cm", "held", "-n", ns, "--timeout=15s")
-    try:
+    with kubectl.background("delete", "cm", "held", "-n", ns, "--timeout=15s") as deleting:
         eventually(lambda: _get_json(kubectl, "cm", "held", "-n", ns)["metadata"].get("deletionTimestamp"))
-        assert proc.poll() is None, "kubectl must wait while the finalizer is present"
+        assert deleting.proc.poll() is None, "kubectl must wait while the finalizer is present"
         kubectl.run("patch", "cm", "held", "-n", ns, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
-        out, err = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, err
-    assert 'configmap "held" deleted' in out
+    assert deleting.returncode == 0, deleting.err
+    assert 'configmap "held" deleted' in deleting.out
     assert kubectl.run("get", "cm", "held", "-n", ns, check=False).returncode != 0
 
 
@@ -301,16 +296,8 @@ def test_other_kubectl_minors_apply_and_scale(minor: int, tmp_path) -> None:  # 
 
 
 def test_get_watch_exits_zero_when_the_connection_drops(fresh_kubectl: Kubectl, fresh_sim: SimCluster) -> None:
-    proc = fresh_kubectl.popen("get", "namespaces", "-w")
-    try:
+    with fresh_kubectl.background("get", "namespaces", "-w") as watch:
         eventually(lambda: fresh_sim.call(lambda: len(fresh_sim.store.all_watchers())) == 1)
-        import urllib.request
-
         urllib.request.urlopen(urllib.request.Request(fresh_sim.url + "/_sim/watches/drop", method="POST"),
                                timeout=5)
-        out, _ = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0 and "default" in out
+    assert watch.returncode == 0 and "default" in watch.out

@@ -78,16 +78,10 @@ def test_wait_for_delete_returns_once_the_finalizer_is_gone(kubectl: Kubectl, si
     kubectl.run("apply", "-f", "-", input=f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: held, namespace: {ns}, "
                                           "finalizers: [example.com/hold]}\n")
     kubectl.run("delete", "configmap", "held", "-n", ns, "--wait=false")
-    waiting = kubectl.popen("wait", "--for=delete", "configmap/held", "-n", ns, "--timeout=15s")
-    try:
+    with kubectl.background("wait", "--for=delete", "configmap/held", "-n", ns, "--timeout=15s") as waiting:
         eventually(lambda: sim.call(lambda: len(sim.store.watchers.get(("", "configmaps"), ()))))
         kubectl.run("patch", "configmap", "held", "-n", ns, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
-        out, err = waiting.communicate(timeout=15)
-    finally:
-        if waiting.poll() is None:
-            waiting.kill()
-            waiting.communicate()
-    assert waiting.returncode == 0 and out.strip() == "configmap/held condition met", err
+    assert waiting.returncode == 0 and waiting.out.strip() == "configmap/held condition met", waiting.err
 
 
 def test_logs_of_a_deployment_and_follow_streams_new_lines(kubectl: Kubectl, ns: str) -> None:
