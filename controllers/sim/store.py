@@ -45,6 +45,7 @@ ObjKey = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped o
 
 _SPEC_EXCLUDED = frozenset(("metadata", "status", "apiVersion", "kind"))
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_NODE_PORT_RANGE = 2768  # 30000-32767, the API server's default --service-node-port-range
 
 
 def copy_obj(obj: Any) -> Any:
@@ -291,12 +292,24 @@ class Store:
             return
         held = {(p.get("port"), p.get("protocol")): p.get("nodePort")
                 for p in ((current or {}).get("spec") or {}).get("ports") or [] if isinstance(p, dict)}
-        ports = spec.get("ports")
-        for port in ports if isinstance(ports, list) else []:
-            if isinstance(port, dict) and not port.get("nodePort"):
-                # A stride coprime with the range's size visits every port before repeating one.
-                port["nodePort"] = held.get((port.get("port"), port.get("protocol"))) or \
-                    30000 + next(self._node_port_counter) * 1009 % 2768
+        listed = spec.get("ports")
+        ports = [p for p in listed if isinstance(p, dict)] if isinstance(listed, list) else []
+        used = {p.get("nodePort") for svc in self.bucket(("", "services")).objects.values()
+                for p in (svc.get("spec") or {}).get("ports") or [] if isinstance(p, dict)}
+        used.update(p.get("nodePort") for p in ports)
+        for port in ports:
+            if not port.get("nodePort"):
+                port["nodePort"] = held.get((port.get("port"), port.get("protocol"))) or self._free_node_port(used)
+                used.add(port["nodePort"])
+
+    def _free_node_port(self, used: set[Any]) -> int:
+        for _ in range(_NODE_PORT_RANGE):
+            # A stride coprime with the range's size visits every port before repeating one.
+            candidate = 30000 + next(self._node_port_counter) * 1009 % _NODE_PORT_RANGE
+            if candidate not in used:
+                return candidate
+        raise StatusError(422, "Service is invalid: spec.ports: Internal error: range of valid node ports "
+                               "(30000-32767) is full", reason="Invalid")
 
     # ---- writes ------------------------------------------------------------------------------
 
