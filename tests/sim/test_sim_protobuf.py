@@ -145,9 +145,9 @@ def test_schema_table_references_only_known_messages() -> None:
             assert field.type in SCALARS or field.type in SCHEMA, f"{msg}.{number} refers to {field.type}"
 
 
-def _post(sim: SimCluster, path: str, body: bytes) -> tuple[int, dict]:
-    req = urllib.request.Request(sim.url + path, data=body, method="POST",
-                                 headers={"Content-Type": "application/vnd.kubernetes.protobuf"})
+def _send(sim: SimCluster, path: str, body: bytes, method: str = "POST",
+          ctype: str = "application/vnd.kubernetes.protobuf") -> tuple[int, dict]:
+    req = urllib.request.Request(sim.url + path, data=body, method=method, headers={"Content-Type": ctype})
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, json.loads(resp.read())
@@ -159,8 +159,17 @@ def test_bad_protobuf_over_http_is_400_and_stores_nothing(sim: SimCluster, ns: s
     path = f"/api/v1/namespaces/{ns}/configmaps"
     before = sim.call(lambda: sim.store.rv)
     for body in (b"garbage", envelope("ConfigMap", meta("bad") + f(99, 1)), envelope("ConfigMap", meta("bad"))[:-1]):
-        status, payload = _post(sim, path, body)
+        status, payload = _send(sim, path, body)
         assert (status, payload["kind"], payload["reason"]) == (400, "Status", "BadRequest"), payload
     assert sim.call(lambda: sim.store.rv) == before
-    status, created = _post(sim, path, envelope("ConfigMap", meta("good") + f(2, entry("a", "b"))))
+    status, created = _send(sim, path, envelope("ConfigMap", meta("good") + f(2, entry("a", "b"))))
     assert status == 201 and created["data"] == {"a": "b"} and created["metadata"]["namespace"] == ns
+
+
+def test_protobuf_put_updates_and_protobuf_patch_is_415(sim: SimCluster, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    assert _send(sim, path, envelope("ConfigMap", meta("cm")))[0] == 201
+    status, updated = _send(sim, f"{path}/cm", envelope("ConfigMap", meta("cm") + f(2, entry("k", "v"))), "PUT")
+    assert status == 200 and updated["data"] == {"k": "v"}
+    status, payload = _send(sim, f"{path}/cm", envelope("ConfigMap", meta("cm")), "PATCH")
+    assert status == 415 and payload["reason"] == "UnsupportedMediaType"
