@@ -56,6 +56,11 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+KUBERNETES_SERVICE: dict[str, Any] = {
+    "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+    "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443, "protocol": "TCP",
+                                                   "targetPort": 6443}]},
+}
 
 
 class SimCluster:
@@ -104,12 +109,19 @@ class SimCluster:
             self.kubelet.adopt()
 
     def _seed(self) -> None:
-        """What every cluster starts with: the default namespaces, and the nodes the kubelet registers."""
+        """What every cluster starts with: the default namespaces, the ``kubernetes`` service and the
+        nodes the kubelet registers."""
         rt = self.registry.storage_type(("", "namespaces"))
         assert rt is not None
         for ns in DEFAULT_NAMESPACES:
             if self.store.find(rt.key, "", ns) is None:
                 self.store.create(rt, None, {"metadata": {"name": ns}}, manager="sim-bootstrap")
+        services = self.registry.storage_type(("", "services"))
+        assert services is not None
+        if self.store.find(services.key, "default", "kubernetes") is None:
+            # kube-apiserver's bootstrap controller keeps this service for in-cluster clients; it is the
+            # first row of `kubectl get svc` on every real cluster (the allocator starts above .1).
+            self.store.create(services, "default", copy_obj(KUBERNETES_SERVICE), manager="kube-apiserver")
         self.kubelet.register_nodes()
 
     def _on_crd_event(self, ev: Any) -> None:

@@ -110,6 +110,8 @@ def test_cluster_commands_auth_and_top(kubectl: Kubectl, ns: str) -> None:
     versions = kubectl.run("api-versions").stdout.split()
     assert {"v1", "apps/v1", "authorization.k8s.io/v1", "authentication.k8s.io/v1"} <= set(versions)
     assert "Kubernetes control plane is running at http://127.0.0.1:" in kubectl.run("cluster-info").stdout
+    service = kubectl.run("get", "service", "kubernetes", "-n", "default").stdout.splitlines()[1].split()
+    assert service[:5] == ["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"]
     assert kubectl.run("auth", "can-i", "create", "deployments", "-n", ns).stdout.strip() == "yes"
     assert kubectl.run("auth", "can-i", "*", "*").stdout.strip() == "yes"
     rules = kubectl.run("auth", "can-i", "--list").stdout.splitlines()
