@@ -122,8 +122,8 @@ def test_create_service_variants_store_what_the_api_server_allocates(kubectl: Ku
     assert rows["lb"][2] == "<pending>"
 
 
-# Every create variant a presenter types; each runs against a kubectl 1.32 cluster (protobuf) and a
-# kubectl 1.31 cluster (JSON) in a namespace of the same name, and both must store the same object.
+# Every create variant a presenter types. kubectl 1.32 and 1.33 send them as protobuf, 1.31 as JSON
+# (the same Go structs through encoding/json): all three clusters must store the same objects.
 VARIANTS = [
     (("create", "configmap", "cm", "--from-literal=a=b", "--from-file=bin=/bin/true"), ("configmap", "cm")),
     (("create", "secret", "generic", "gen", "--from-literal=k=v", "--type=example.com/t"), ("secret", "gen")),
@@ -135,18 +135,21 @@ VARIANTS = [
     (("create", "service", "loadbalancer", "lb", "--tcp=443:8443", "--tcp=80"), ("service", "lb")),
     (("expose", "deployment", "two", "--port=8080", "--target-port=80", "--name=exposed"), ("service", "exposed")),
 ]
+PROTOBUF_KINDS = ["ConfigMap", "Secret", "Secret", "Deployment", "Deployment", "Service"]  # expose sends JSON
 
 
 @pytest.fixture(scope="module")
-def json_cluster() -> Iterator[SimCluster]:
-    cluster = SimCluster(port=0, git_version="v1.31.0", **FAST).start()
-    yield cluster
-    cluster.stop()
+def other_minors() -> Iterator[dict[str, SimCluster]]:
+    clusters = {v: SimCluster(port=0, git_version=v, **FAST).start() for v in ("v1.31.0", "v1.33.0")}
+    yield clusters
+    for cluster in clusters.values():
+        cluster.stop()
 
 
 def _comparable(kubectl: Kubectl, args: tuple[str, ...]) -> dict[str, Any]:
     obj = _stored(kubectl, *args)
     obj.pop("status", None)
+    obj["metadata"].pop("namespace")
     obj["metadata"].get("annotations", {}).pop("deployment.kubernetes.io/revision", None)
     spec = obj.get("spec", {})
     for key in ("clusterIP", "clusterIPs"):
@@ -156,19 +159,21 @@ def _comparable(kubectl: Kubectl, args: tuple[str, ...]) -> dict[str, Any]:
     return obj
 
 
-def test_protobuf_creates_store_what_json_creates_store(kubectl: Kubectl, ns: str, json_cluster: SimCluster,
-                                                        tmp_path: Path, decoded: list[str]) -> None:
-    old = Kubectl(json_cluster, tmp_path / "old")
-    old_ns = make_namespace(json_cluster)
+def _create_all(kubectl: Kubectl, ns: str) -> list[dict[str, Any]]:
     for command, _ in VARIANTS:
         kubectl.run("-n", ns, *command)  # before the command: a "--" in it ends the flags
-        old.run("-n", old_ns, *command)
-    assert decoded == ["ConfigMap", "Secret", "Secret", "Deployment", "Deployment", "Service"], \
-        "kubectl 1.32 sends these as protobuf (expose sends JSON)"
-    for _, target in VARIANTS:
-        new_obj, old_obj = _comparable(kubectl, (*target, "-n", ns)), _comparable(old, (*target, "-n", old_ns))
-        new_obj["metadata"]["namespace"] = old_ns
-        assert new_obj == old_obj, target
+    return [_comparable(kubectl, (*target, "-n", ns)) for _, target in VARIANTS]
+
+
+def test_protobuf_creates_store_what_json_creates_store(kubectl: Kubectl, ns: str,
+                                                        other_minors: dict[str, SimCluster], tmp_path: Path,
+                                                        decoded: list[str]) -> None:
+    stored = {"v1.32.0": _create_all(kubectl, ns)}
+    for version, cluster in other_minors.items():
+        stored[version] = _create_all(Kubectl(cluster, tmp_path / version), make_namespace(cluster))
+    assert decoded == PROTOBUF_KINDS * 2, "kubectl 1.32 and 1.33 send these as protobuf"
+    for i, (_, target) in enumerate(VARIANTS):
+        assert stored["v1.32.0"][i] == stored["v1.31.0"][i] == stored["v1.33.0"][i], target
 
 
 def test_create_for_a_kind_the_simulator_does_not_serve_fails_as_kubectl_does(kubectl: Kubectl, ns: str,
