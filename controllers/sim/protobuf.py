@@ -174,9 +174,12 @@ def _int_or_string(fields: dict[str, Any], empty: bool) -> int | str:
 
 
 def _fields_v1(fields: dict[str, Any], empty: bool) -> Any:
-    # FieldsV1 carries its JSON verbatim; the decoder has already base64-encoded the bytes field.
+    # FieldsV1 carries its JSON verbatim (null when unset); the decoder has base64-encoded the bytes.
+    raw = base64.b64decode(fields["Raw"])
+    if not raw:
+        return None
     try:
-        return orjson.loads(base64.b64decode(fields["Raw"]))
+        return orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         raise ProtobufError(f"FieldsV1 is not JSON: {e}") from None
 

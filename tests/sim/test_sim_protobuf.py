@@ -106,6 +106,14 @@ def test_inline_struct_fields_flatten_into_the_parent() -> None:
     assert container["env"] == [{"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "key"}}}]
 
 
+def test_managed_fields_carry_their_fields_v1_json_verbatim() -> None:
+    entry_ = f(1, "kubectl") + f(2, "Update") + f(6, "FieldsV1") + f(7, f(1, b'{"f:data":{".":{}}}'))
+    empty = f(1, "other") + f(7, b"")
+    got = decode(envelope("ConfigMap", meta("x", f(17, entry_), f(17, empty))))["metadata"]["managedFields"]
+    assert got == [{"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:data": {".": {}}}}, {"manager": "other", "fieldsV1": None}]
+
+
 def test_delete_options_decode() -> None:
     raw = f(1, 0) + f(4, "Foreground") + f(2, f(1, "u-1"))
     assert decode(envelope("DeleteOptions", raw)) == {"apiVersion": "v1", "kind": "DeleteOptions",
