@@ -30,23 +30,19 @@ Usage: ``python bench/ui.py [--duration 8] [--rates 1000,5000] [--objects 100000
 from __future__ import annotations
 
 import argparse
-import asyncio
 import multiprocessing as mp
 import os
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.transport import _delete_prefix, _pct, paced, start_daphne  # noqa: E402
+from bench.transport import _delete_prefix, _pct, paced, publish_peer, start_daphne  # noqa: E402
 from controllers.telemetry.publisher import RedisPublisher  # noqa: E402
 from controllers.telemetry.redisboot import ensure_redis  # noqa: E402
 from controllers.telemetry.telemetry_observer import TelemetryObserver  # noqa: E402
@@ -144,32 +140,15 @@ def publish_ctrlscope(redis_url: str, prefix: str, rate: int, duration: float) -
         pub.stop()
 
 
-def publish_peer(redis_url: str, prefix: str, rate: int, duration: float) -> int:
-    """The peer's worker: one channels_redis ``group_send`` per event, from one long-lived loop."""
-    from channels_redis.core import RedisChannelLayer
-
-    async def main() -> int:
-        layer = RedisChannelLayer(hosts=[{"address": redis_url, "socket_timeout": None}], prefix=prefix + "layer:")
-        queue: asyncio.Queue = asyncio.Queue()
-        loop = asyncio.get_running_loop()
-        total = int(rate * duration)
-        producer = threading.Thread(target=paced, args=(rate, duration,
-                                                        lambda seq, ts: loop.call_soon_threadsafe(queue.put_nowait, (seq, ts))))
-        producer.start()
-        for _ in range(total):
-            seq, ts = await queue.get()
-            data = orjson.dumps({"ts": ts, "type": "MODIFIED", "key": f"default/pod-{seq % KEYS:05d}",
-                                 "rv": str(int(ts * 1000))}).decode()
-            await layer.group_send("bench", {"type": "observation", "data": data})
-        producer.join()
-        return total
-
-    return asyncio.run(main())
+def _peer_message(seq: int, ts: float) -> dict[str, Any]:
+    return {"ts": ts, "type": "MODIFIED", "key": f"default/pod-{seq % KEYS:05d}", "rv": str(int(ts * 1000))}
 
 
 def _worker(kind: str, redis_url: str, prefix: str, rate: int, duration: float, out: Any) -> None:
-    fn = publish_ctrlscope if kind == "ctrlscope" else publish_peer
-    out.put(fn(redis_url, prefix, rate, duration))
+    if kind == "ctrlscope":
+        out.put(publish_ctrlscope(redis_url, prefix, rate, duration))
+    else:  # the peer's worker: one channels_redis group_send per event
+        out.put(publish_peer(redis_url, prefix, rate, duration, _peer_message))
 
 
 def _summary(page: Any) -> dict[str, Any]:
