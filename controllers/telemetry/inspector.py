@@ -55,7 +55,8 @@ from controllers.telemetry.telemetry_observer import TOPIC_SEGMENT, resource_ver
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 2.0  # seconds the dashboard waits; well under redis-py's 5 s socket timeout
-POLL = 1.0  # the worker's BRPOP block: also how often it beats and how soon ``stop`` returns
+POLL = 0.25  # the worker's BRPOP block (like the hub's XREAD): how soon ``stop`` returns
+HEARTBEAT_EVERY = 1.0
 HEARTBEAT_TTL_MS = 5000  # a worker silent this long is reported as not running
 REPLY_TTL_MS = 5000
 QUEUE_TTL_MS = 10_000
@@ -228,7 +229,7 @@ class Inspector:
         beat_at: float | None = None
         while not self._stop.stopped:
             try:
-                if beat_at is None or self.clock.now() - beat_at >= POLL:
+                if beat_at is None or self.clock.now() - beat_at >= HEARTBEAT_EVERY:
                     self.heartbeat()
                     beat_at = self.clock.now()
                 popped = self.redis.brpop([queue], timeout=POLL)
@@ -272,8 +273,8 @@ def ask(client: redis.Redis, keys: Keys, *, worker: str, informer: str, key: str
     alive = client.get(keys.inspect_alive(worker))
     if alive is None:
         if client.sismember(keys.topics, f"w/{worker}/components"):
-            return error(503, f"worker {worker} is not running: it has not answered for "
-                              f"{HEARTBEAT_TTL_MS / 1000:g} s (only the summaries it published are left)")
+            return error(503, f"worker {worker} is not running (no inspector heartbeat in the last "
+                              f"{HEARTBEAT_TTL_MS / 1000:g} s): only the summaries it published are left")
         return error(404, f"no worker named {worker} publishes telemetry here")
     informers = orjson.loads(alive).get("informers") or {}
     if informer not in informers:

@@ -1,7 +1,7 @@
 """Redaction: nothing secret leaves the worker.
 
 Applied to every object before it is summarised, published or shown by the inspector
-(``inspect.py``). A Secret loses the values of ``data`` and ``stringData`` and the
+(``inspector.py``). A Secret loses the values of ``data`` and ``stringData`` and the
 ``kubectl.kubernetes.io/last-applied-configuration`` annotation, which ``kubectl apply`` fills with
 the whole manifest -- the values in clear text. ``managedFields`` stays: it names fields, never
 values. The input is never modified.
