@@ -15,6 +15,8 @@ What it keeps, and why it stays small:
   are; opaque ones are taken in arrival order).
 - Redacted, compact: both objects are redacted (``redaction.py``) and kept as orjson bytes -- no
   decoded dicts for the cyclic GC to walk, and nothing secret even in the worker's own memory copy.
+  Successive updates of a key chain (this call's ``old`` is the last call's ``new``), so in the steady
+  state one object is encoded per call, not two.
 - Bounded by count *and* bytes (defaults 2,000 keys / 16 MiB): the least recently updated keys are
   evicted first. A byte count is the encoded sizes plus a fixed estimate per entry. A pair larger
   than the whole budget is not kept (and drops that key's older pair, which would be stale).
@@ -83,7 +85,9 @@ class LastUpdates:
             if known is not None and _older(new_rv, known.new_rv):
                 return
         try:
-            old_b, new_b = orjson.dumps(redact(old)), orjson.dumps(redact(new))
+            # A key's updates chain: this call's old is usually the last call's new, already encoded.
+            old_b = known.new if known is not None and known.new_rv == old_rv else orjson.dumps(redact(old))
+            new_b = orjson.dumps(redact(new))
         except TypeError:  # not JSON (runtime objects always are; a test fake may not be)
             return
         pair = UpdatePair(old_b, new_b, old_rv, new_rv, handler, at,

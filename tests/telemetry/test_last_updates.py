@@ -45,7 +45,7 @@ def test_the_byte_bound_holds_and_a_pair_bigger_than_the_budget_is_not_kept():
     assert [lu.get("cms", f"default/c{i:02d}") is not None for i in (14, 15, 19)] == [False, True, True]
     small = LastUpdates(max_keys=10, max_bytes=pair_size - 1)
     record(small, "c00", 1, 2)
-    record(small, "c00", 2, 3, big)
+    record(small, "c00", 5, 6, big)
     assert len(small) == 0 and small.bytes == 0, "an oversized pair is dropped, and so is the stale one"
 
 
@@ -57,6 +57,7 @@ def test_resyncs_repeats_and_a_lagging_handlers_older_pair_keep_the_last_change(
     pair = lu.get("cms", "default/a")
     assert (pair.old_rv, pair.new_rv, pair.handler) == ("1", "2", "first")
     record(lu, "a", 2, 5, handler="fast")
+    assert lu.get("cms", "default/a").old is pair.new, "a chained update reuses the encoding it already has"
     record(lu, "a", 1, 2, handler="slow")  # a handler thread that lags behind
     assert lu.get("cms", "default/a").new_rv == "5"
 
