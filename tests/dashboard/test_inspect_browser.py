@@ -5,6 +5,10 @@ A ConfigMap and a Secret are created through the API and the ConfigMap is update
 ConfigMap's cache row shows its YAML with the new data and a diff with the old and new value; the
 Secret's data (and the manifest kubectl apply leaves in an annotation) is shown redacted. Stopping
 the worker turns the next click into a clear error instead of a wait.
+
+The two pure modules behind it run in the same Chromium: yaml.js's output is read back by PyYAML
+(a YAML 1.1 parser: yes/no/on/off and friends must come out quoted), and linediff.js is checked for
+correct and minimal diffs against a Python LCS.
 """
 
 from __future__ import annotations
@@ -118,9 +122,6 @@ def test_the_inspector_shows_yaml_a_diff_of_the_last_update_and_redacted_secrets
     page.emulate_media(color_scheme="dark")
     save_screenshot(page, artifacts, "inspect-diff-dark.png", **panel(page))
     page.emulate_media(color_scheme="light")
-    page.keyboard.press("Escape")
-    page.wait_for_selector("#cache-details", state="hidden")
-    assert "obj=" not in page.url
 
     # The deep link opens the inspector too (on the tab last used on that page: YAML on a fresh one).
     linked = browser.new_page()
@@ -128,19 +129,40 @@ def test_the_inspector_shows_yaml_a_diff_of_the_last_update_and_redacted_secrets
     assert "message: hello, world" in linked.wait_for_selector("#cache-object .obj-yaml", timeout=20_000).inner_text()
     linked.close()
 
+    # The cache moves on while the pane is open: the page says so; reload shows the new state. Then the
+    # ConfigMap is deleted: the last state an update handler saw is still shown, marked deleted.
+    later = core.patch_namespaced_config_map("greeting", "default", {"data": {"message": "bye"}})
+    later_rv = later.metadata.resource_version
+    page.wait_for_selector(f"#cache-object .badge.warn >> text=the cache has rv {later_rv} now", timeout=10_000)
+    wait_until(lambda: inspect(dashboard, "v1_ConfigMap", "default/greeting")[1]["update"]["new_rv"] == later_rv,
+               what="the second update's handler call")
+    core.delete_namespaced_config_map("greeting", "default")
+    page.wait_for_selector("#cache-details .details-head >> text=not in the cache (deleted)", timeout=10_000)
+    assert "deleted from the cache since" in page.inner_text("#cache-object .obj-meta")
+    page.click("#cache-object .obj-reload")
+    page.wait_for_selector(f"#cache-object .obj-meta >> text=last seen at rv {later_rv}", timeout=5_000)
+    added = page.eval_on_selector_all("#cache-object .dl.add .txt", "els => els.map(e => e.textContent)")
+    assert "  message: bye" in added, "the diff of the last update still shows after the delete"
+    page.click('#cache-object button.tab[data-tab="yaml"]')
+    assert "  message: bye" in page.inner_text("#cache-object .obj-yaml")
+    assert "its last state as handler" in page.inner_text("#cache-object .obj-note")
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#cache-details", state="hidden")
+    assert "obj=" not in page.url
+
     # The Secret: its value and the last-applied manifest are redacted (and marked) in the worker.
     topic = page.eval_on_selector("#cache-informer", "s => [...s.options].map(o => o.value).find(v => v.endsWith('/v1_Secret'))")
     page.select_option("#cache-informer", topic)
     page.click('#cache-spacer .cache-row[data-key="default/db-password"]', timeout=10_000)
-    page.wait_for_selector("#cache-object .obj-meta")
-    assert "only the current version is known" in page.inner_text("#cache-object .diff-none"), "the tab is kept"
-    page.click('#cache-object button.tab[data-tab="yaml"]')
     text = page.wait_for_selector("#cache-object .obj-yaml").inner_text()
     assert "kind: Secret" in text and "password: \"<redacted> (28 chars, #" in text
     redacted = page.eval_on_selector_all("#cache-object .obj-yaml .redacted", "els => els.map(e => e.textContent)")
     assert len(redacted) == 2 and any(LAST_APPLIED in line for line in redacted)
     assert "Redacted" in page.inner_text("#cache-object .redacted-note")
     assert ENCODED not in page.content() and PASSWORD not in page.content()
+    page.click('#cache-object button.tab[data-tab="diff"]')
+    assert "only the current version is known" in page.inner_text("#cache-object .diff-none")
+    page.click('#cache-object button.tab[data-tab="yaml"]')
     save_screenshot(page, artifacts, "inspect-secret.png", **panel(page))
 
     # The worker stops (its inspector withdraws the heartbeat): the next click says so at once.
@@ -165,12 +187,20 @@ STRINGS = [
 ]
 
 
-def test_the_yaml_renderer_round_trips_through_a_yaml_parser(dashboard, browser):
+@pytest.fixture
+def js_page(browser):
+    """A blank page with the inspector's two pure modules loaded from disk (no server needed)."""
+    page = browser.new_page()
+    for name in ("yaml.js", "linediff.js"):
+        page.add_script_tag(path=str(ROOT / "dashboard" / "static" / "dashboard" / name))
+    yield page
+    page.close()
+
+
+def test_the_yaml_renderer_round_trips_through_a_yaml_parser(js_page):
     import yaml
 
-    page = browser.new_page()
-    page.goto(dashboard.url + "/c/w1/podset/")
-    page.wait_for_function("window.ctrlscopeYaml && window.ctrlscopeDiff")
+    page = js_page
     value = {
         "strings": STRINGS,
         "map": {s: s for s in STRINGS if "\n" not in s} | {"multi\nline key": 1, "": "empty key"},
@@ -186,7 +216,6 @@ def test_the_yaml_renderer_round_trips_through_a_yaml_parser(dashboard, browser)
                           {"data": {"a": "<redacted> (3 chars, #1)", "b": "clear"}})
     assert [(line["text"], line["redacted"]) for line in lines] == [
         ("data:", False), ('  a: "<redacted> (3 chars, #1)"', True), ("  b: clear", False)]
-    page.close()
 
 
 def lcs(a: list[str], b: list[str]) -> int:
@@ -198,12 +227,10 @@ def lcs(a: list[str], b: list[str]) -> int:
     return row[-1]
 
 
-def test_the_line_diff_is_correct_minimal_and_folds_context(dashboard, browser):
+def test_the_line_diff_is_correct_minimal_and_folds_context(js_page):
     import random
 
-    page = browser.new_page()
-    page.goto(dashboard.url + "/c/w1/podset/")
-    page.wait_for_function("window.ctrlscopeDiff")
+    page = js_page
     rng = random.Random(7)
     cases = [([], []), (["a"], []), ([], ["b"]), (["a", "b"], ["a", "b"])]
     cases += [([rng.choice("abcd") for _ in range(rng.randint(0, 40))], [rng.choice("abcd") for _ in range(rng.randint(0, 40))])
@@ -226,4 +253,3 @@ def test_the_line_diff_is_correct_minimal_and_folds_context(dashboard, browser):
         return {ms: performance.now() - t, removed: rows.filter(r => r.op === '-').length, added: rows.filter(r => r.op === '+').length}; }""")
     print(f"\ndiff of two unrelated 3,000-line renderings: {big['ms']:.0f} ms")
     assert big["removed"] == 3000 and big["added"] == 3000 and big["ms"] < 2000
-    page.close()

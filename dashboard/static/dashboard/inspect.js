@@ -60,7 +60,8 @@
   }
 
   function create(box, { worker }) {
-    let ctl = null, shown = null, tab = "yaml", answer = null, error = null, cacheRv = null;
+    // cacheRv: the selected key's rv in the page's cache summary (null: not in it; undefined: not told yet).
+    let ctl = null, shown = null, tab = "yaml", answer = null, error = null, cacheRv;
 
     function url(informer, key) {
       return "/c/" + encodeURIComponent(worker) + "/informer/" + encodeURIComponent(informer) +
@@ -70,7 +71,7 @@
     async function load(informer, key) {
       if (ctl) ctl.abort();
       const mine = ctl = new AbortController();
-      shown = { informer, key }; answer = null; error = null;
+      shown = { informer, key }; answer = null; error = null; cacheRv = undefined;
       render();
       const timer = setTimeout(() => mine.abort("timeout"), CLIENT_TIMEOUT_MS);
       try {
@@ -125,9 +126,10 @@
       }
       const a = answer, u = a.update;
       const latest = u ? (u.new || a.current) : null;
-      const meta = [el("span", null, "rv ", el("b", { className: "obj-rv" }, a.current_rv || "—"), a.cached ? " in the cache" : "")];
-      if (!a.cached) meta.push(el("span", { className: "badge bad" }, "deleted"));
-      if (a.cached && cacheRv && cacheRv !== a.current_rv) meta.push(el("span", { className: "badge warn" }, "the cache has rv " + cacheRv + " now"));
+      const meta = a.cached ? [el("span", null, "rv ", el("b", { className: "obj-rv" }, a.current_rv || "?"), " in the cache")]
+        : [el("span", { className: "badge bad" }, "deleted"), el("span", null, "last seen at rv ", el("b", { className: "obj-rv" }, u.new_rv || "?"))];
+      if (a.cached && cacheRv === null) meta.push(el("span", { className: "badge warn" }, "deleted from the cache since"));
+      else if (a.cached && cacheRv && cacheRv !== a.current_rv) meta.push(el("span", { className: "badge warn" }, "the cache has rv " + cacheRv + " now"));
       meta.push(el("span", { className: "spacer" }), reload);
       const object = a.cached ? a.current : latest;
       const lines = toYamlLines(object, a.redacted);
