@@ -79,8 +79,9 @@ def test_the_inspector_shows_yaml_a_diff_of_the_last_update_and_redacted_secrets
                                                   "data": {"message": "hello", "lang": "en"}})
     applied = orjson.dumps({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-password"},
                             "data": {"password": ENCODED}}).decode()
-    core.create_namespaced_secret("default", {"metadata": {"name": "db-password", "annotations": {LAST_APPLIED: applied}},
-                                              "type": "Opaque", "data": {"password": ENCODED}})
+    core.create_namespaced_secret("default", {
+        "metadata": {"name": "db-password", "annotations": {LAST_APPLIED: applied}},
+        "type": "Opaque", "data": {"password": ENCODED}})
     wait_until(lambda: inspect(dashboard, "v1_ConfigMap", "default/greeting")[0] == 200, timeout=30,
                what=f"the worker to cache the ConfigMap (log: {log_path})")
     updated = core.patch_namespaced_config_map("greeting", "default", {"data": {"message": "hello, world"}})
@@ -151,7 +152,8 @@ def test_the_inspector_shows_yaml_a_diff_of_the_last_update_and_redacted_secrets
     assert "obj=" not in page.url
 
     # The Secret: its value and the last-applied manifest are redacted (and marked) in the worker.
-    topic = page.eval_on_selector("#cache-informer", "s => [...s.options].map(o => o.value).find(v => v.endsWith('/v1_Secret'))")
+    topic = page.eval_on_selector("#cache-informer",
+                                  "s => [...s.options].map(o => o.value).find(v => v.endsWith('/v1_Secret'))")
     page.select_option("#cache-informer", topic)
     page.click('#cache-spacer .cache-row[data-key="default/db-password"]', timeout=10_000)
     text = page.wait_for_selector("#cache-object .obj-yaml").inner_text()
@@ -233,8 +235,10 @@ def test_the_line_diff_is_correct_minimal_and_folds_context(js_page):
     page = js_page
     rng = random.Random(7)
     cases = [([], []), (["a"], []), ([], ["b"]), (["a", "b"], ["a", "b"])]
-    cases += [([rng.choice("abcd") for _ in range(rng.randint(0, 40))], [rng.choice("abcd") for _ in range(rng.randint(0, 40))])
-              for _ in range(150)]
+    def lines() -> list[str]:
+        return [rng.choice("abcd") for _ in range(rng.randint(0, 40))]
+
+    cases += [(lines(), lines()) for _ in range(150)]
     results = page.evaluate("cs => cs.map(([a, b]) => window.ctrlscopeDiff.diffLines(a, b))", cases)
     for (a, b), rows in zip(cases, results, strict=True):
         assert [r["text"] for r in rows if r["op"] != "+"] == a and [r["text"] for r in rows if r["op"] != "-"] == b
@@ -243,13 +247,17 @@ def test_the_line_diff_is_correct_minimal_and_folds_context(js_page):
     # One change in 100 lines: 3 lines of context each side, the rest folded.
     old = [f"line {i}" for i in range(100)]
     new = old[:50] + ["line 50 changed"] + old[51:]
-    folded = page.evaluate("([a, b]) => window.ctrlscopeDiff.hunks(window.ctrlscopeDiff.diffLines(a, b), 3)", [old, new])
+    folded = page.evaluate("([a, b]) => window.ctrlscopeDiff.hunks(window.ctrlscopeDiff.diffLines(a, b), 3)",
+                           [old, new])
     assert [h.get("fold") for h in folded if "fold" in h] == [47, 46]
     assert [h["row"]["op"] + h["row"]["text"] for h in folded if "row" in h][3:5] == ["-line 50", "+line 50 changed"]
 
     # Unrelated 3,000-line objects: past MAX_EDITS the diff is still right, and quick.
-    big = page.evaluate("""() => { const a = [], b = []; for (let i = 0; i < 3000; i++) { a.push('a' + i); b.push('b' + i); }
-        const t = performance.now(); const rows = window.ctrlscopeDiff.diffLines(a, b);
-        return {ms: performance.now() - t, removed: rows.filter(r => r.op === '-').length, added: rows.filter(r => r.op === '+').length}; }""")
+    big = page.evaluate("""() => {
+        const a = [], b = [];
+        for (let i = 0; i < 3000; i++) { a.push('a' + i); b.push('b' + i); }
+        const t = performance.now(), rows = window.ctrlscopeDiff.diffLines(a, b), ms = performance.now() - t;
+        const count = (op) => rows.filter(r => r.op === op).length;
+        return {ms: ms, removed: count('-'), added: count('+')}; }""")
     print(f"\ndiff of two unrelated 3,000-line renderings: {big['ms']:.0f} ms")
     assert big["removed"] == 3000 and big["added"] == 3000 and big["ms"] < 2000
