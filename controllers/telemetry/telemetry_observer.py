@@ -14,6 +14,10 @@ Topics (one set per worker, so two replicas never overwrite each other's snapsho
 - ``w/{worker}/status/{table}`` — state: rows a controller reports about itself (``on_status``), e.g.
   the PodSet example's scoreboard of desired versus actual pods per implementation.
 
+Full objects are never published. What an update handler call received (``old`` and ``new``) is kept
+in the worker, redacted and bounded (``last_updates``, a ``LastUpdates``), for the object inspector
+(``inspector.py``) to answer with when the dashboard asks for one object.
+
 Every hook runs on the runtime's thread; it only builds small dicts and hands them to the publisher's
 in-memory buffer (no I/O). Records carry ``ts`` (wall ms) so the page can show and measure latency.
 """
@@ -25,11 +29,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from controllers.clock import Clock, RealClock
+from controllers.telemetry.last_updates import LastUpdates
 from controllers.telemetry.observer import Observer
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redaction import redact
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9:/._@-]")
+TOPIC_SEGMENT = re.compile(r"^[A-Za-z0-9:._@-]{1,120}$")
+"""A worker or informer name as ``topic_part`` makes it (no "/": one URL segment), as readers accept it."""
 
 
 def topic_part(name: str) -> str:
@@ -54,10 +61,12 @@ def summarize(obj: Any) -> dict[str, Any]:
 class TelemetryObserver(Observer):
     """Publishes every runtime step through a RedisPublisher (see module docstring)."""
 
-    def __init__(self, publisher: RedisPublisher, *, worker: str, clock: Clock | None = None) -> None:
+    def __init__(self, publisher: RedisPublisher, *, worker: str, clock: Clock | None = None,
+                 last_updates: LastUpdates | None = None) -> None:
         self.publisher = publisher
         self.worker = topic_part(worker)
         self.clock = clock or RealClock()
+        self.last_updates = last_updates or LastUpdates()
         self._topics: dict[tuple[str, str], str] = {}
         self._components_topic = f"w/{self.worker}/components"
         self._components: dict[str, dict[str, Any]] = {}
@@ -138,12 +147,15 @@ class TelemetryObserver(Observer):
     def on_handler(self, informer: str, *, handler: str, event: str, key: str, outcome: str,
                    duration: float, error: str | None = None, old: Any = None, new: Any = None) -> None:
         record = {"k": "handler", "handler": handler, "event": event, "key": key, "outcome": outcome,
-                  "duration": duration, "error": error, "rv": _rv(new), "old_rv": _rv(old)}
+                  "duration": duration, "error": error, "rv": resource_version(new), "old_rv": resource_version(old)}
+        if event == "update" and isinstance(old, dict) and isinstance(new, dict):
+            self.last_updates.record(informer, key, handler=handler, old=old, new=new, old_rv=record["old_rv"],
+                                     new_rv=record["rv"], at=self.clock.wall() * 1000)
         # A delete whose final state was missed (relist after a gap) carries the last known object in a
         # DeletedFinalStateUnknown tombstone; duck-typed because telemetry must not import informers.
         last_known = getattr(new, "obj", None)
         if last_known is not None and type(new).__name__ == "DeletedFinalStateUnknown":
-            record.update(tombstone=True, rv=_rv(last_known))
+            record.update(tombstone=True, rv=resource_version(last_known))
         self._emit("informer", informer, record)
 
     # -- workqueue ---------------------------------------------------------------------------
@@ -215,7 +227,8 @@ class TelemetryObserver(Observer):
         self.publisher.set_state(self.topic("status", table), key, None if value is None else dict(value))
 
 
-def _rv(obj: Any) -> str | None:
+def resource_version(obj: Any) -> str | None:
+    """``metadata.resourceVersion`` of an object (``None`` for anything else, e.g. a tombstone)."""
     if isinstance(obj, dict):
         meta = obj.get("metadata")
         if isinstance(meta, dict):
