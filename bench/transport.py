@@ -135,7 +135,13 @@ def publish_ctrlscope(redis_url: str, prefix: str, rate: int, duration: float) -
         pub.stop()
 
 
-def publish_peer(redis_url: str, prefix: str, rate: int, duration: float) -> int:
+def _peer_message(seq: int, ts: float) -> dict:
+    return {"seq": seq, "ts": ts, "k": "watch", "type": "MODIFIED", "key": f"default/obj-{seq % 500}"}
+
+
+def publish_peer(redis_url: str, prefix: str, rate: int, duration: float, message=_peer_message) -> int:
+    """The peer's publisher: one channels_redis ``group_send`` of ``message(seq, ts)`` per observation,
+    from one long-lived event loop, paced by a thread."""
     from channels_redis.core import RedisChannelLayer
 
     async def main() -> int:
@@ -153,8 +159,7 @@ def publish_peer(redis_url: str, prefix: str, rate: int, duration: float) -> int
         sent = 0
         while sent < total:
             seq, ts = await queue.get()
-            data = orjson.dumps({"seq": seq, "ts": ts, "k": "watch", "type": "MODIFIED",
-                                 "key": f"default/obj-{seq % 500}"}).decode()
+            data = orjson.dumps(message(seq, ts)).decode()
             await layer.group_send("bench", {"type": "observation", "data": data})
             sent += 1
         thread.join()

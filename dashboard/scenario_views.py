@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import psutil
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -35,11 +36,21 @@ def scenarios(request: HttpRequest) -> HttpResponse:
 
 
 def _running() -> int | None:
+    """The pid of the scenario process still running, if any. A finished scenario started by this
+    server is its child: reap it here, or it lingers as a zombie that looks alive to ``kill(pid, 0)``
+    and every later start would be refused with 409."""
     try:
         pid = int((settings.RUN_DIR / PID_FILE).read_text().strip())
-        os.kill(pid, 0)
-        return pid
     except (OSError, ValueError):
+        return None
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return None  # it had exited; now reaped
+    except ChildProcessError:
+        pass  # not our child (started by another server process, or already reaped)
+    try:
+        return None if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE else pid
+    except psutil.Error:
         return None
 
 

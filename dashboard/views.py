@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 
 import orjson
@@ -12,11 +11,10 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from controllers.telemetry import inspector
 from controllers.telemetry.streams import FRAME_FIELD, SNAPSHOT_ID_FIELD, Keys
+from controllers.telemetry.telemetry_observer import TOPIC_SEGMENT as _SEGMENT
 from dashboard.access import can_view, is_operator
-
-# A topic segment as TelemetryObserver.topic_part makes it (no "/", so one URL segment each).
-_SEGMENT = re.compile(r"^[A-Za-z0-9:._@-]{1,120}$")
 
 
 def _shell_context(request: HttpRequest) -> dict[str, object]:
@@ -122,6 +120,38 @@ def informer_snapshot(request: HttpRequest, worker: str, informer: str) -> HttpR
         b',"state":{', b",".join(orjson.dumps(k.decode()) + b":" + state[k] for k in sorted(state)),
         b'},"history":[', b",".join(rows), b"]}"))
     response = HttpResponse(body, content_type="application/json")
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+# Each waiting inspect request holds a thread and a Redis connection for up to 2 s: cap them per process.
+MAX_INSPECTS_IN_FLIGHT = 8
+_inspects = threading.BoundedSemaphore(MAX_INSPECTS_IN_FLIGHT)
+
+
+def inspect_object(request: HttpRequest, worker: str, informer: str) -> HttpResponse:
+    """One cached object, asked from the worker that holds it (``controllers/telemetry/inspector.py``):
+    ``?key=ns/name`` → its current state and the last ``(old, new)`` pair an update handler received,
+    redacted in the worker. 404 unknown worker/informer/key, 503 worker not running or Redis down,
+    504 no answer within 2 s, 429 too many requests; the body always says which, in ``error``.
+
+    A sync view is fine here: Django runs each ASGI request's sync code in a thread of its own."""
+    if not can_view(request.user):
+        return JsonResponse({"status": 403, "error": "forbidden"}, status=403)
+    if not _SEGMENT.match(worker) or not _SEGMENT.match(informer):
+        return JsonResponse({"status": 404, "error": "no such informer"}, status=404)
+    key = request.GET.get("key", "")
+    if not inspector.KEY.match(key):
+        return JsonResponse({"status": 400, "error": "?key= must be namespace/name"}, status=400)
+    if not _inspects.acquire(blocking=False):
+        return JsonResponse({"status": 503, "error": "too many inspect requests in flight; try again"}, status=503)
+    try:
+        answer = inspector.ask(_redis(), Keys(settings.CTRLSCOPE_PREFIX), worker=worker, informer=informer, key=key)
+    except redis.RedisError as exc:
+        return JsonResponse({"status": 503, "error": f"Redis is unreachable: {exc}"}, status=503)
+    finally:
+        _inspects.release()
+    response = HttpResponse(answer.body, status=answer.status, content_type="application/json")
     response["Cache-Control"] = "no-store"
     return response
 

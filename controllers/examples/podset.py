@@ -28,7 +28,7 @@ import random
 import threading
 from typing import Any
 
-from controllers.clock import Clock, RealClock
+from controllers.clock import Clock, RealClock, StopSignal
 from controllers.informers import ApiError, SharedInformer
 from controllers.reconcile import (
     EnqueueRequestForOwner,
@@ -140,15 +140,31 @@ class ImplementationIs(Predicate):
 
 
 class HandlerPodSets:
-    """The event-handler implementation (see module docstring). Counts what it did and lost."""
+    """The event-handler implementation (see module docstring). Counts what it did and lost.
+
+    A Manager runnable: its handlers are registered on ``start`` -- once this replica leads, when
+    leader election runs, as a client-go operator starts its informer handlers from
+    ``OnStartedLeading`` -- and removed on ``stop``. Registering after the informer synced means
+    the first calls are an ``on_add`` for every cached PodSet, blind to the pods that exist: the
+    handler approach's restart (and failover) problem, shown by the scenarios."""
 
     def __init__(self, client: Any, podsets: SharedInformer) -> None:
         self.client = client
+        self.podsets = podsets
         self.handler_calls = 0
         self.api_calls = 0
         self.failed_side_effects = 0
-        podsets.add_event_handler(on_add=self.on_add, on_update=self.on_update, on_delete=self.on_delete,
-                                  name="podset-handlers")
+        self._registration: Any = None
+
+    def start(self) -> None:
+        if self._registration is None:
+            self._registration = self.podsets.add_event_handler(
+                on_add=self.on_add, on_update=self.on_update, on_delete=self.on_delete, name="podset-handlers")
+
+    def stop(self) -> None:
+        if self._registration is not None:
+            self.podsets.remove_event_handler(self._registration)
+            self._registration = None
 
     def _mine(self, obj: Any) -> bool:
         return isinstance(obj, dict) and implementation_of(obj) == "handlers"
@@ -212,10 +228,20 @@ class PodSetReconciler:
         self.pods = pods
         self.clock = clock or RealClock()
         self.api_calls = 0
+        self.reconciles = 0
+        self.errors = 0  # raised: the workqueue retries them with backoff
         self._expected: dict[str, dict[str, float]] = {}  # owner uid -> created pod name -> deadline
         self._lock = threading.Lock()
 
     def reconcile(self, request: Request) -> Result:
+        self.reconciles += 1
+        try:
+            return self._reconcile(request)
+        except Exception:
+            self.errors += 1
+            raise
+
+    def _reconcile(self, request: Request) -> Result:
         owner = self.podsets.store.get_by_key(str(request))
         if owner is None or implementation_of(owner) != "reconciler" or owner["metadata"].get("deletionTimestamp"):
             return Result()
@@ -271,6 +297,149 @@ class PodSetReconciler:
                 raise
 
 
+class PodSetScoreboard:
+    """The comparison the demo is about, live: per implementation, how many pods the PodSets want
+    and how many exist, how many PodSets match, how long the last convergence took, the API calls
+    made, and handler calls versus reconciles.
+
+    Convergence is tracked per PodSet from the informers' events (its own handlers on the PodSet
+    and Pod informers), so a divergence repaired in 50 ms is measured as 50 ms: a PodSet
+    *diverges* when its live pods stop matching ``spec.replicas`` and *converges* when they match
+    again. Once a second (on the Manager's clock) one row per implementation is reported with
+    ``observer.on_status("podset-scoreboard", ...)`` for the dashboard's scenarios page; it reads
+    the caches only, never the API. A leader-only runnable: a standby replica reports nothing.
+    """
+
+    TABLE = "podset-scoreboard"
+
+    def __init__(self, podsets: SharedInformer, pods: SharedInformer, *, observer: Any,
+                 handlers: HandlerPodSets | None, reconciler: PodSetReconciler | None,
+                 clock: Clock | None = None, interval: float = 1.0) -> None:
+        self.podsets = podsets
+        self.pods = pods
+        self.observer = observer
+        self.handlers = handlers
+        self.reconciler = reconciler
+        self.clock = clock or RealClock()
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._owners: dict[str, str] = {}  # PodSet uid -> cache key
+        self._diverged_at: dict[str, float] = {}  # PodSet key -> when it stopped matching
+        self._last_converge: dict[str, float] = {}  # implementation -> seconds the last convergence took
+        self._registrations: list[tuple[SharedInformer, Any]] = []
+        self._stop = StopSignal(self.clock)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._registrations = [
+            (self.podsets, self.podsets.add_event_handler(
+                on_add=self._podset_changed, on_update=lambda old, new: self._podset_changed(new),
+                on_delete=self._podset_changed, name="podset-scoreboard")),
+            (self.pods, self.pods.add_event_handler(
+                on_add=self._pod_changed, on_update=lambda old, new: self._pod_changed(old, new),
+                on_delete=self._pod_changed, name="podset-scoreboard")),
+        ]
+        self._stop = StopSignal(self.clock)
+        self._thread = threading.Thread(target=self._run, args=(self._stop,), name="podset-scoreboard", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.stop()
+        for informer, registration in self._registrations:
+            informer.remove_event_handler(registration)
+        self._registrations = []
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _run(self, stop: StopSignal) -> None:
+        while not stop.stopped:
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 -- a report must never take the worker down
+                log.exception("podset scoreboard failed")
+            stop.wait(self.interval)
+
+    # -- convergence, from events ----------------------------------------------------------------
+    def _podset_changed(self, obj: Any) -> None:
+        obj = getattr(obj, "obj", obj)  # a DeletedFinalStateUnknown carries the last known state
+        meta = (obj or {}).get("metadata") or {}
+        if not meta.get("uid"):
+            return
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        with self._lock:
+            self._owners[meta["uid"]] = key
+        self._check(key)
+
+    def _pod_changed(self, *pods: Any) -> None:
+        for pod in pods:
+            pod = getattr(pod, "obj", pod)
+            if not isinstance(pod, dict):
+                continue
+            for uid in _owned_by(pod):
+                with self._lock:
+                    key = self._owners.get(uid)
+                if key is not None:
+                    self._check(key)
+
+    def _check(self, key: str) -> None:
+        owner = self.podsets.store.get_by_key(key)
+        now = self.clock.now()
+        with self._lock:
+            if owner is None or owner["metadata"].get("deletionTimestamp"):
+                self._diverged_at.pop(key, None)
+                return
+            if self._matches(owner):
+                started = self._diverged_at.pop(key, None)
+                if started is not None:
+                    self._last_converge[implementation_of(owner)] = now - started
+            else:
+                self._diverged_at.setdefault(key, now)
+
+    def _live_pods(self, owner: dict[str, Any]) -> int:
+        return sum(1 for p in self.pods.store.by_index(OWNER_INDEX, owner["metadata"]["uid"])
+                   if not p["metadata"].get("deletionTimestamp"))
+
+    def _matches(self, owner: dict[str, Any]) -> bool:
+        return self._live_pods(owner) == replicas_of(owner)
+
+    # -- the report ------------------------------------------------------------------------------
+    def tick(self) -> dict[str, dict[str, Any]]:
+        """Compute and report the rows now (also what the thread does every ``interval``)."""
+        now = self.clock.now()
+        rows = {impl: {"podsets": 0, "converged": 0, "desired": 0, "actual": 0, "converging_s": None}
+                for impl, present in (("handlers", self.handlers), ("reconciler", self.reconciler))
+                if present is not None}
+        for owner in self.podsets.store.list():
+            row = rows.get(implementation_of(owner))
+            if row is None or owner["metadata"].get("deletionTimestamp"):
+                continue
+            key = f"{owner['metadata'].get('namespace', '')}/{owner['metadata']['name']}"
+            live = self._live_pods(owner)
+            row["podsets"] += 1
+            row["desired"] += replicas_of(owner)
+            row["actual"] += live
+            with self._lock:
+                started = self._diverged_at.get(key)
+            if live == replicas_of(owner):
+                row["converged"] += 1
+            elif started is not None:
+                row["converging_s"] = max(row["converging_s"] or 0.0, now - started)
+        if self.handlers is not None:
+            rows["handlers"].update(handler_calls=self.handlers.handler_calls, reconciles=0,
+                                    api_calls=self.handlers.api_calls,
+                                    lost_side_effects=self.handlers.failed_side_effects, retried_errors=0)
+        if self.reconciler is not None:
+            rows["reconciler"].update(handler_calls=0, reconciles=self.reconciler.reconciles,
+                                      api_calls=self.reconciler.api_calls, lost_side_effects=0,
+                                      retried_errors=self.reconciler.errors)
+        with self._lock:
+            last = dict(self._last_converge)
+        for impl, row in rows.items():
+            row.update(last_converge_s=last.get(impl), at=self.clock.wall() * 1000)
+            self.observer.on_status(self.TABLE, key=impl, value=row)
+        return rows
+
+
 class FlakyReconciler:
     """Wraps a reconciler: fails ``failure_rate`` of calls and adds ``latency`` seconds to each."""
 
@@ -296,12 +465,16 @@ def _wire(manager: Manager, *, handlers: bool, reconciler: bool, flaky: FlakyRec
     client = manager.factory.client
     ensure_crd(client)
     podsets = manager.informer_for(API_VERSION, KIND)
-    if handlers:
-        HandlerPodSets(client, podsets)
-    if reconciler:
-        pods = manager.informer_for("v1", "Pod")
+    pods = manager.informer_for("v1", "Pod")
+    if OWNER_INDEX not in pods.store.get_indexers():
         pods.store.add_indexers({OWNER_INDEX: _owned_by})
-        impl: Any = PodSetReconciler(client, podsets, pods, clock=manager.clock)
+    handler_impl = HandlerPodSets(client, podsets) if handlers else None
+    if handler_impl is not None:
+        manager.add_runnable(handler_impl)
+    reconciler_impl = None
+    if reconciler:
+        reconciler_impl = PodSetReconciler(client, podsets, pods, clock=manager.clock)
+        impl: Any = reconciler_impl
         if flaky is not None:
             flaky.inner = impl
             impl = flaky
@@ -310,6 +483,8 @@ def _wire(manager: Manager, *, handlers: bool, reconciler: bool, flaky: FlakyRec
         # "Reconcile is triggered after status update" hot loop, controller-runtime #2831).
         controller.watch(podsets, predicates=[ImplementationIs("reconciler"), GenerationChangedPredicate()])
         controller.watch(pods, handler=EnqueueRequestForOwner(API_VERSION, KIND))
+    manager.add_runnable(PodSetScoreboard(podsets, pods, observer=manager.observer, handlers=handler_impl,
+                                          reconciler=reconciler_impl, clock=manager.clock))
 
 
 def setup(manager: Manager) -> None:

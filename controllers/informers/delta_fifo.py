@@ -217,11 +217,11 @@ class DeltaFIFO:
                 self._report_synced()
             return deltas
 
-    def pop_batch(self, process: Callable[[list[tuple[list[Delta], bool]]], None],
+    def pop_batch(self, process: Callable[[list[tuple[str, list[Delta], bool]]], None],
                   max_keys: int = POP_BATCH) -> int:
         """``pop`` for up to ``max_keys`` keys at once: block until a key is queued, take every
         queued key (in queue order, at most ``max_keys``), then call ``process(batch)`` once with
-        the lock held, ``batch`` being ``[(deltas, is_in_initial_list), ...]``. Returns the number
+        the lock held, ``batch`` being ``[(key, deltas, is_in_initial_list), ...]``. Returns the number
         of keys popped; raises ``FIFOClosedError`` once closed and empty.
 
         Why: at tens of thousands of events/s, taking the lock, waking the consumer and handing
@@ -237,7 +237,7 @@ class DeltaFIFO:
                 self._wait_for_keys()
             items = self._items
             obs = self._obs
-            batch: list[tuple[list[Delta], bool]] = []
+            batch: list[tuple[str, list[Delta], bool]] = []
             initial = False
             for _ in range(min(len(queue), max_keys)):
                 key = queue.popleft()
@@ -248,7 +248,7 @@ class DeltaFIFO:
                 deltas = items.pop(key)
                 if obs is not None:
                     obs.on_fifo(self.name, op="popped", key=key, delta=deltas[-1].type, depth=len(queue))
-                batch.append((deltas, is_initial))
+                batch.append((key, deltas, is_initial))
             process(batch)
             if initial:
                 self._report_synced()

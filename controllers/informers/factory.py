@@ -54,6 +54,11 @@ class SharedInformerFactory:
                 self._informers[key] = informer
             return informer
 
+    def informers(self) -> list[SharedInformer]:
+        """Every informer created so far, started or not."""
+        with self._lock:
+            return list(self._informers.values())
+
     def start(self) -> None:
         """Start every informer that is not running yet."""
         with self._lock:

@@ -387,29 +387,27 @@ class SharedInformer:
         for t in self._threads:
             t.join(timeout)
 
-    def _process_batch(self, batch: list[tuple[list[Delta], bool]]) -> None:
+    def _process_batch(self, batch: list[tuple[str, list[Delta], bool]]) -> None:
         """Apply a ``DeltaFIFO.pop_batch`` batch to the cache, then hand its notifications to
         every handler in one buffer append per handler (one lock round-trip and at most one
         wake-up per handler per batch, instead of one per notification)."""
         indexer = self.indexer
         if self.freeze_gc_after_sync and self._synced:
-            self._writes_since_freeze += sum(len(deltas) for deltas, _ in batch)
+            self._writes_since_freeze += sum(len(deltas) for _, deltas, _ in batch)
             if self._writes_since_freeze >= max(1000, len(indexer) // 4):
                 self._writes_since_freeze = 0
                 self._freeze_gc()
         # (event, old, new, is_sync) in processing order.
         notes: list[tuple[str, Any, Any, bool]] = []
         with self._block:
-            for deltas, _ in batch:
+            for key, deltas, _ in batch:
                 try:
-                    self._apply(deltas, notes)
+                    self._apply(key, deltas, notes)
                 except Exception:  # noqa: BLE001 -- one bad key (raising indexer) must not stall the rest
                     log.exception("informer %s: processing deltas failed", self.name)
             self._distribute(notes)
 
-    def _apply(self, deltas: list[Delta], notes: list[tuple[str, Any, Any, bool]]) -> None:
-        # All deltas of one pop share one key.
-        key = object_key(deltas[0][1])
+    def _apply(self, key: str, deltas: list[Delta], notes: list[tuple[str, Any, Any, bool]]) -> None:
         indexer = self.indexer
         for delta_type, obj in deltas:
             if delta_type == DELETED:

@@ -10,7 +10,7 @@ from controllers.reconcile.handlers import (
     EventHandler,
 )
 from controllers.reconcile.leader_election import KubernetesLeaseLock, LeaderElector, LeaseLock
-from controllers.reconcile.manager import Manager
+from controllers.reconcile.manager import Manager, Runnable
 from controllers.reconcile.metrics import MetricsObserver
 from controllers.reconcile.predicates import GenerationChangedPredicate, Predicate, ResourceVersionChangedPredicate
 from controllers.reconcile.request import Reconciler, Request, Result, TerminalError
@@ -32,6 +32,7 @@ __all__ = [
     "Reconciler",
     "Request",
     "ResourceVersionChangedPredicate",
+    "Runnable",
     "Result",
     "TerminalError",
 ]

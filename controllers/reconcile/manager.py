@@ -12,6 +12,11 @@ and, optionally, a ``LeaderElector``. ``start``:
    controllers and ends ``run`` -- controller-runtime exits the process at that point, and so
    should a ctrlscope worker.
 
+Anything else with ``start()``/``stop()`` joins through ``add_runnable`` (controller-runtime's
+``mgr.Add(Runnable)``). Like upstream, a runnable runs only on the leader unless it says otherwise
+with ``need_leader_election = False`` (``LeaderElectionRunnable``): work that writes to the cluster
+-- a controller, or informer event handlers that act -- must not run in two replicas at once.
+
 Every component gets the Manager's clock and an observer that fans out to the caller's observer
 (e.g. the telemetry publisher) and the metrics -- the API client too, if it can report its requests.
 
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import Any, Protocol
 
 from controllers.clock import Clock, RealClock
 from controllers.informers.factory import ListWatchClient, SharedInformerFactory
@@ -38,6 +43,19 @@ from controllers.telemetry.observer import FanoutObserver, Observer
 from controllers.workqueue import RateLimiter
 
 log = logging.getLogger("ctrlscope.manager")
+
+
+class Runnable(Protocol):
+    """Something the Manager starts and stops (controller-runtime ``manager.Runnable``). Set
+    ``need_leader_election = False`` to run it on every replica (default: only on the leader)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def needs_leader_election(runnable: Any) -> bool:
+    return bool(getattr(runnable, "need_leader_election", True))
 
 
 class Manager:
@@ -63,6 +81,10 @@ class Manager:
         self.metrics_port = metrics_port
         self.metrics_addr = metrics_addr
         self.controllers: list[Controller] = []
+        self._lock = threading.Lock()
+        # Runnables other than controllers, in the order added; _running: those started, not stopped.
+        self.runnables: list[Runnable] = []
+        self._running: list[Runnable] = []
         self.elector: LeaderElector | None = None
         if leader_election_lock is not None:
             if not identity:
@@ -74,8 +96,8 @@ class Manager:
                                          observer=self.observer)
         self._metrics_server: Any = None
         self._done = threading.Event()
+        self._started = False
         self._controllers_started = False
-        self._lock = threading.Lock()
 
     # -- building ------------------------------------------------------------------------------
     def informer_for(self, api_version: str, kind: str, namespace: str | None = None) -> SharedInformer:
@@ -95,6 +117,15 @@ class Manager:
         self.controllers.append(controller)
         self.metrics.register_controller(controller.name, controller.max_concurrent_reconciles)
 
+    def add_runnable(self, runnable: Runnable) -> None:
+        """Start ``runnable`` with the Manager: once leading, or at once if it does not need
+        leader election (or no election runs); stop it with the Manager or when leadership ends."""
+        self.runnables.append(runnable)
+        with self._lock:
+            started = self._controllers_started
+        if started or (self._started and not needs_leader_election(runnable)):
+            self._start_runnable(runnable)
+
     # -- running -------------------------------------------------------------------------------
     @property
     def metrics_url(self) -> str | None:
@@ -108,6 +139,10 @@ class Manager:
         if self.metrics_port is not None:
             self._metrics_server = self.metrics.serve(self.metrics_port, self.metrics_addr)
         self.factory.start()
+        self._started = True
+        for runnable in self.runnables:
+            if not needs_leader_election(runnable):
+                self._start_runnable(runnable)
         if self.elector is None:
             self._start_controllers()
         else:
@@ -132,17 +167,46 @@ class Manager:
                 controller.start()
             except (TimeoutError, RuntimeError) as exc:
                 log.error("manager: controller %s did not start: %s", controller.name, exc)
+        for runnable in self.runnables:
+            if needs_leader_election(runnable):
+                self._start_runnable(runnable)
+
+    def _start_runnable(self, runnable: Runnable) -> None:
+        with self._lock:
+            if any(r is runnable for r in self._running):
+                return
+            self._running.append(runnable)
+        try:
+            runnable.start()
+        except Exception:  # noqa: BLE001 -- user code: shown in the log, never fatal to the Manager
+            log.exception("manager: runnable %r did not start", runnable)
 
     def _stop_controllers(self) -> None:
         for controller in self.controllers:
             if controller.started:
                 controller.stop()
+        for runnable in self.runnables:
+            if needs_leader_election(runnable):
+                self._stop_runnable(runnable)
+
+    def _stop_runnable(self, runnable: Runnable) -> None:
+        with self._lock:
+            if not any(r is runnable for r in self._running):
+                return
+            self._running = [r for r in self._running if r is not runnable]
+        try:
+            runnable.stop()
+        except Exception:  # noqa: BLE001 -- user code: shown in the log, never fatal to the Manager
+            log.exception("manager: runnable %r did not stop cleanly", runnable)
 
     def stop(self) -> None:
         """Stop controllers (draining running reconciles), leader election, informers and metrics."""
         if self.elector is not None:
             self.elector.stop()
         self._stop_controllers()
+        for runnable in self.runnables:
+            if not needs_leader_election(runnable):
+                self._stop_runnable(runnable)
         self.factory.shutdown()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()

@@ -137,6 +137,65 @@ class LeaseHolder:
         return identity
 
 
+class StandbyControl(Protocol):
+    """Adds a standby worker replica for the length of a scenario."""
+
+    def ensure_standby(self, timeout: float) -> bool:
+        """Make sure a second replica campaigns with a synced cache; True if one was added."""
+
+    def remove_standby(self) -> None: ...
+
+
+class DemoStandby:
+    """Asks a running ``make demo`` for a standby worker replica.
+
+    The demo describes its workers in ``run/demo.json``; it starts worker ``demo-standby`` while
+    ``run/standby.want`` exists and stops it (SIGTERM: a leading standby releases the Lease) once
+    the file is gone. The standby is ready when its published components show every informer
+    synced and its elector observing the Lease.
+    """
+
+    WORKER = "demo-standby"
+
+    def __init__(self, run_dir: Path, telemetry: Callable[[str], Any]) -> None:
+        self.run_dir = run_dir
+        self.telemetry = telemetry  # worker name -> TelemetryReader
+
+    def _demo(self) -> dict[str, Any]:
+        import json
+
+        try:
+            return json.loads((self.run_dir / "demo.json").read_text())
+        except (OSError, ValueError):
+            raise RuntimeError("no running demo found (run/demo.json): start `make demo`") from None
+
+    def ensure_standby(self, timeout: float) -> bool:
+        demo = self._demo()
+        if not demo.get("leader_election"):
+            raise RuntimeError("the demo's workers run without leader election (a real cluster?): "
+                               "start it with --replicas 2")
+        if demo.get("replicas", 1) > 1:
+            return False
+        (self.run_dir / "standby.want").touch()
+        reader = self.telemetry(self.WORKER)
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                comps = reader.components()
+                informers = [c for c in comps.values() if c.get("kind") == "informer"]
+                leases = [c for c in comps.values() if c.get("kind") == "lease"]
+                if informers and all(c.get("synced") for c in informers) and leases and leases[0].get("holder"):
+                    return True
+                time.sleep(0.2)
+        finally:
+            reader.close()
+        self.remove_standby()
+        raise RuntimeError(f"the standby worker was not ready within {timeout:.0f} s (see run/logs/worker-standby.log)")
+
+    def remove_standby(self) -> None:
+        (self.run_dir / "standby.want").unlink(missing_ok=True)
+
+
 @dataclass
 class ScenarioContext:
     """What a scenario may use. ``say`` narrates to whoever runs it (console, dashboard)."""
@@ -149,6 +208,7 @@ class ScenarioContext:
     telemetry: Any = None  # a TelemetryReader for the worker running the controllers, if available
     workers: WorkerControl | None = None  # how to kill and await the worker, if the scenario needs it
     lease: LeaseHolder | None = None  # the leader-election Lease of replicated workers, if any
+    standby: StandbyControl | None = None  # how to add a standby replica, if the scenario needs one
 
     @property
     def faults(self) -> SimFaults:

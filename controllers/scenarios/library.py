@@ -170,27 +170,49 @@ def controller_restart(ctx: ScenarioContext) -> ScenarioResult:
 def leader_failover(ctx: ScenarioContext) -> ScenarioResult:
     result = ScenarioResult("leader-failover")
     if ctx.lease is None:
-        raise RuntimeError("leader-failover needs two worker replicas with leader election (demo --replicas 2)")
-    name = "failover-reconciler"
-    _fresh_podsets(ctx, [(name, RECONCILER)], 2)
-    before = ctx.lease.holder()
+        raise RuntimeError("leader-failover needs workers with leader election on a Lease (make demo)")
+    added = False
+    if ctx.standby is not None:
+        ctx.say("A standby replica (worker demo-standby) starts: it lists and watches like the leader, so its "
+                "cache is warm, and it campaigns for the Lease.")
+        added = ctx.standby.ensure_standby(timeout=60)
+    try:
+        return _failover(ctx, result)
+    finally:
+        if added and ctx.standby is not None:
+            ctx.say("The standby replica is stopped again (SIGTERM: a leading replica releases its Lease first).")
+            ctx.standby.remove_standby()
+
+
+def _failover(ctx: ScenarioContext, result: ScenarioResult) -> ScenarioResult:
+    by_handlers, by_reconciler = _prepare(ctx, "failover", 2)
+    before = ctx.lease.holder()  # type: ignore[union-attr]
     ctx.say(f"The leader {before} is killed (SIGKILL): it cannot release its Lease.")
     killed_at = time.monotonic()
-    ctx.lease.kill()
-    ctx.say("The PodSet is scaled to 4 while nobody leads. The standby replica has a warm cache but must wait "
-            "for the Lease to expire before it may reconcile.")
-    ctx.scale(name, 4)
-    took_over = ctx.wait_for(lambda: ctx.lease.holder() not in ("", before), timeout=60)
-    converged = ctx.wait_for(lambda: len(ctx.pods_of(name)) == 4, timeout=60)
-    after = ctx.lease.holder()
+    ctx.lease.kill()  # type: ignore[union-attr]
+    ctx.say("Both PodSets are scaled to 4 while nobody leads. The standby has a warm cache but must wait "
+            "for the Lease to expire before it may act.")
+    ctx.scale(by_handlers, 4)
+    ctx.scale(by_reconciler, 4)
+    took_over = ctx.wait_for(lambda: ctx.lease.holder() not in ("", before), timeout=60)  # type: ignore[union-attr]
+    converged = ctx.wait_for(lambda: len(ctx.pods_of(by_reconciler)) == 4, timeout=60)
+    after = ctx.lease.holder()  # type: ignore[union-attr]
     total = time.monotonic() - killed_at
-    ctx.say(f"{after} took over; the PodSet converged {total:.1f} s after the kill.")
-    result.measurements.update(old_leader=before, new_leader=after, takeover_s=took_over, converged_s=total)
+    ctx.say(f"{after} took over; the reconciled PodSet converged {total:.1f} s after the kill.")
+    ctx.say("The new leader's handler-only controller starts with an on_add for every cached PodSet — it "
+            "creates 4 pods for a PodSet that already has 2.")
+    ctx.sleep(3)
+    handler_pods = len(ctx.pods_of(by_handlers))
+    result.measurements.update(old_leader=before, new_leader=after, takeover_s=took_over, converged_s=total,
+                               handler_pods=handler_pods, desired=4)
     same_replica = after.rsplit("-", 1)[0] == before.rsplit("-", 1)[0]
     result.measurements["taken_by"] = "the restarted replica" if same_replica else "the standby replica"
     result.claim("another process took the Lease", took_over is not None and after != before,
                  f"{before} → {after} ({result.measurements['taken_by']})")
-    result.claim("the new leader converged the PodSet to 4 pods", converged is not None, f"{len(ctx.pods_of(name))} pods")
+    result.claim("the new leader converged the reconciled PodSet to 4 pods", converged is not None,
+                 f"{len(ctx.pods_of(by_reconciler))} pods")
+    result.claim("the handler-only PodSet did not: the new leader's on_add created pods blind to what exists",
+                 handler_pods != 4, f"{handler_pods} pods for 4 desired")
     return result
 
 
@@ -244,12 +266,16 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "exist. Its earlier work is invisible to it, so it is wrong again — this time with too many.",
     ), controller_restart),
     Scenario("leader-failover", "Leader failover: two worker replicas, the leader dies", (
-        "Two worker replicas run the same controllers with leader election on a Lease. Both keep warm "
-        "informer caches; only the leader reconciles.",
-        "The leader is killed without releasing the Lease, and the PodSet is scaled while nobody leads.",
+        "Two worker replicas run the same controllers with leader election on a Lease (the demo adds a "
+        "standby for the length of the scenario). Both keep warm informer caches; only the leader reconciles "
+        "and only the leader runs the handler-only controller.",
+        "The leader is killed without releasing the Lease, and both PodSets are scaled while nobody leads.",
         "Once the Lease expires (lease duration, then a retry period) another process takes it — usually the "
         "standby, sometimes the killed replica after the demo's supervisor restarted it; the scenario says "
-        "which — and reconciles from the state in its cache: the PodSet converges with no event replayed.",
+        "which — and reconciles from the state in its cache: the reconciled PodSet converges with no event "
+        "replayed.",
+        "The handler-only controller on the new leader starts with an Add for every PodSet and creates pods "
+        "blind to the ones that exist: its PodSet ends with too many.",
     ), leader_failover),
     Scenario("pod-killer", "Pod killer: chaos deletes pods", (
         "Two pods of each PodSet are deleted behind the controllers' backs.",

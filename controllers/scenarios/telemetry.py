@@ -39,6 +39,11 @@ class TelemetryReader:
         fields = self.redis.hkeys(self.keys.snapshot(matches[0]))
         return {f.decode() for f in fields} - {"__id__"}
 
+    def components(self) -> dict[str, Record]:
+        """The worker's published components (informers, controllers, leases), by entry key."""
+        raw = self.redis.hgetall(self.keys.snapshot(f"{self.worker_prefix}components"))
+        return {k.decode(): orjson.loads(v) for k, v in raw.items() if k != b"__id__"}
+
     def records(self, kind: str, since_ms: float, until_ms: float,
                 where: Callable[[Record], bool] = lambda r: True) -> list[Record]:
         """Records of every ``w/{worker}/{kind}/*`` topic published in [since_ms, until_ms]."""

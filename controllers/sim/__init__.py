@@ -7,12 +7,14 @@ server-side apply, Table output, aggregated discovery and OpenAPI v3 stubs — p
 plane (deployments → replica sets → pods, a kubelet) and fault injection under ``/_sim/``.
 
 Module map, in the order a request meets them: ``server`` (SimCluster: wiring and lifecycle) →
-``api`` (routing and verbs) → ``codec`` / ``validation`` / ``patch`` / ``strategic`` / ``apply`` →
-``store`` (RVs, history, write semantics) → ``watch`` (events and watchers); ``resources``,
-``schema``, ``defaults``, ``managedfields``, ``selectors``, ``tables``, ``discovery`` describe the
-API; ``gc``, ``controlplane``, ``kubelet`` and ``events`` simulate kube-controller-manager and nodes
-(``background`` is their shared task lifecycle); ``faults`` breaks things on purpose; ``gctuning``
-keeps CPython's garbage collector from pausing a dedicated simulator process.
+``api`` (routing and verbs) → ``codec`` (JSON, YAML and, through ``protobuf`` and its message table
+``protobuf_messages``, the protobuf bodies kubectl's typed clients send) / ``validation`` / ``patch``
+/ ``strategic`` / ``apply`` → ``store`` (RVs, history, write semantics) → ``watch`` (events and
+watchers); ``resources``, ``schema``, ``defaults``, ``managedfields``, ``selectors``, ``tables``,
+``discovery`` describe the API; ``reviews`` answers ``kubectl auth can-i`` / ``whoami``; ``gc``,
+``controlplane``, ``kubelet`` (with ``nodes``) and ``events`` simulate kube-controller-manager, the
+scheduler and nodes (``background`` is their shared task lifecycle); ``faults`` breaks things on
+purpose; ``gctuning`` keeps CPython's garbage collector from pausing a dedicated simulator process.
 
 The simulator never imports ctrlscope's controller runtime (and vice versa): it must behave like an
 independent cluster for the runtime to be tested against it honestly.

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from controllers.sim import codec
+from controllers.sim import codec, reviews
 from controllers.sim.apply import server_side_apply
 from controllers.sim.discovery import AGGREGATED_CONTENT_TYPE, Discovery, wants_aggregated
 from controllers.sim.errors import StatusError, bad_request, qualified
@@ -234,7 +234,7 @@ class KubeAPI:
             verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, "")
             if verb == "delete" and req.name is None:
                 verb = "deletecollection"
-        if not verb:
+        if verb not in req.rt.verbs:
             raise _method_not_allowed()
         await self.faults.before_request(verb, req.rt.plural)
         dry_run = request.query.getall("dryRun", [])
@@ -436,6 +436,8 @@ class KubeAPI:
             raise _method_not_allowed()
         obj = codec.decode_object(await self._body(request), request.headers.get("Content-Type"))
         check_type(req.rt, obj)
+        if not req.rt.stored:
+            return _json(reviews.answer(req.rt, obj), 201)
         check_namespace_match(req.namespace, obj)
         created = self.store.create(req.rt, req.namespace, obj, manager=manager_of(request),
                                     dry_run=_dry_run(request))

@@ -2,8 +2,9 @@
 
 Bodies are decoded by Content-Type the way the API server negotiates them: an empty Content-Type
 means JSON (the Python client's ``create`` sends none), YAML is accepted for plain writes and for
-server-side apply, the four patch types are told apart by their media type and anything else is a
-415. A body over 3 MiB is a 413 before it is parsed. Malformed JSON or YAML is a 400. Encoding is
+server-side apply, Kubernetes protobuf (what kubectl's typed clients send) for plain writes and
+delete options (see ``protobuf``), the four patch types are told apart by their media type and
+anything else is a 415. A body over 3 MiB is a 413 before it is parsed. Malformed JSON or YAML is a 400. Encoding is
 orjson everywhere; YAML parsing is only paid for by clients that send YAML.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 import orjson
 import yaml
 
+from controllers.sim import protobuf
 from controllers.sim.errors import StatusError, bad_request
 
 MAX_BODY = 3 * 1024 * 1024
@@ -85,7 +87,7 @@ def _json(raw: bytes) -> Any:
 
 
 def decode_object(raw: bytes, content_type: str | None) -> Any:
-    """Body of a POST/PUT: JSON (also when no Content-Type is given) or YAML."""
+    """Body of a POST/PUT (or DELETE options): JSON (also when no Content-Type is given), YAML or protobuf."""
     ctype = media_type(content_type)
     if not raw.strip():
         raise bad_request("the body of the request was empty")
@@ -93,7 +95,9 @@ def decode_object(raw: bytes, content_type: str | None) -> Any:
         return _json(raw)
     if ctype in ("application/yaml", "application/x-yaml", "text/yaml"):
         return _yaml(raw)
-    raise unsupported_media(ctype, ("application/json", "application/yaml"))
+    if ctype == protobuf.MEDIA_TYPE:
+        return protobuf.decode(raw)
+    raise unsupported_media(ctype, ("application/json", "application/yaml", protobuf.MEDIA_TYPE))
 
 
 def decode_patch(raw: bytes, content_type: str | None) -> tuple[str, Any]:

@@ -68,6 +68,33 @@ def _workload_defaults(obj: dict[str, Any], deployment: bool) -> None:
             pod_spec_defaults(template["spec"])
 
 
+def _service_defaults(obj: dict[str, Any], cluster_ip: str) -> None:
+    spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    kind = spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if kind != "ExternalName":
+        # An ExternalName service is only a DNS alias: no cluster IP, no IP families, no traffic policy.
+        if spec.get("clusterIP") != "None":
+            spec.setdefault("clusterIP", cluster_ip)
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    if kind in ("NodePort", "LoadBalancer"):
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    if kind == "LoadBalancer":
+        spec.setdefault("allocateLoadBalancerNodePorts", True)
+    ports = spec.get("ports")
+    for port in ports if isinstance(ports, list) else []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+            # IntOrString's zero value (0 or "") means unset, as a protobuf body always carries one.
+            if "port" in port and port.get("targetPort") in (None, 0, ""):
+                port["targetPort"] = port["port"]
+
+
 def apply_defaults(rt: ResourceType, obj: dict[str, Any], cluster_ip: str) -> None:
     """Fill absent fields of a built-in kind in place (create and update alike)."""
     if not rt.builtin:
@@ -81,23 +108,7 @@ def apply_defaults(rt: ResourceType, obj: dict[str, Any], cluster_ip: str) -> No
     elif rt.plural == "replicasets":
         _workload_defaults(obj, deployment=False)
     elif rt.plural == "services":
-        spec = obj.setdefault("spec", {})
-        if not isinstance(spec, dict):
-            return
-        spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
-        if spec.get("clusterIP") != "None":
-            spec.setdefault("clusterIP", cluster_ip)
-            spec.setdefault("clusterIPs", [spec["clusterIP"]])
-        spec.setdefault("ipFamilies", ["IPv4"])
-        spec.setdefault("ipFamilyPolicy", "SingleStack")
-        spec.setdefault("internalTrafficPolicy", "Cluster")
-        ports = spec.get("ports")
-        for port in ports if isinstance(ports, list) else []:
-            if isinstance(port, dict):
-                port.setdefault("protocol", "TCP")
-                if "port" in port:
-                    port.setdefault("targetPort", port["port"])
+        _service_defaults(obj, cluster_ip)
     elif rt.plural == "secrets":
         obj.setdefault("type", "Opaque")
         string_data = obj.get("stringData")
@@ -128,6 +139,10 @@ def initial_status(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any] | No
         return {"phase": "Pending", "qosClass": "BestEffort"}
     if rt.plural == "namespaces":
         return {"phase": "Active"}
+    if rt.plural == "nodes":
+        # The node registry keeps the status a kubelet registers with (addresses, capacity, conditions).
+        status = obj.get("status")
+        return status if isinstance(status, dict) else {}
     if rt.plural == "services":
         return {"loadBalancer": {}}
     if rt.plural == "customresourcedefinitions":

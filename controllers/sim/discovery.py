@@ -31,6 +31,11 @@ AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGro
 _SUB_VERBS = {"status": ["get", "patch", "update"], "scale": ["get", "patch", "update"], "log": ["get"]}
 
 
+# What ``kubectl explain <kind>`` prints: the schemas are stubs, so it can name the kind, not its fields.
+_STUB_NOTE = ("The ctrlscope simulator serves no field schemas, so kubectl explain cannot list this kind's "
+              "fields; see https://kubernetes.io/docs/reference/kubernetes-api/")
+
+
 def wants_aggregated(accept: str) -> bool:
     return "as=APIGroupDiscoveryList" in accept and "v=v2" in accept.replace("v=v2beta1", "")
 
@@ -207,7 +212,7 @@ class Discovery:
             schema_name = f"{_schema_prefix(rt)}.{rt.kind}"
             gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
             ref = {"$ref": f"#/components/schemas/{schema_name}"}
-            schemas[schema_name] = {"type": "object", "description": f"{rt.kind} (ctrlscope simulator stub)",
+            schemas[schema_name] = {"type": "object", "description": f"{rt.kind}. {_STUB_NOTE}",
                                     "x-kubernetes-group-version-kind": [gvk],
                                     "x-kubernetes-preserve-unknown-fields": True}
             base = f"/apis/{rt.group}/{rt.version}" if rt.group else f"/api/{rt.version}"
@@ -227,13 +232,14 @@ class Discovery:
                           "responses": {"200": {"content": {"application/json": {"schema": ref}}}}},
                 "delete": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "delete"},
             }
-            paths[f"{scoped}/{{name}}"] = item_ops
             paths[scoped] = {
-                "get": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "list"},
                 "post": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "post", "parameters": params,
                          "requestBody": {"content": {"*/*": {"schema": ref}}},
                          "responses": {"201": {"content": {"application/json": {"schema": ref}}}}},
             }
+            if "get" in rt.verbs:  # create-only reviews have no items to read, update or delete
+                paths[f"{scoped}/{{name}}"] = item_ops
+                paths[scoped]["get"] = {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "list"}
         return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": self.git_version},
                 "paths": paths, "components": {"schemas": schemas}}
 

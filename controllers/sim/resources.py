@@ -62,6 +62,8 @@ class ResourceType:
     verbs: tuple[str, ...] = ALL_VERBS
     # DNS label (63) rather than DNS subdomain (253) names: namespaces and services.
     dns_label_names: bool = False
+    # Reviews (``kubectl auth can-i``) are answered per request and never stored (see ``reviews``).
+    stored: bool = True
 
     @property
     def key(self) -> tuple[str, str]:
@@ -98,6 +100,7 @@ def _core(plural: str, kind: str, namespaced: bool = True, **kw: Any) -> Resourc
 
 BUILTINS: tuple[ResourceType, ...] = (
     _core("namespaces", "Namespace", namespaced=False, short_names=("ns",), status=True, dns_label_names=True),
+    _core("nodes", "Node", namespaced=False, short_names=("no",), status=True),
     _core("pods", "Pod", short_names=("po",), categories=("all",), status=True, log=True),
     _core("configmaps", "ConfigMap", short_names=("cm",)),
     _core("secrets", "Secret"),
@@ -111,6 +114,15 @@ BUILTINS: tuple[ResourceType, ...] = (
                  scale=ScaleSpec(), generation=True),
     ResourceType(group="coordination.k8s.io", version="v1", plural="leases", kind="Lease", namespaced=True,
                  singular="lease"),
+    ResourceType(group="authorization.k8s.io", version="v1", plural="selfsubjectaccessreviews",
+                 kind="SelfSubjectAccessReview", namespaced=False, singular="selfsubjectaccessreview",
+                 verbs=("create",), stored=False),
+    ResourceType(group="authorization.k8s.io", version="v1", plural="selfsubjectrulesreviews",
+                 kind="SelfSubjectRulesReview", namespaced=False, singular="selfsubjectrulesreview",
+                 verbs=("create",), stored=False),
+    ResourceType(group="authentication.k8s.io", version="v1", plural="selfsubjectreviews",
+                 kind="SelfSubjectReview", namespaced=False, singular="selfsubjectreview",
+                 verbs=("create",), stored=False),
     ResourceType(group="apiextensions.k8s.io", version="v1", plural="customresourcedefinitions",
                  kind="CustomResourceDefinition", namespaced=False, singular="customresourcedefinition",
                  short_names=("crd", "crds"), categories=("api-extensions",), status=True, generation=True),

@@ -50,6 +50,7 @@ _TABLES: dict[tuple[str, str], dict[str, str]] = {
     ("apps", "replicasets"): {**_pod_spec_table("spec.template.spec"), "status.conditions": "type"},
     ("", "services"): {"spec.ports": "port", "status.conditions": "type"},
     ("", "namespaces"): {"status.conditions": "type"},
+    ("", "nodes"): {"spec.podCIDRs": "", "status.conditions": "type", "status.addresses": "type"},
 }
 
 

@@ -126,15 +126,23 @@ def selector_from_label_selector(sel: dict[str, Any] | None) -> str:
     return ",".join(parts)
 
 
+# Boolean fields: the API server's field sets format them with strconv.FormatBool, absent as "false".
+_BOOL_FIELDS = frozenset(("spec.unschedulable", "spec.hostNetwork"))
+
+
 def _path_getter(path: str) -> Callable[[dict[str, Any]], str]:
     keys = path.split(".")
+    boolean = path in _BOOL_FIELDS
 
     def get(obj: dict[str, Any]) -> str:
         cur: Any = obj
         for k in keys:
             if not isinstance(cur, dict):
-                return ""
+                cur = None
+                break
             cur = cur.get(k)
+        if boolean:
+            return "true" if cur is True else "false"
         if cur is None:
             return ""
         return str(cur)
@@ -154,6 +162,7 @@ _KIND_FIELDS: dict[str, set[str]] = {
         "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName",
     },
     "secrets": {"type"},
+    "nodes": {"spec.unschedulable"},
     "namespaces": {"status.phase"},
     "replicasets": {"status.replicas"},
 }

@@ -41,6 +41,7 @@ from controllers.sim.faults import FaultHook, FaultInjector
 from controllers.sim.gc import GarbageCollector
 from controllers.sim.gctuning import GcFreezer
 from controllers.sim.kubelet import Kubelet
+from controllers.sim.nodes import LEASE_RENEW_INTERVAL
 from controllers.sim.resources import Registry
 from controllers.sim.store import Store, copy_obj
 
@@ -55,6 +56,11 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+KUBERNETES_SERVICE: dict[str, Any] = {
+    "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+    "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443, "protocol": "TCP",
+                                                   "targetPort": 6443}]},
+}
 
 
 class SimCluster:
@@ -65,7 +71,7 @@ class SimCluster:
                  start_delay: float = 1.0, log_interval: float = 1.0, bookmark_interval: float = 5.0,
                  history_limit: int = 50_000, seed: int = 0, on_fault: FaultHook | None = None,
                  control_plane: bool = True, git_version: str = "v1.32.0", watch_flush_delay: float = 0.002,
-                 gc_freeze: bool = False) -> None:
+                 gc_freeze: bool = False, nodes: int = 3, lease_interval: float = LEASE_RENEW_INTERVAL) -> None:
         self.host = host
         self.port = port
         self.clock = clock or RealClock()
@@ -76,7 +82,8 @@ class SimCluster:
         self.store.listeners.append(self._on_crd_event)
         self.events = EventRecorder(self.store)
         self.kubelet = Kubelet(self.store, clock=self.clock, schedule_delay=schedule_delay, start_delay=start_delay,
-                               log_interval=log_interval, events=self.events)
+                               log_interval=log_interval, events=self.events, nodes=nodes,
+                               kubelet_version=git_version, lease_interval=lease_interval)
         self.control_plane = ControlPlane(self.store, events=self.events) if control_plane else None
         self.faults = FaultInjector(self.store, self.kubelet, seed=seed, on_fault=on_fault, reset=self._reset)
         self.discovery = Discovery(self.registry, git_version=git_version)
@@ -97,13 +104,25 @@ class SimCluster:
         if self.state_file is not None and self.state_file.exists():
             self.store.load(orjson.loads(self.state_file.read_bytes()))
             loaded = True
+        self._seed()
+        if loaded:
+            self.kubelet.adopt()
+
+    def _seed(self) -> None:
+        """What every cluster starts with: the default namespaces, the ``kubernetes`` service and the
+        nodes the kubelet registers."""
         rt = self.registry.storage_type(("", "namespaces"))
         assert rt is not None
         for ns in DEFAULT_NAMESPACES:
             if self.store.find(rt.key, "", ns) is None:
                 self.store.create(rt, None, {"metadata": {"name": ns}}, manager="sim-bootstrap")
-        if loaded:
-            self.kubelet.adopt()
+        services = self.registry.storage_type(("", "services"))
+        assert services is not None
+        if self.store.find(services.key, "default", "kubernetes") is None:
+            # kube-apiserver's bootstrap controller keeps this service for in-cluster clients; it is the
+            # first row of `kubectl get svc` on every real cluster (the allocator starts above .1).
+            self.store.create(services, "default", copy_obj(KUBERNETES_SERVICE), manager="kube-apiserver")
+        self.kubelet.register_nodes()
 
     def _on_crd_event(self, ev: Any) -> None:
         """Serve a CRD's kinds the moment it is written; drop them (and their objects) when it goes."""
@@ -141,13 +160,7 @@ class SimCluster:
         self.store.dependents.clear()
         self.kubelet.forget_all()
         self.store.compact()
-        self._bootstrap_namespaces_only()
-
-    def _bootstrap_namespaces_only(self) -> None:
-        rt = self.registry.storage_type(("", "namespaces"))
-        assert rt is not None
-        for ns in DEFAULT_NAMESPACES:
-            self.store.create(rt, None, {"metadata": {"name": ns}}, manager="sim-bootstrap")
+        self._seed()
 
     def save_state(self) -> None:
         if self.state_file is None:

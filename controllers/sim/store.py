@@ -45,6 +45,7 @@ ObjKey = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped o
 
 _SPEC_EXCLUDED = frozenset(("metadata", "status", "apiVersion", "kind"))
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_NODE_PORT_RANGE = 2768  # 30000-32767, the API server's default --service-node-port-range
 
 
 def copy_obj(obj: Any) -> Any:
@@ -112,6 +113,7 @@ class Store:
         self._removed_hooks: list[Callable[[ResourceType, dict[str, Any]], None]] = []
         self._depth = 0
         self._ip_counter = itertools.count(10)
+        self._node_port_counter = itertools.count(1)
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -271,6 +273,44 @@ class Store:
         n = next(self._ip_counter)
         return f"10.96.{(n >> 8) & 255}.{n & 255}"
 
+    def _kept_cluster_ip(self, new: dict[str, Any], current: dict[str, Any]) -> str:
+        """An updated service keeps its cluster IP; one that stops being ExternalName gets one."""
+        held = (current.get("spec") or {}).get("clusterIP")
+        if held:
+            return str(held)
+        spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+        return "" if spec.get("type") == "ExternalName" or spec.get("clusterIP") else self._allocate_ip()
+
+    def _allocate_node_ports(self, obj: dict[str, Any], current: dict[str, Any] | None) -> None:
+        """Give NodePort/LoadBalancer ports a node port (30000-32767), keeping the ones already held.
+
+        Like the API server's allocator this is not defaulting: an update that omits a port's
+        ``nodePort`` keeps the one the same port and protocol had.
+        """
+        spec = obj.get("spec")
+        if not isinstance(spec, dict) or spec.get("type") not in ("NodePort", "LoadBalancer"):
+            return
+        held = {(p.get("port"), p.get("protocol")): p.get("nodePort")
+                for p in ((current or {}).get("spec") or {}).get("ports") or [] if isinstance(p, dict)}
+        listed = spec.get("ports")
+        ports = [p for p in listed if isinstance(p, dict)] if isinstance(listed, list) else []
+        used = {p.get("nodePort") for svc in self.bucket(("", "services")).objects.values()
+                for p in (svc.get("spec") or {}).get("ports") or [] if isinstance(p, dict)}
+        used.update(p.get("nodePort") for p in ports)
+        for port in ports:
+            if not port.get("nodePort"):
+                port["nodePort"] = held.get((port.get("port"), port.get("protocol"))) or self._free_node_port(used)
+                used.add(port["nodePort"])
+
+    def _free_node_port(self, used: set[Any]) -> int:
+        for _ in range(_NODE_PORT_RANGE):
+            # A stride coprime with the range's size visits every port before repeating one.
+            candidate = 30000 + next(self._node_port_counter) * 1009 % _NODE_PORT_RANGE
+            if candidate not in used:
+                return candidate
+        raise StatusError(422, "Service is invalid: spec.ports: Internal error: range of valid node ports "
+                               "(30000-32767) is full", reason="Invalid")
+
     # ---- writes ------------------------------------------------------------------------------
 
     def create(self, rt: ResourceType, ns: str | None, obj: dict[str, Any], *, manager: str = "",
@@ -298,6 +338,8 @@ class Store:
         obj["apiVersion"] = self._storage_version(rt)
         obj["kind"] = rt.kind
         defaults.apply_defaults(rt, obj, self._allocate_ip() if rt.plural == "services" else "")
+        if rt.plural == "services":
+            self._allocate_node_ports(obj, None)
         validate_object(rt, obj)
         if rt.namespaced:
             self._check_namespace(ns)
@@ -384,8 +426,11 @@ class Store:
                     new["status"] = current["status"]
                 else:
                     new.pop("status", None)
-            defaults.apply_defaults(rt, new, (current.get("spec") or {}).get("clusterIP", "")
-                                    if rt.plural == "services" else "")
+            if rt.plural == "services":
+                defaults.apply_defaults(rt, new, self._kept_cluster_ip(new, current))
+                self._allocate_node_ports(new, current)
+            else:
+                defaults.apply_defaults(rt, new, "")
             # Server-owned metadata survives whatever the client sent.
             for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                           "generation"):

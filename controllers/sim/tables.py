@@ -100,11 +100,44 @@ def _selector_text(labels: dict[str, str] | None) -> str:
     return ",".join(f"{k}={v}" for k, v in (labels or {}).items()) or "<none>"
 
 
+def _service_external_ip(spec: dict[str, Any], status: dict[str, Any]) -> str:
+    kind = spec.get("type", "ClusterIP")
+    if kind == "ExternalName":
+        return str(spec.get("externalName") or "<none>")
+    external = list(spec.get("externalIPs") or [])
+    if kind == "LoadBalancer":
+        ingress = [i.get("ip") or i.get("hostname") for i in (status.get("loadBalancer") or {}).get("ingress") or []]
+        return ",".join([*filter(None, ingress), *external]) or "<pending>"
+    return ",".join(external) or "<none>"
+
+
 def _service_cells(obj: dict[str, Any], now: float) -> Row:
     spec = obj.get("spec") or {}
-    ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []) or "<none>"
-    return [obj["metadata"]["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP", "<none>"), "<none>",
-            ports, _age(obj, now), _selector_text(spec.get("selector"))]
+    ports = ",".join(f"{p.get('port')}:{p['nodePort']}/{p.get('protocol', 'TCP')}" if p.get("nodePort")
+                     else f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []) or "<none>"
+    return [obj["metadata"]["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP") or "<none>",
+            _service_external_ip(spec, obj.get("status") or {}), ports, _age(obj, now),
+            _selector_text(spec.get("selector"))]
+
+
+_ROLE_PREFIX = "node-role.kubernetes.io/"
+
+
+def _node_cells(obj: dict[str, Any], now: float) -> Row:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    ready = next((c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    state = ["Ready" if ready == "True" else "NotReady" if ready == "False" else "Unknown"]
+    if spec.get("unschedulable"):
+        state.append("SchedulingDisabled")
+    labels = obj["metadata"].get("labels") or {}
+    roles = sorted({k[len(_ROLE_PREFIX):] for k in labels if k.startswith(_ROLE_PREFIX)}
+                   | ({labels["kubernetes.io/role"]} if labels.get("kubernetes.io/role") else set()))
+    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
+    info = status.get("nodeInfo") or {}
+    return [obj["metadata"]["name"], ",".join(state), ",".join(roles) or "<none>", _age(obj, now),
+            info.get("kubeletVersion", ""), addresses.get("InternalIP") or "<none>",
+            addresses.get("ExternalIP") or "<none>", info.get("osImage") or "<unknown>",
+            info.get("kernelVersion") or "<unknown>", info.get("containerRuntimeVersion") or "<unknown>"]
 
 
 def _event_cells(obj: dict[str, Any], now: float) -> Row:
@@ -131,6 +164,10 @@ _BUILTIN: dict[str, tuple[list[Column], Callable[[dict[str, Any], float], Row]]]
                   ("Cluster-IP", "string", "", 0, ""), ("External-IP", "string", "", 0, ""),
                   ("Port(s)", "string", "", 0, ""), ("Age", "string", "", 0, ""),
                   ("Selector", "string", "", 1, "")], _service_cells),
+    "nodes": ([("Name", "string", "name", 0, ""), ("Status", "string", "", 0, ""), ("Roles", "string", "", 0, ""),
+               ("Age", "string", "", 0, ""), ("Version", "string", "", 0, ""), ("Internal-IP", "string", "", 1, ""),
+               ("External-IP", "string", "", 1, ""), ("OS-Image", "string", "", 1, ""),
+               ("Kernel-Version", "string", "", 1, ""), ("Container-Runtime", "string", "", 1, "")], _node_cells),
     "configmaps": ([("Name", "string", "name", 0, ""), ("Data", "string", "", 0, ""), ("Age", "string", "", 0, "")],
                    lambda o, now: [o["metadata"]["name"], len(o.get("data") or {}) + len(o.get("binaryData") or {}),
                                    _age(o, now)]),

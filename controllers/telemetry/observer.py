@@ -117,6 +117,11 @@ class Observer:
     def on_leader(self, name: str, *, identity: str, leader: bool, holder: str | None) -> None:
         """Leadership changed for this process (``leader``) or was observed for ``holder``."""
 
+    # -- Controller-defined status --------------------------------------------------------
+    def on_status(self, table: str, *, key: str, value: dict[str, Any] | None) -> None:
+        """A controller reports one row of its own live status table (``None`` removes the row),
+        e.g. a scoreboard of desired versus actual state. Rows replace each other per key."""
+
 
 NOOP_OBSERVER = Observer()
 """Shared do-nothing observer: the default everywhere."""

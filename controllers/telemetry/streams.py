@@ -14,6 +14,10 @@ Per topic (a string such as ``synthetic`` or ``informer:default/pods``):
   old epoch is recognised as meaningless and the client resyncs instead of silently missing frames.
 - ``{prefix}pubseq:{topic}`` — hash publisher id → last applied frame seq, which makes a frame retried
   after a lost reply idempotent (zero duplicates even when the connection drops mid-call).
+
+The object inspector's request/reply keys (``inspector.py`` explains the exchange), every one with a TTL:
+``{prefix}inspect:alive:{worker}`` (heartbeat), ``{prefix}inspect:queue:{worker}`` (request ids),
+``{prefix}inspect:req:{id}``, ``{prefix}inspect:reply:{id}`` and ``{prefix}inspect:rate:{worker}:{second}``.
 """
 
 from __future__ import annotations
@@ -39,6 +43,21 @@ class Keys:
 
     def pubseq(self, topic: str) -> str:
         return f"{self.prefix}pubseq:{topic}"
+
+    def inspect_alive(self, worker: str) -> str:
+        return f"{self.prefix}inspect:alive:{worker}"
+
+    def inspect_queue(self, worker: str) -> str:
+        return f"{self.prefix}inspect:queue:{worker}"
+
+    def inspect_request(self, request_id: str) -> str:
+        return f"{self.prefix}inspect:req:{request_id}"
+
+    def inspect_reply(self, request_id: str) -> str:
+        return f"{self.prefix}inspect:reply:{request_id}"
+
+    def inspect_rate(self, worker: str, second: int) -> str:
+        return f"{self.prefix}inspect:rate:{worker}:{second}"
 
 
 def parse_id(stream_id: str | bytes) -> tuple[int, int]:

@@ -13,9 +13,15 @@ Topics (one set per worker, so two replicas never overwrite each other's snapsho
 - ``w/{worker}/components`` — state: one entry per informer/controller/leader lock (reflector state,
   resourceVersion, synced, FIFO model, the informers a controller watches, leadership) and the
   cluster the worker talks to (``describe_cluster``: a name and the server URL, never a credential).
+- ``w/{worker}/status/{table}`` — state: rows a controller reports about itself (``on_status``), e.g.
+  the PodSet example's scoreboard of desired versus actual pods per implementation.
 - ``w/{worker}/metrics`` — written by ``MetricsSampler`` once a second; ``stages()`` is its share:
   cumulative counters per pipeline stage, so a page can draw every controller's pipeline with live
   rates without subscribing to the (large) informer, queue and controller topics.
+
+Full objects are never published. What an update handler call received (``old`` and ``new``) is kept
+in the worker, redacted and bounded (``last_updates``, a ``LastUpdates``), for the object inspector
+(``inspector.py``) to answer with when the dashboard asks for one object.
 
 Every hook runs on the runtime's thread; it only builds small dicts and hands them to the publisher's
 in-memory buffer (no I/O). Records carry ``ts`` (wall ms) so the page can show and measure latency.
@@ -33,11 +39,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from controllers.clock import Clock, RealClock
+from controllers.telemetry.last_updates import LastUpdates
 from controllers.telemetry.observer import Observer
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redaction import redact
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9:/._@-]")
+TOPIC_SEGMENT = re.compile(r"^[A-Za-z0-9:._@-]{1,120}$")
+"""A worker or informer name as ``topic_part`` makes it (no "/": one URL segment), as readers accept it."""
 
 
 def topic_part(name: str) -> str:
@@ -62,10 +71,12 @@ def summarize(obj: Any) -> dict[str, Any]:
 class TelemetryObserver(Observer):
     """Publishes every runtime step through a RedisPublisher (see module docstring)."""
 
-    def __init__(self, publisher: RedisPublisher, *, worker: str, clock: Clock | None = None) -> None:
+    def __init__(self, publisher: RedisPublisher, *, worker: str, clock: Clock | None = None,
+                 last_updates: LastUpdates | None = None) -> None:
         self.publisher = publisher
         self.worker = topic_part(worker)
         self.clock = clock or RealClock()
+        self.last_updates = last_updates or LastUpdates()
         self._topics: dict[tuple[str, str], str] = {}
         self._components_topic = f"w/{self.worker}/components"
         self._components: dict[str, dict[str, Any]] = {}
@@ -202,12 +213,15 @@ class TelemetryObserver(Observer):
     def on_handler(self, informer: str, *, handler: str, event: str, key: str, outcome: str,
                    duration: float, error: str | None = None, old: Any = None, new: Any = None) -> None:
         record = {"k": "handler", "handler": handler, "event": event, "key": key, "outcome": outcome,
-                  "duration": duration, "error": error, "rv": _rv(new), "old_rv": _rv(old)}
+                  "duration": duration, "error": error, "rv": resource_version(new), "old_rv": resource_version(old)}
+        if event == "update" and isinstance(old, dict) and isinstance(new, dict):
+            self.last_updates.record(informer, key, handler=handler, old=old, new=new, old_rv=record["old_rv"],
+                                     new_rv=record["rv"], at=self.clock.wall() * 1000)
         # A delete whose final state was missed (relist after a gap) carries the last known object in a
         # DeletedFinalStateUnknown tombstone; duck-typed because telemetry must not import informers.
         last_known = getattr(new, "obj", None)
         if last_known is not None and type(new).__name__ == "DeletedFinalStateUnknown":
-            record.update(tombstone=True, rv=_rv(last_known))
+            record.update(tombstone=True, rv=resource_version(last_known))
         self._emit("informer", informer, record)
         with self._counts_lock:
             c = self._informer(informer)
@@ -302,7 +316,14 @@ class TelemetryObserver(Observer):
         self._component(name, "lease", identity=identity, leader=leader, holder=holder)
 
 
-def _rv(obj: Any) -> str | None:
+    # -- controller-defined status ------------------------------------------------------------
+    def on_status(self, table: str, *, key: str, value: dict[str, Any] | None) -> None:
+        # State only: a page shows the current rows; the frame that carries a change is its history.
+        self.publisher.set_state(self.topic("status", table), key, None if value is None else dict(value))
+
+
+def resource_version(obj: Any) -> str | None:
+    """``metadata.resourceVersion`` of an object (``None`` for anything else, e.g. a tombstone)."""
     if isinstance(obj, dict):
         meta = obj.get("metadata")
         if isinstance(meta, dict):

@@ -83,7 +83,8 @@ def test_a_killed_demo_leaves_no_processes_behind(tmp_path, redis_url, prefix):
     assert not alive, [" ".join(p.cmdline()) for p in alive]
 
 
-def test_an_operator_starts_a_scenario_from_the_dashboard_of_a_running_demo(tmp_path, redis_url, prefix):
+def test_an_operator_starts_scenarios_from_the_dashboard_of_a_running_demo(tmp_path, redis_url, prefix):
+    """pod-killer, then leader-failover: the demo adds a standby replica for it and removes it after."""
     from tests.dashboard.test_scenarios_page import post_start
 
     demo = start_demo(tmp_path, redis_url, prefix)
@@ -93,18 +94,29 @@ def test_an_operator_starts_a_scenario_from_the_dashboard_of_a_running_demo(tmp_
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
         session.post(demo.url + "/accounts/login/", timeout=10, headers={"Referer": demo.url + "/accounts/login/"},
                      data={"username": "operator", "password": demo.operator_password, "csrfmiddlewaretoken": token})
-        assert post_start(session, demo, "pod-killer", speed="0.25").status_code == 202
         r = redis.Redis.from_url(redis_url)
         try:
-            def finished():
-                raw = r.hget(Keys(prefix).snapshot("scenarios"), "pod-killer")
-                return raw if raw and not orjson.loads(raw).get("running") else None
+            for name in ("pod-killer", "leader-failover"):
+                started = time.time() * 1000
+                # The previous scenario's process may still be exiting (409 while its pid lives).
+                wait_until(lambda name=name: post_start(session, demo, name, speed="0.25").status_code == 202,
+                           timeout=15, interval=0.3, what=f"{name} to start")
 
-            raw = wait_until(finished, timeout=60, what="the scenario to finish")
+                def finished(name=name, started=started):
+                    raw = r.hget(Keys(prefix).snapshot("scenarios"), name)
+                    state = orjson.loads(raw) if raw else {}
+                    return state if not state.get("running") and state.get("claims") and \
+                        state.get("finished", 0) >= started else None
+
+                state = wait_until(finished, timeout=120, what=f"{name} to finish")
+                assert all(c["held"] for c in state["claims"]), (name, state["claims"],
+                                                                 (tmp_path / "scenario.log").read_text()[-3000:])
         finally:
             r.close()
-        claims = orjson.loads(raw)["claims"]
-        assert claims and all(c["held"] for c in claims), claims
+        assert state["measurements"]["old_leader"] != state["measurements"]["new_leader"]
+        assert not (tmp_path / "standby.want").exists()
+        wait_until(lambda: not (tmp_path / "worker-standby.pid").exists(), timeout=20,
+                   what="the demo to stop its standby replica")
     finally:
         demo.proc.send_signal(signal.SIGINT)
         demo.proc.communicate(timeout=60)

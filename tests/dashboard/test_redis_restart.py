@@ -12,6 +12,7 @@ from controllers.telemetry.redisboot import free_port, start_private
 from controllers.telemetry.synthetic import SyntheticLoad
 from dashboard.wsclient import TelemetryWsClient
 from tests.conftest import run_async
+from tests.dashboard.test_browser import open_developer_view
 
 
 @pytest.mark.browser
@@ -31,8 +32,7 @@ def test_redis_restart_under_load_resyncs_and_goes_live_again(
             assert time.monotonic() < deadline, "publisher never connected"
             time.sleep(0.05)
         dashboard = dashboard_factory(url=url)
-        page = browser.new_page()
-        page.goto(dashboard.url + "/")
+        page = open_developer_view(browser, dashboard)  # the raw topics: it subscribes to "synthetic"
         page.wait_for_function("window.ctrlscope.client.topics.get('synthetic')?.cursor", timeout=10_000)
         page.evaluate("""() => { window.__states = []; window.__resyncs = [];
             const c = window.ctrlscope.client;

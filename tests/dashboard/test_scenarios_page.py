@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 import requests
 
+from controllers.telemetry.telemetry_observer import TelemetryObserver
 from tests.conftest import ROOT
 
 CREATE_USERS = """
@@ -87,4 +89,83 @@ def test_page_shows_live_narration_claims_and_scoreboard(browser, dashboard, pub
     assert page.locator(f"{section} .claims tr.held").count() == 2
     assert "handler pods" in page.inner_text(f"{section} .scoreboard")
     page.screenshot(path=str(artifacts / "scenarios-page.png"), full_page=True)
+    page.close()
+
+
+SCORE = {"podsets": 2, "converged": 1, "desired": 8, "actual": 6, "converging_s": 4.2, "last_converge_s": 0.35,
+         "handler_calls": 7, "reconciles": 0, "api_calls": 9, "lost_side_effects": 2, "retried_errors": 0}
+
+
+def publish_scoreboard(obs: TelemetryObserver) -> None:
+    obs.on_status("podset-scoreboard", key="handlers", value=SCORE)
+    obs.on_status("podset-scoreboard", key="reconciler", value={
+        **SCORE, "converged": 2, "actual": 8, "converging_s": None, "handler_calls": 0, "reconciles": 23,
+        "api_calls": 31, "lost_side_effects": 0, "retried_errors": 5})
+
+
+@pytest.mark.browser
+def test_live_scoreboard_compares_the_two_implementations(browser, dashboard, publisher_factory, artifacts):
+    pub = publisher_factory()
+    publish_scoreboard(TelemetryObserver(pub, worker="demo"))
+    pub.flush()
+    page = browser.new_page()
+    page.goto(dashboard.url + "/scenarios/")
+    page.wait_for_selector("#scoreboards table.scoreboard-live", timeout=10_000)
+    rows = {r[0]: r[1:] for r in page.eval_on_selector_all(
+        "#scoreboards tbody tr", "trs => trs.map(tr => [...tr.cells].map(c => c.textContent))")}
+    assert rows["pods wanted → running"] == ["8 → 6", "8 → 8"]
+    assert rows["PodSets matching their spec"] == ["1 / 2", "2 / 2"]
+    assert rows["diverged for (oldest open gap)"] == ["4.2 s", "—"]
+    assert rows["handler calls / reconciles"] == ["7 handler calls", "23 reconciles"]
+    assert rows["failures"] == ["2 lost, never retried", "5 raised, retried with backoff"]
+    assert page.locator("#scoreboards td.off").count() >= 3 and page.locator("#scoreboards td.good").count() >= 3
+    page.screenshot(path=str(artifacts / "scenarios-scoreboard.png"), full_page=True)
+    page.close()
+
+
+@pytest.mark.browser
+def test_a_running_scenario_is_narrated_on_the_controller_page(browser, dashboard, publisher_factory):
+    from tests.dashboard.test_panels_browser import close_page, open_controller_page, seed_worker
+
+    pub = publisher_factory()
+    obs = TelemetryObserver(pub, worker="w1")
+    seed_worker(obs)
+    publish_scoreboard(obs)
+    pub.set_state("scenarios", "retry-storm", {"title": "Retry storm", "running": True, "started": time.time() * 1000})
+    pub.flush()
+    page = open_controller_page(browser, dashboard)
+    page.wait_for_selector("#scenario-banner:not([hidden])", timeout=10_000)
+    pub.publish("scenarios", {"k": "narration", "scenario": "retry-storm", "text": "Half of all pod creations fail.",
+                              "ts": time.time() * 1000})
+    pub.flush()
+    page.wait_for_function("document.getElementById('scenario-banner').textContent.includes('Half of all pod creations fail.')",
+                           timeout=10_000)
+    text = page.inner_text("#scenario-banner")
+    assert "Retry storm" in text and "handler-only 6/8 pods" in text and "Reconciler 8/8 pods" in text
+    pub.set_state("scenarios", "retry-storm", {"title": "Retry storm", "running": False, "finished": time.time() * 1000,
+                                               "claims": [{"text": "converged", "held": True, "detail": ""}]})
+    pub.flush()
+    page.wait_for_function("document.getElementById('scenario-banner').textContent.includes('1 / 1 claims held')",
+                           timeout=10_000)
+    page.click("#scenario-banner .sb-close")
+    assert page.locator("#scenario-banner").is_hidden()
+    close_page(page)
+
+
+@pytest.mark.browser
+def test_theme_toggle_cycles_and_is_remembered(browser, dashboard):
+    page = browser.new_page()
+    page.goto(dashboard.url + "/scenarios/")
+    page.evaluate("localStorage.removeItem('ctrlscope-theme')")
+    page.reload()
+    assert page.evaluate("document.documentElement.dataset.theme") is None  # auto: the OS decides
+    page.click("#theme-toggle")
+    assert page.evaluate("document.documentElement.dataset.theme") == "light"
+    page.keyboard.press("t")
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    page.reload()
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") == bg == "rgb(17, 21, 26)"
+    page.evaluate("localStorage.removeItem('ctrlscope-theme')")
     page.close()

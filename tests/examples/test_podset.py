@@ -9,12 +9,14 @@ import pytest
 from controllers.examples.podset import (
     API_VERSION,
     FlakyReconciler,
+    PodSetScoreboard,
     podset,
     setup,
 )
 from controllers.informers.http_client import KubernetesClient
 from controllers.reconcile import Manager, Request
 from controllers.sim import SimCluster
+from controllers.telemetry.observer import Observer
 from tests.conftest import wait_until
 from tests.sim.conftest import FAST
 
@@ -89,3 +91,43 @@ def test_flaky_reconciler_fails_at_its_rate_and_delegates_otherwise():
     assert 70 <= failures <= 130 and len(calls) == 200 - failures
     with pytest.raises(ValueError):
         FlakyReconciler(Inner(), failure_rate=1.5)
+
+
+class StatusRecorder(Observer):
+    """Keeps the latest row of every status table the controllers report."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], dict] = {}
+
+    def on_status(self, table: str, *, key: str, value: dict | None) -> None:
+        self.rows[(table, key)] = value
+
+
+def test_scoreboard_reports_desired_versus_actual_and_convergence_per_implementation(cluster):
+    _, client = cluster
+    status = StatusRecorder()
+    manager = Manager(client, observer=status, freeze_gc_after_sync=False)
+    setup(manager)
+    manager.start()
+    try:
+        for name, impl in (("score-handlers", "handlers"), ("score-reconciler", "reconciler")):
+            client.send_json("POST", f"/apis/{API_VERSION}/namespaces/default/podsets", podset(name, impl, 2))
+
+        def row(impl: str) -> dict:
+            return status.rows.get((PodSetScoreboard.TABLE, impl)) or {}
+
+        wait_until(lambda: row("reconciler").get("actual") == 2 and row("handlers").get("actual") == 2,
+                   timeout=15, what="both implementations at 2 pods")
+        assert row("handlers")["desired"] == 2 and row("handlers")["converged"] == 1
+        assert row("handlers")["handler_calls"] >= 1 and row("handlers")["reconciles"] == 0
+        assert row("reconciler")["reconciles"] >= 1 and row("reconciler")["handler_calls"] == 0
+        for name in ("score-handlers", "score-reconciler"):
+            client.send_json("DELETE", f"/api/v1/namespaces/default/pods/{pods_of(client, name)[0]}")
+        wait_until(lambda: row("handlers").get("converging_s") is not None, timeout=10,
+                   what="the handler PodSet to be reported as diverged")
+        wait_until(lambda: row("reconciler").get("last_converge_s") is not None and row("reconciler")["actual"] == 2,
+                   timeout=15, what="the reconciler's convergence to be measured")
+        assert row("handlers")["actual"] == 1 and row("handlers")["converged"] == 0, "nothing repairs it"
+        assert row("reconciler")["api_calls"] >= 3
+    finally:
+        manager.stop()

@@ -77,7 +77,7 @@ def test_leader_failover_with_two_worker_processes(tmp_path, redis_url, prefix):
     env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1"}
     workers = [subprocess.Popen(
         [sys.executable, "manage.py", "runcontrollers", "--kubeconfig", kubeconfig, "--worker-name", f"r{i}",
-         "--controller", "controllers.examples.podset:setup_reconciler", "--leader-elect", "--lease", "default/failover",
+         "--controller", "controllers.examples.podset:setup", "--leader-elect", "--lease", "default/failover",
          "--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.3", "--status-every", "0"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(2)]
     try:

@@ -22,8 +22,11 @@ from controllers.sim import SimCluster
 from tests.conftest import wait_until
 
 KUBECTL = "/usr/bin/kubectl"
-# Short kubelet delays and bookmark interval keep the suite fast without sleeping in tests.
-FAST = {"schedule_delay": 0.02, "start_delay": 0.05, "bookmark_interval": 0.2, "log_interval": 0.05}
+# Short kubelet delays and bookmark interval keep the suite fast without sleeping in tests. Node
+# leases renew hourly instead of every 10 s, so that no background write races a test comparing the
+# global resourceVersion before and after a rejected request (test_sim_nodes covers renewal).
+FAST = {"schedule_delay": 0.02, "start_delay": 0.05, "bookmark_interval": 0.2, "log_interval": 0.05,
+        "lease_interval": 3600.0}
 
 
 @pytest.fixture(scope="session")
@@ -80,27 +83,38 @@ class Kubectl:
                                 text=True)
 
     @contextlib.contextmanager
-    def watching(self, cluster: SimCluster, *args: str) -> Iterator[WatchOutput]:
-        """Run ``kubectl get -w ...`` while the block runs, then end all watches cleanly (kubectl exits
-        0 on a clean close) and collect what it printed into the yielded ``WatchOutput``."""
-        proc = self.popen("get", *args, "-w")
-        result = WatchOutput()
+    def background(self, *args: str, timeout: float = 10) -> Iterator[Output]:
+        """Run ``kubectl args`` while the block runs; on leaving it, wait up to ``timeout`` for kubectl
+        to exit and collect what it printed into the yielded ``Output`` (killed if it hangs or the
+        block fails)."""
+        proc = self.popen(*args)
+        result = Output(proc)
         try:
-            eventually(lambda: cluster.call(lambda: len(cluster.store.all_watchers())) >= 1)
             yield result
-            time.sleep(0.3)  # let the last events reach kubectl before the stream ends
-            urllib.request.urlopen(urllib.request.Request(cluster.url + "/_sim/watches/end", method="POST"),
-                                   timeout=5)
-            result.out, result.err = proc.communicate(timeout=10)
+            result.out, result.err = proc.communicate(timeout=timeout)
             result.returncode = proc.returncode
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
 
+    @contextlib.contextmanager
+    def watching(self, cluster: SimCluster, *args: str) -> Iterator[Output]:
+        """Run ``kubectl get -w ...`` while the block runs, then end all watches cleanly (kubectl exits
+        0 on a clean close) and collect what it printed."""
+        with self.background("get", *args, "-w") as result:
+            eventually(lambda: cluster.call(lambda: len(cluster.store.all_watchers())) >= 1)
+            yield result
+            time.sleep(0.3)  # let the last events reach kubectl before the stream ends
+            urllib.request.urlopen(urllib.request.Request(cluster.url + "/_sim/watches/end", method="POST"),
+                                   timeout=5)
+
 
 @dataclasses.dataclass
-class WatchOutput:
+class Output:
+    """What a background kubectl printed, once it has exited."""
+
+    proc: subprocess.Popen[str]
     out: str = ""
     err: str = ""
     returncode: int | None = None

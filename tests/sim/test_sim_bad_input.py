@@ -40,7 +40,8 @@ CASES = [
     # (method, path suffix, body, content type, expected code, expected reason)
     ("POST", "", b"{not json", "application/json", 400, "BadRequest"),
     ("POST", "", b"a: [unclosed", "application/yaml", 400, "BadRequest"),
-    ("POST", "", b"\x08\x01protobuf", "application/vnd.kubernetes.protobuf", 415, "UnsupportedMediaType"),
+    ("POST", "", b"\x08\x01protobuf", "application/vnd.kubernetes.protobuf", 400, "BadRequest"),
+    ("POST", "", b"<xml/>", "application/xml", 415, "UnsupportedMediaType"),
     ("POST", "", json.dumps({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "x"}}).encode(),
      "application/json", 400, "BadRequest"),
     ("POST", "", json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}).encode(),

@@ -151,6 +151,7 @@ def test_reset_clears_objects_and_faults_and_records_every_fault(tmp_path) -> No
         sim_post(sim, "/_sim/reset")
         assert v1.list_namespaced_config_map("default").items == []
         assert {n.metadata.name for n in v1.list_namespace().items} >= {"default", "kube-system"}
+        assert [n.metadata.name for n in v1.list_node().items] == ["sim-node-1", "sim-node-2", "sim-node-3"]
         state = urllib.request.urlopen(sim.url + "/_sim/faults", timeout=5).read()
         faults = json.loads(state)
         assert faults["errors"] == [] and not faults["kubeletPaused"]

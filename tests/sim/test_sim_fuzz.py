@@ -40,6 +40,7 @@ TARGETS = st.sampled_from([
     ("", "configmaps"), ("", "pods"), ("apps", "deployments"), ("", "services"), ("coordination.k8s.io", "leases")])
 VERBS = st.sampled_from([
     ("POST", "", "application/json"), ("POST", "", "application/yaml"), ("PUT", "/f", "application/json"),
+    ("POST", "", "application/vnd.kubernetes.protobuf"), ("DELETE", "/f", "application/vnd.kubernetes.protobuf"),
     ("PATCH", "/f", "application/merge-patch+json"), ("PATCH", "/f", "application/json-patch+json"),
     ("PATCH", "/f", "application/strategic-merge-patch+json"), ("PATCH", "/f", "application/apply-patch+yaml"),
     ("PATCH", "/f/status", "application/merge-patch+json"), ("DELETE", "/f", "application/json"),

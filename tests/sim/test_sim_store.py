@@ -222,3 +222,19 @@ def test_terminating_object_accepts_no_new_finalizers_and_keeps_its_uid(store: S
     with pytest.raises(StatusError) as err:
         store.update(t, "default", "a", other)
     assert err.value.code == 409
+
+
+def test_node_ports_are_allocated_free_and_kept_across_updates(store: Store) -> None:
+    svc = rt(store, "services")
+
+    def node_port(name: str, **port: Any) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"type": "NodePort", "ports": [{"port": 80, **port}]}}
+
+    taken = store.create(svc, "default", node_port("pinned", nodePort=31009))  # the allocator's first pick
+    first = store.create(svc, "default", node_port("auto"))["spec"]["ports"][0]["nodePort"]
+    assert 30000 <= first <= 32767 and first != taken["spec"]["ports"][0]["nodePort"]
+    labelled = copy_obj(store.find(svc.key, "default", "auto"))
+    labelled["metadata"]["labels"] = {"tier": "edge"}
+    del labelled["spec"]["ports"][0]["nodePort"]
+    updated, _ = store.update(svc, "default", "auto", labelled)
+    assert updated["spec"]["ports"][0]["nodePort"] == first

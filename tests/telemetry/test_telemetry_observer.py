@@ -1,11 +1,8 @@
-"""TelemetryObserver: runtime hooks become records and snapshot state; Secrets never leave redacted."""
+"""TelemetryObserver: runtime hooks become records and snapshot state, and update pairs are kept."""
 
 from __future__ import annotations
 
-import orjson
-
 from controllers.clock import FakeClock
-from controllers.telemetry.redaction import LAST_APPLIED, redact
 from controllers.telemetry.telemetry_observer import TelemetryObserver, summarize
 from tests.telemetry.test_publisher import read_stream
 
@@ -13,17 +10,6 @@ from tests.telemetry.test_publisher import read_stream
 def pod(name: str, rv: str, phase: str = "Running") -> dict:
     return {"kind": "Pod", "metadata": {"name": name, "namespace": "default", "resourceVersion": rv,
                                         "uid": f"uid-{name}", "generation": 1}, "status": {"phase": phase}}
-
-
-def test_secret_values_and_last_applied_are_redacted_and_the_input_is_untouched():
-    secret = {"kind": "Secret", "metadata": {"name": "s", "annotations": {LAST_APPLIED: '{"data":{"pw":"aHVudGVyMg=="}}'}},
-              "data": {"pw": "aHVudGVyMg=="}, "stringData": {"token": "hunter2"}}
-    out = redact(secret)
-    blob = orjson.dumps(out)
-    assert b"aHVudGVyMg" not in blob and b"hunter2" not in blob
-    assert set(out["data"]) == {"pw"} and set(out["stringData"]) == {"token"}
-    assert secret["data"]["pw"] == "aHVudGVyMg==", "the cached object must not be modified"
-    assert redact(pod("p", "1")) == pod("p", "1")
 
 
 def test_cache_state_follows_upserts_deletes_and_replace(publisher_factory):

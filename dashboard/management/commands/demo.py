@@ -9,6 +9,7 @@ demo says which one, shows the end of its log, stops the rest and exits non-zero
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -25,6 +26,13 @@ from controllers.process import stop_process
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis, free_port
 
 DEMO_LEASE = "default/ctrlscope-demo"
+# Shorter than client-go's 15/10/2 s so a demo failover takes seconds, same ratios rules
+# (lease duration > renew deadline > 1.2 x retry period).
+DEMO_LEASE_TIMINGS = ["--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1"]
+STANDBY_WANT = "standby.want"
+"""run/ file whose presence asks the demo for a standby worker replica (removed: stop it)."""
+DEMO_STATE = "demo.json"
+"""run/ file describing the running demo's workers (replicas, leader election, Lease)."""
 DEFAULT_CONTROLLERS = ["controllers.examples.deployments:setup", "controllers.examples.podset:setup"]
 SAMPLE_DEPLOYMENTS = {"web": ("nginx:1.27", 3), "api": ("ghcr.io/example/api:2.1", 2)}
 
@@ -143,24 +151,36 @@ class Command(BaseCommand):
             replicas = opts["replicas"]
             if replicas < 1:
                 raise CommandError("--replicas must be at least 1")
-            for i in range(replicas):
-                name = "demo" if replicas == 1 else f"demo-{i}"
-                worker = [py, "manage.py", "runcontrollers", "--kubeconfig", kubeconfig, "--worker-name", name,
-                          *cluster_name]
+            # On the simulator the workers always campaign for a Lease (so a standby can be added
+            # for the leader-failover scenario); on a real cluster only when replicated, because
+            # leader election writes a Lease there.
+            leader_election = replicas > 1 or not opts["kubeconfig"]
+
+            def worker(name: str, suffix: str, *, synthetic: bool = False) -> Child:
+                argv = [py, "manage.py", "runcontrollers", "--kubeconfig", kubeconfig, "--worker-name", name,
+                        *cluster_name]
                 for spec in opts["controller"] or DEFAULT_CONTROLLERS:
-                    worker += ["--controller", spec]
+                    argv += ["--controller", spec]
                 if opts["context"]:
-                    worker += ["--context", opts["context"]]
-                if opts["rate"] > 0 and i == 0:
-                    worker += ["--synthetic", str(opts["rate"])]
-                if replicas > 1:
-                    worker += ["--leader-elect", "--lease", DEMO_LEASE]
-                suffix = "" if replicas == 1 else f"-{i}"
-                children.append(Child(f"worker {name}", worker, env, run_dir / "logs" / f"worker{suffix}.log",
-                                      pid_file=run_dir / f"worker{suffix}.pid"))
+                    argv += ["--context", opts["context"]]
+                if synthetic and opts["rate"] > 0:
+                    argv += ["--synthetic", str(opts["rate"])]
+                if leader_election:
+                    argv += ["--leader-elect", "--lease", DEMO_LEASE, *DEMO_LEASE_TIMINGS]
+                return Child(f"worker {name}", argv, env, run_dir / "logs" / f"worker{suffix}.log",
+                             pid_file=run_dir / f"worker{suffix}.pid")
+
+            for i in range(replicas):
+                children.append(worker("demo" if replicas == 1 else f"demo-{i}", "" if replicas == 1 else f"-{i}",
+                                       synthetic=i == 0))
+            standby: Child | None = None
+            want_standby = run_dir / STANDBY_WANT
+            want_standby.unlink(missing_ok=True)
+            (run_dir / DEMO_STATE).write_text(json.dumps({"replicas": replicas, "leader_election": leader_election,
+                                                         "lease": DEMO_LEASE if leader_election else None}))
             if replicas > 1:
                 self.stdout.write(f"workers:   {replicas} replicas, leader election on Lease {DEMO_LEASE} "
-                                  "(controllers run on the leader; informer event handlers run in every replica)")
+                                  "(only the leader reconciles and runs the handler-only PodSet controller)")
             children.append(Child("dashboard", [py, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                                                 "dashboard.asgi:application"], env, run_dir / "logs" / "dashboard.log"))
             url = f"http://127.0.0.1:{port}/"
@@ -173,6 +193,18 @@ class Command(BaseCommand):
             self.stdout.write("Ctrl-C stops everything the demo started.")
             self.stdout.flush()
             while not stopping:
+                # The leader-failover scenario asks for a standby replica by creating STANDBY_WANT.
+                if leader_election and want_standby.exists() and standby is None:
+                    standby = worker("demo-standby", "-standby")
+                    children.insert(-1, standby)
+                    self.stdout.write(f"standby:   worker demo-standby started (pid {standby.proc.pid})")
+                    self.stdout.flush()
+                elif standby is not None and not want_standby.exists():
+                    children.remove(standby)
+                    standby.stop()  # SIGTERM: a leading standby releases the Lease on the way out
+                    standby = None
+                    self.stdout.write("standby:   worker demo-standby stopped")
+                    self.stdout.flush()
                 for child in children:
                     if not child.alive():
                         code = child.proc.returncode
@@ -186,6 +218,8 @@ class Command(BaseCommand):
         finally:
             for child in reversed(children):
                 child.stop()
+            for name in (STANDBY_WANT, DEMO_STATE):
+                (run_dir / name).unlink(missing_ok=True)
             redis_handle.stop()
             self.stdout.write("demo stopped.")
 

@@ -4,6 +4,10 @@ Runs controllers (``--controller MODULE:NAME``, each a callable that receives th
 registers informers and controllers on it) against a cluster, and/or the synthetic load generator
 (``--synthetic RATE``), with every step published to Redis through the TelemetryObserver.
 
+With controllers, an ``Inspector`` thread answers the dashboard's object-inspector requests from the
+Manager's informer caches (registered here as a callback, so telemetry never imports the informers)
+and from the observer's ``LastUpdates`` (``--inspect-keys`` / ``--inspect-mib`` bound it).
+
 Cluster: ``--kubeconfig``/``--context`` (default: ``$KUBECONFIG`` or ``~/.kube/config``),
 ``--in-cluster``, or the simulator's kubeconfig that ``make demo`` passes. A controller whose setup
 raises is reported (on the console and to the dashboard) and skipped; the others run. Exceptions in
@@ -25,6 +29,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from controllers.telemetry.inspector import Inspector
+from controllers.telemetry.last_updates import DEFAULT_MAX_BYTES, DEFAULT_MAX_KEYS, LastUpdates
+from controllers.telemetry.metrics_sampler import MetricsSampler
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
 from controllers.telemetry.synthetic import SyntheticLoad
@@ -66,6 +73,10 @@ class Command(BaseCommand):
         parser.add_argument("--renew-deadline", type=float, default=10.0, help="seconds (client-go default 10)")
         parser.add_argument("--retry-period", type=float, default=2.0, help="seconds (client-go default 2)")
         parser.add_argument("--resync", type=float, default=0.0, help="informer resync period in seconds (0: off)")
+        parser.add_argument("--inspect-keys", type=int, default=DEFAULT_MAX_KEYS,
+                            help=f"keys whose last update the object inspector keeps ({DEFAULT_MAX_KEYS:,})")
+        parser.add_argument("--inspect-mib", type=float, default=DEFAULT_MAX_BYTES / 2**20,
+                            help=f"MiB those updates may take ({DEFAULT_MAX_BYTES / 2**20:g})")
         parser.add_argument("--synthetic", type=float, metavar="RATE",
                             help="also publish RATE synthetic observations per second (load generator)")
         parser.add_argument("--objects", type=int, default=200, help="synthetic object count (200)")
@@ -79,6 +90,8 @@ class Command(BaseCommand):
             raise CommandError("nothing to run: pass --controller MODULE:NAME and/or --synthetic RATE")
         if opts["synthetic"] is not None and (opts["synthetic"] <= 0 or opts["objects"] <= 0):
             raise CommandError("--synthetic and --objects must be positive")
+        if opts["inspect_keys"] < 1 or opts["inspect_mib"] <= 0:
+            raise CommandError("--inspect-keys and --inspect-mib must be positive")
         setups = [(spec, load_setup(spec)) for spec in opts["controller"]]
         try:
             redis_handle = ensure_redis(settings.RUN_DIR)
@@ -89,13 +102,20 @@ class Command(BaseCommand):
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
         threads: list[threading.Thread] = []
-        manager = None
-        sampler = None
+        manager = inspector = sampler = None
         try:
             if setups:
-                manager, sampler = self._start_manager(setups, publisher, opts)
+                from controllers.reconcile.metrics import FAMILIES  # the runtime: not for a synthetic-only worker
+
+                manager, observer = self._start_manager(setups, publisher, opts)
                 threads.append(threading.Thread(target=manager.run, name="manager", daemon=True))
-                sampler.start()
+                factory = manager.factory
+                inspector = Inspector(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=observer.worker,
+                                      last_updates=observer.last_updates,
+                                      stores=lambda: {i.name: i.store for i in factory.informers()}).start()
+                # controller-runtime's metric families, once a second, for the dashboard's metrics charts.
+                sampler = MetricsSampler(manager.metrics.registry, publisher, topic=observer.metrics_topic,
+                                         families=FAMILIES, stages=observer.stages).start()
             if opts["synthetic"] is not None:
                 load = SyntheticLoad(publisher, opts["synthetic"], topic=opts["topic"], objects=opts["objects"])
                 threads.append(threading.Thread(target=load.run, args=(stop, opts["duration"]),
@@ -111,6 +131,8 @@ class Command(BaseCommand):
             stop.set()
             if sampler is not None:
                 sampler.stop()
+            if inspector is not None:
+                inspector.stop()
             if manager is not None:
                 manager.stop()
             for t in threads:
@@ -118,14 +140,13 @@ class Command(BaseCommand):
             publisher.stop()
             redis_handle.stop()
 
-    def _start_manager(self, setups, publisher: RedisPublisher, opts: dict[str, Any]):
+    def _start_manager(self, setups, publisher: RedisPublisher, opts: dict[str, Any]
+                       ) -> tuple[Any, TelemetryObserver]:
         # Imported here: the synthetic-only worker must not need a cluster or the runtime.
         from controllers.informers.http_client import KubernetesClient
         from controllers.informers.listwatch import ApiError
         from controllers.reconcile.leader_election import KubernetesLeaseLock
         from controllers.reconcile.manager import Manager
-        from controllers.reconcile.metrics import FAMILIES
-        from controllers.telemetry.metrics_sampler import MetricsSampler
 
         try:
             if opts["in_cluster"]:
@@ -134,7 +155,8 @@ class Command(BaseCommand):
                 client = KubernetesClient.from_kubeconfig(opts["kubeconfig"], opts["context"])
         except Exception as exc:  # kubeconfig errors come in many types; all mean "cannot connect"
             raise CommandError(f"cannot load cluster configuration: {exc}") from exc
-        observer = TelemetryObserver(publisher, worker=opts["worker_name"])
+        last_updates = LastUpdates(max_keys=opts["inspect_keys"], max_bytes=int(opts["inspect_mib"] * 2**20))
+        observer = TelemetryObserver(publisher, worker=opts["worker_name"], last_updates=last_updates)
         try:
             version = str(client.get_json("/version", timeout=5).get("gitVersion", ""))
         except (OSError, ValueError, ApiError):
@@ -170,10 +192,7 @@ class Command(BaseCommand):
             raise CommandError("no controller could be set up (see the errors above)")
         if manager.metrics_port is not None:
             self.stdout.write(f"metrics: http://127.0.0.1:{manager.metrics_port}/metrics")
-        # controller-runtime's metric families, once a second, for the dashboard's metrics charts.
-        sampler = MetricsSampler(manager.metrics.registry, publisher, topic=observer.metrics_topic,
-                                 families=FAMILIES, stages=observer.stages)
-        return manager, sampler
+        return manager, observer
 
     def _wait(self, threads: list[threading.Thread], stop: threading.Event, publisher: RedisPublisher,
               opts: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from controllers.scenarios import SCENARIOS, ScenarioContext
-from controllers.scenarios.base import LeaseHolder, PidFileWorker
+from controllers.scenarios.base import DemoStandby, LeaseHolder, PidFileWorker
 from controllers.scenarios.telemetry import TelemetryReader
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
@@ -32,7 +32,7 @@ class Command(BaseCommand):
         parser.add_argument("--speed", type=float, default=1.0, help="time scale; 0.25 runs 4x faster")
         parser.add_argument("--worker", default="demo", help="worker whose telemetry is counted (default: demo)")
         parser.add_argument("--lease", default="default/ctrlscope-demo",
-                            help="Lease of replicated workers, for leader-failover (demo --replicas 2)")
+                            help="Lease the demo's workers campaign for (leader-failover)")
 
     def handle(self, *args, **opts):
         if opts["list"] or not opts["name"]:
@@ -72,9 +72,12 @@ class Command(BaseCommand):
             reader = TelemetryReader(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=opts["worker"])
             try:
                 lease_ns, _, lease_name = opts["lease"].partition("/")
+                standby = DemoStandby(settings.RUN_DIR, lambda worker: TelemetryReader(
+                    redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=worker))
                 result = scenario.run(ScenarioContext(client, time_scale=opts["speed"], say=say, telemetry=reader,
                                                       workers=PidFileWorker(settings.RUN_DIR / "worker.pid"),
-                                                      lease=LeaseHolder(client, lease_ns, lease_name)))
+                                                      lease=LeaseHolder(client, lease_ns, lease_name),
+                                                      standby=standby))
             finally:
                 reader.close()
             for claim in result.claims:
@@ -83,7 +86,7 @@ class Command(BaseCommand):
             publisher.set_state(TOPIC, scenario.name, {
                 "title": scenario.title, "narration": list(scenario.narration), "running": False,
                 "claims": [{"text": c.text, "held": c.held, "detail": c.detail} for c in result.claims],
-                "measurements": result.measurements})
+                "measurements": result.measurements, "finished": time.time() * 1000})
         finally:
             publisher.stop()
             redis_handle.stop()

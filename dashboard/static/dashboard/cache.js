@@ -12,7 +12,9 @@
  * virtualized table: a tall spacer, absolute-positioned rows, and only the visible rows (plus a
  * little overscan) in the DOM, re-rendered on scroll in a requestAnimationFrame. Keys are kept
  * sorted; frame state changes insert/remove by binary search, or trigger one re-sort when a frame
- * changes many keys. Changed rows flash. Click a row: its summary and recent watch/handler history.
+ * changes many keys. Changed rows flash. Click a row: the object inspector (inspect.js) fetches that one
+ * object from its worker (YAML, and a diff of the last update a handler saw), plus its summary and
+ * the watch/handler history this page has seen.
  *
  * Responsiveness: above SUMMARISE_RATE records/s (page-wide) the page says it is summarising; the
  * cache table stops flashing rows and re-sorts at most once a second.
@@ -322,11 +324,17 @@
       cache.viewDirty = true; cache.view = null; scroller.scrollTop = 0; schedule();
     });
 
-    // ---- details -----------------------------------------------------------------------------
+    // ---- details: the object inspector (inspect.js) plus the summary and this page's history ---
     let detailsOpen = false, detailsSig = "";
     const details = $("cache-details");
+    const detailsHead = el("div", { className: "details-head" });
+    const objectBox = el("div", { className: "obj", id: "cache-object" });
+    const detailsInfo = el("div", { className: "details-info" });
+    details.replaceChildren(detailsHead, objectBox, detailsInfo);
+    const inspector = window.ctrlscopeInspect.create(objectBox, { worker: page.worker });
     function showDetails(key) {
       cache.selected = key; detailsOpen = true; detailsSig = "";
+      inspector.load(cache.topic.slice(T.informer_prefix.length), key); // the only fetch: on click or deep link
       refreshDetails();
       cache.rowsDirty = true; schedule();
     }
@@ -334,27 +342,26 @@
       const key = cache.selected;
       const v = stateOf(cache.topic).get(key);
       const hist = cache.history.get(key) || [];
+      inspector.noteCacheRv(v === undefined ? null : v.rv);
       const sig = JSON.stringify(v) + "|" + hist.length + "|" + (hist.length ? hist[hist.length - 1].ts : 0);
       if (sig === detailsSig) return;
       detailsSig = sig;
-      details.replaceChildren(
-        el("div", { className: "details-head" }, el("b", { className: "cache-details-key" }, key), " ",
-          v === undefined ? el("span", { className: "badge bad" }, "not in the cache (deleted)") : v.deleting ? el("span", { className: "badge warn" }, "deleting") : null,
-          el("span", { className: "spacer" }),
-          el("button", { type: "button", id: "cache-details-close" }, "close")),
+      const badge = v === undefined ? el("span", { className: "badge bad" }, "not in the cache (deleted)")
+        : v.deleting ? el("span", { className: "badge warn" }, "deleting") : "";
+      detailsHead.replaceChildren(el("b", { className: "cache-details-key" }, key), " ", badge,
+        el("span", { className: "spacer" }), el("button", { type: "button", id: "cache-details-close" }, "close"));
+      detailsInfo.replaceChildren(
         el("h3", null, "cache summary"),
         el("pre", { className: "summary-json" }, v === undefined ? "—" : JSON.stringify(v, null, 2)),
         el("h3", null, "recent watch / handler history (this page's session)"),
         hist.length ? el("ul", { className: "cache-history" }, ...hist.slice().reverse().map((h) =>
           el("li", { className: "h-" + h.kind + (h.error ? " h-error" : "") }, clock(h.ts) + "  " + h.kind.padEnd(7) + " " + h.text)))
-          : el("p", { className: "muted cache-history" }, "no watch events or handler calls for this key since the page opened"),
-        el("p", { className: "muted not-available" },
-          "Full object YAML and a diff of its last two versions are not available: the worker's telemetry publishes compact " +
-          "summaries (rv, generation, uid, phase, deleting) only, not whole objects."));
+          : el("p", { className: "muted cache-history" }, "no watch events or handler calls for this key since the page opened"));
       details.hidden = false;
     }
     function closeDetails(update) {
       detailsOpen = false; cache.selected = ""; details.hidden = true; cache.rowsDirty = true;
+      inspector.clear();
       if (update !== false) { updateUrl(); schedule(); }
     }
     details.addEventListener("click", (e) => { if (e.target.id === "cache-details-close") closeDetails(); });

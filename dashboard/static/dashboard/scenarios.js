@@ -31,6 +31,57 @@
       row([k.replace(/_/g, " "), m[k] === null ? "—" : String(typeof m[k] === "number" ? Math.round(m[k] * 100) / 100 : m[k])])));
   }
 
+  // ---- live scoreboard: w/<worker>/status/podset-scoreboard, one row per implementation ----------
+  const SCOREBOARD = /^w\/([^/]+)\/status\/podset-scoreboard$/;
+  const boards = new Map(); // topic -> table element
+  const fmtS = (v) => (v === null || v === undefined ? "—" : v < 1 ? Math.round(v * 1000) + " ms" : v.toFixed(1) + " s");
+  const ROWS = [
+    ["mechanism", () => "event-driven: on_add / on_update / on_delete, once each", () => "state-driven: Reconcile(request) from a workqueue"],
+    ["PodSets matching their spec", (h) => h.converged + " / " + h.podsets, (r) => r.converged + " / " + r.podsets, (v) => v.converged === v.podsets],
+    ["pods wanted → running", (h) => h.desired + " → " + h.actual, (r) => r.desired + " → " + r.actual, (v) => v.desired === v.actual],
+    ["diverged for (oldest open gap)", (h) => fmtS(h.converging_s), (r) => fmtS(r.converging_s), (v) => v.converging_s === null || v.converging_s === undefined],
+    ["last convergence took", (h) => fmtS(h.last_converge_s), (r) => fmtS(r.last_converge_s)],
+    ["handler calls / reconciles", (h) => h.handler_calls + " handler calls", (r) => r.reconciles + " reconciles"],
+    ["API calls made", (h) => String(h.api_calls), (r) => String(r.api_calls)],
+    ["failures", (h) => h.lost_side_effects + " lost, never retried", (r) => r.retried_errors + " raised, retried with backoff", (v) => !v.lost_side_effects],
+  ];
+  function renderBoard(topic) {
+    const t = client.topics.get(topic);
+    const m = SCOREBOARD.exec(topic);
+    if (!t || !m) return;
+    const h = t.state.get("handlers"), r = t.state.get("reconciler");
+    let box = boards.get(topic);
+    if (!box) {
+      box = document.createElement("div");
+      box.className = "board";
+      boards.set(topic, box);
+      const root = document.getElementById("scoreboards");
+      if (boards.size === 1) root.replaceChildren();
+      root.appendChild(box);
+    }
+    const head = document.createElement("tr");
+    for (const c of ["worker " + m[1], "handler-only", "Reconciler"]) { const th = document.createElement("th"); th.textContent = c; head.appendChild(th); }
+    const body = ROWS.map(([label, fh, fr, good]) => {
+      const tr = row([label, h ? fh(h) : "—", r ? fr(r) : "—"]);
+      if (good) [h, r].forEach((v, i) => { if (v) tr.cells[i + 1].classList.add(good(v) ? "good" : "off"); });
+      return tr;
+    });
+    const table = document.createElement("table");
+    table.className = "scoreboard-live";
+    const thead = document.createElement("thead"); thead.appendChild(head);
+    const tbody = document.createElement("tbody"); tbody.replaceChildren(...body);
+    table.append(thead, tbody);
+    const at = (h || r || {}).at;
+    const note = document.createElement("p");
+    note.className = "muted";
+    note.textContent = "updated " + (at ? new Date(at).toLocaleTimeString() : "—") +
+      " · source material: handlers have no retry and can lose events (they see a subsequence of states); Reconcile retries and converges";
+    box.replaceChildren(table, note);
+  }
+  client.on("topics", (topics) => { for (const t of topics) if (SCOREBOARD.test(t) && !client.topics.has(t)) client.subscribe(t); });
+  client.on("snapshot", (topic) => renderBoard(topic));
+  client.on("records", (topic, records, id, frame) => { if (frame.s && SCOREBOARD.test(topic)) renderBoard(topic); });
+
   client.on("state", (s) => { const el = document.getElementById("conn"); el.textContent = s; el.dataset.state = s; el.className = "badge conn-" + s; });
   client.on("topics", (topics) => { if (topics.includes(TOPIC) && !client.topics.has(TOPIC)) client.subscribe(TOPIC); });
   client.on("snapshot", (topic, state) => { if (topic === TOPIC) for (const [name, st] of state) show(name, st); });

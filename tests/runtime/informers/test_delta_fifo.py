@@ -136,11 +136,12 @@ def test_pop_batch_pops_every_queued_key_in_order_with_its_deltas() -> None:
     f.update(obj("a", "2"))
     f.add(obj("b", "3"))
     f.add(obj("c", "4"))
-    seen: list[tuple[list[tuple[str, Any]], bool]] = []
-    n = f.pop_batch(lambda batch: seen.extend(([(d.type, d.obj) for d in ds], init) for ds, init in batch),
+    seen: list[tuple[str, list[tuple[str, Any]], bool]] = []
+    n = f.pop_batch(lambda batch: seen.extend((key, [(d.type, d.obj) for d in ds], init) for key, ds, init in batch),
                     max_keys=2)
     assert n == 2 and len(f) == 1
-    assert seen == [([("Replaced", obj("a")), ("Updated", obj("a", "2"))], True), ([("Added", obj("b", "3"))], False)]
+    assert seen == [("default/a", [("Replaced", obj("a")), ("Updated", obj("a", "2"))], True),
+                    ("default/b", [("Added", obj("b", "3"))], False)]
     assert f.has_synced()
     assert f.pop_batch(lambda batch: None) == 1 and len(f) == 0
     f.close()

@@ -91,3 +91,60 @@ def test_only_the_leader_reconciles_and_a_standby_takes_over(clock, eventually, 
     finally:
         b.stop()
     assert observer.of("on_leader")[0] == {"identity": "a", "leader": True, "holder": "a"}
+
+
+class Switch:
+    """A runnable that records its starts and stops."""
+
+    def __init__(self, need_leader_election: bool = True, fail: bool = False) -> None:
+        self.need_leader_election = need_leader_election
+        self.fail = fail
+        self.calls: list[str] = []
+
+    def start(self) -> None:
+        self.calls.append("start")
+        if self.fail:
+            raise RuntimeError("user code failed to start")
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+
+def test_runnables_start_with_the_manager_without_leader_election_and_failures_are_contained(clock) -> None:
+    manager = Manager(FakeClient(), clock=clock)
+    plain, broken = Switch(), Switch(fail=True)
+    manager.add_runnable(plain)
+    manager.add_runnable(broken)
+    manager.start()
+    late = Switch()
+    manager.add_runnable(late)  # added while running: started at once
+    manager.stop()
+    assert plain.calls == ["start", "stop"] and late.calls == ["start", "stop"]
+    assert broken.calls == ["start", "stop"]
+
+
+def test_leader_runnables_start_only_when_leading_and_stop_when_leadership_ends(clock, eventually) -> None:
+    lease = LeaseServer()
+    holder = Manager(FakeClient(), clock=clock, leader_election_lock=MemoryLeaseLock(lease), identity="a")
+    standby = Manager(FakeClient(), clock=clock, leader_election_lock=MemoryLeaseLock(lease), identity="b")
+    on_leader, everywhere = Switch(), Switch(need_leader_election=False)
+    standby.add_runnable(on_leader)
+    standby.add_runnable(everywhere)
+    holder.start()
+    eventually(lambda: lease.record is not None and lease.record.holder_identity == "a")
+    standby.start()
+    try:
+        assert everywhere.calls == ["start"], "need_leader_election=False runs on every replica"
+        assert clock.wait_for_waiters(2)
+        clock.step(2.5)
+        assert on_leader.calls == [], "a standby must not run leader-only work"
+        holder.stop()  # releases the lease
+        for _ in range(3):
+            clock.wait_for_waiters()
+            clock.step(5)
+            if on_leader.calls:
+                break
+        eventually(lambda: on_leader.calls == ["start"])
+    finally:
+        standby.stop()
+    assert on_leader.calls == ["start", "stop"] and everywhere.calls == ["start", "stop"]

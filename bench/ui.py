@@ -1,0 +1,299 @@
+"""Browser benchmark: publish → DOM-update latency and main-thread long tasks in headless Chromium.
+
+For each rate (watch events/s), a worker process publishes informer records for ``--duration``
+seconds while a real Chromium page shows them, and the page itself measures:
+
+- **latency**: for every events-panel row inserted into the DOM, ``Date.now()`` in a
+  ``MutationObserver`` callback (it runs right after the DOM change) minus the moment the worker
+  published the record. The publish time rides in the record's resourceVersion (µs), so the
+  measurement needs no hook in the app: the bench reads what the page draws.
+- **long tasks**: ``PerformanceObserver('longtask')`` (main-thread tasks over 50 ms): how many, the
+  total and the longest — a frozen page shows up here even when rows still arrive.
+
+Contenders, same machine, same run, same browser:
+
+- ``ctrlscope``: the controller page (``/c/bench/bench/``) — frames over Redis Streams, one
+  multiplexed socket, rows drawn once per animation frame, summarised past what a frame can draw.
+- peer ``channels tutorial``: the pattern of the Channels tutorial chat — channels_redis
+  ``group_send`` per event to a plain ``AsyncWebsocketConsumer``, and a page that inserts one table
+  row per websocket message (keeping the newest 300, as ctrlscope does).
+
+First paint with 100,000 cached objects: ctrlscope's virtualized cache panel (time from navigation
+start until the table's first rows are drawn, as the page records it) versus the peer, a page that
+fetches the same snapshot and renders every row into one ``<table>`` (no virtualization).
+
+Targets (issue 5): p99 ≤ 100 ms at 1,000 events/s; first paint ≤ 1 s with 100,000 objects.
+
+Usage: ``python bench/ui.py [--duration 8] [--rates 1000,5000] [--objects 100000]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.transport import _delete_prefix, _pct, paced, publish_peer, start_daphne  # noqa: E402
+from controllers.telemetry.publisher import RedisPublisher  # noqa: E402
+from controllers.telemetry.redisboot import ensure_redis  # noqa: E402
+from controllers.telemetry.telemetry_observer import TelemetryObserver  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+INFORMER = "v1/Pod"
+KEYS = 1000
+WARMUP = 1.5
+
+# Installed before any page script runs: collects what the page drew and when, and long tasks.
+MEASURE_JS = """
+(() => {
+  const m = window.__bench = { lat: [], longtasks: [], measuring: false };
+  new PerformanceObserver((list) => {
+    if (!m.measuring) return;
+    for (const e of list.getEntries()) m.longtasks.push(e.duration);
+  }).observe({ type: "longtask", buffered: false });
+  window.__benchWatch = (tbodySelector, rvColumn) => {
+    const tbody = document.querySelector(tbodySelector);
+    new MutationObserver((mutations) => {
+      if (!m.measuring) return;
+      const now = Date.now();
+      for (const mu of mutations) for (const node of mu.addedNodes) {
+        if (node.nodeType === 1) record(node, now);
+        if (node.nodeType === 11) for (const tr of node.children) record(tr, now);
+      }
+    }).observe(tbody, { childList: true });
+    function record(tr, now) {
+      const cell = tr.cells && tr.cells[rvColumn];
+      const us = cell ? Number(cell.textContent) : NaN;
+      if (us > 1e15) m.lat.push(now - us / 1000);
+    }
+  };
+})();
+"""
+
+# The peer: one DOM row per websocket message, newest first, 300 kept (the Channels tutorial way).
+PEER_PAGE = """<!doctype html><meta charset="utf-8"><title>peer</title><script>MEASURE_JS</script>
+<table><thead><tr><th>time</th><th>type</th><th>key</th><th>rv</th></tr></thead><tbody id="rows"></tbody></table>
+<script>
+  const tbody = document.getElementById("rows");
+  window.__benchWatch("#rows", 3);
+  const ws = new WebSocket("WS_URL");
+  ws.onmessage = (e) => {
+    const r = JSON.parse(e.data);
+    const tr = document.createElement("tr");
+    tr.innerHTML = "<td>" + new Date(r.ts).toISOString().slice(11, 23) + "</td><td>" + r.type + "</td><td>" + r.key + "</td><td>" + r.rv + "</td>";
+    tbody.insertBefore(tr, tbody.firstChild);
+    if (tbody.rows.length > 300) tbody.deleteRow(-1);
+  };
+  ws.onopen = () => { window.__peerOpen = true; };
+</script>"""
+
+# The peer for first paint: the same snapshot, every object as one table row.
+PEER_TABLE_PAGE = """<!doctype html><meta charset="utf-8"><title>peer table</title>
+<table><thead><tr><th>key</th><th>rv</th><th>phase</th></tr></thead><tbody id="rows"></tbody></table>
+<script>
+  fetch("SNAPSHOT_URL").then((r) => r.json()).then((snap) => {
+    const html = [];
+    for (const [key, v] of Object.entries(snap.state)) html.push("<tr><td>" + key + "</td><td>" + v.rv + "</td><td>" + (v.phase || "") + "</td></tr>");
+    document.getElementById("rows").innerHTML = html.join("");
+    requestAnimationFrame(() => setTimeout(() => { window.__firstPaint = performance.now(); }, 0));
+  });
+</script>"""
+
+
+def _observer(redis_url: str, prefix: str) -> tuple[RedisPublisher, TelemetryObserver]:
+    pub = RedisPublisher(redis_url, prefix=prefix)
+    obs = TelemetryObserver(pub, worker="bench")
+    obs.on_informer(INFORMER, fifo="DeltaFIFO", resync_period=0.0)
+    obs.on_list(INFORMER, resource_version="1", items=0, duration=0.01)
+    obs.on_reflector_state(INFORMER, state="watching")
+    obs.on_reflector_state(INFORMER, state="synced")
+    obs.on_reconcile_start("bench", key="default/seed", worker=0)
+    obs.on_reconcile_end("bench", key="default/seed", worker=0, duration=0.001, result="success")
+    return pub, obs
+
+
+def publish_ctrlscope(redis_url: str, prefix: str, rate: int, duration: float) -> int:
+    """Worker process: ``rate`` watch events/s through a real TelemetryObserver and publisher."""
+    pub, obs = _observer(redis_url, prefix)
+    pub.start()
+
+    def emit(seq: int, ts_ms: float) -> None:
+        key = f"default/pod-{seq % KEYS:05d}"
+        rv = str(int(ts_ms * 1000))
+        obs.on_watch_event(INFORMER, event_type="MODIFIED", key=key, resource_version=rv)
+        obs.on_store(INFORMER, op="upsert", key=key, obj={"metadata": {"resourceVersion": rv}})
+
+    try:
+        return paced(rate, duration, emit)
+    finally:
+        pub.stop()
+
+
+def _peer_message(seq: int, ts: float) -> dict[str, Any]:
+    return {"ts": ts, "type": "MODIFIED", "key": f"default/pod-{seq % KEYS:05d}", "rv": str(int(ts * 1000))}
+
+
+def _worker(kind: str, redis_url: str, prefix: str, rate: int, duration: float, out: Any) -> None:
+    if kind == "ctrlscope":
+        out.put(publish_ctrlscope(redis_url, prefix, rate, duration))
+    else:  # the peer's worker: one channels_redis group_send per event
+        out.put(publish_peer(redis_url, prefix, rate, duration, _peer_message))
+
+
+def _summary(page: Any) -> dict[str, Any]:
+    data = page.evaluate("({lat: window.__bench.lat, longtasks: window.__bench.longtasks})")
+    lat = sorted(data["lat"])
+    tasks = data["longtasks"]
+    return {"rows": len(lat), "p50": _pct(lat, 50), "p99": _pct(lat, 99), "max": lat[-1] if lat else float("nan"),
+            "longtasks": len(tasks), "longtask_ms": sum(tasks), "longest": max(tasks, default=0.0)}
+
+
+def run_rate(browser: Any, kind: str, rate: int, duration: float, redis_url: str, run_dir: Path) -> dict[str, Any]:
+    prefix = f"benchui-{uuid.uuid4().hex[:8]}:"
+    app = "dashboard.asgi:application" if kind == "ctrlscope" else "bench.peer_asgi:application"
+    os.environ["CTRLSCOPE_PREFIX"] = prefix
+    proc, port = start_daphne(app, redis_url, prefix, run_dir)
+    page = browser.new_page()
+    try:
+        page.add_init_script(MEASURE_JS)
+        if kind == "ctrlscope":
+            pub, _ = _observer(redis_url, prefix)  # the worker's topics exist before the page opens
+            pub.flush()
+            pub.stop()
+            page.goto(f"http://127.0.0.1:{port}/c/bench/bench/")
+            page.wait_for_selector('#conn[data-state="live"]', timeout=20_000)
+            page.wait_for_function("window.ctrlscope.client.topics.get('w/bench/informer/v1_Pod')?.cursor",
+                                   timeout=20_000)
+            page.evaluate("window.__benchWatch('#ievents', 5)")
+        else:
+            page.goto(f"http://127.0.0.1:{port}/healthz")
+            page.set_content(PEER_PAGE.replace("MEASURE_JS", MEASURE_JS)
+                             .replace("WS_URL", f"ws://127.0.0.1:{port}/ws/peer/"))
+            page.wait_for_function("window.__peerOpen === true", timeout=20_000)
+            time.sleep(0.3)  # group_add settles
+        out: Any = mp.get_context("spawn").Queue()
+        worker = mp.get_context("spawn").Process(target=_worker, args=(kind, redis_url, prefix, rate, duration + WARMUP, out))
+        worker.start()
+        time.sleep(WARMUP)
+        page.evaluate("window.__bench.measuring = true")
+        time.sleep(duration)
+        page.evaluate("window.__bench.measuring = false")
+        published = out.get(timeout=120)
+        worker.join(30)
+        result = _summary(page)
+        if kind == "ctrlscope":
+            result["summarising"] = page.evaluate("!document.getElementById('summarising').hidden")
+        result.update(kind=kind, rate=rate, published=published)
+        return result
+    finally:
+        page.close()
+        proc.terminate()
+        proc.wait(10)
+        _delete_prefix(redis_url, prefix)
+
+
+def first_paint(browser: Any, kind: str, objects: int, redis_url: str, run_dir: Path) -> float:
+    """ms from navigation start until ``objects`` cached objects are on screen."""
+    prefix = f"benchui-{uuid.uuid4().hex[:8]}:"
+    os.environ["CTRLSCOPE_PREFIX"] = prefix
+    proc, port = start_daphne("dashboard.asgi:application", redis_url, prefix, run_dir)
+    pub, obs = _observer(redis_url, prefix)
+    obs.on_store(INFORMER, op="replace", key="", obj=[
+        (f"default/pod-{i:06d}", {"metadata": {"resourceVersion": str(1000 + i), "uid": f"uid-{i:06d}", "generation": 1},
+                                  "status": {"phase": "Running"}}) for i in range(objects)])
+    pub.flush()
+    pub.stop()
+    page = browser.new_page()
+    try:
+        base = f"http://127.0.0.1:{port}"
+        if kind == "ctrlscope":
+            page.goto(f"{base}/c/bench/bench/")
+            page.wait_for_function(f"window.ctrlscopeCache && window.ctrlscopeCache.cache.firstPaint && "
+                                   f"document.getElementById('cache-count').textContent === '{objects:,}'",
+                                   timeout=60_000)
+            return page.evaluate("window.ctrlscopeCache.cache.firstPaint")
+        page.goto(f"{base}/healthz")
+        snapshot = f"{base}/c/bench/informer/v1_Pod/snapshot.json"
+        page.evaluate("(html) => { document.open(); document.write(html); document.close(); }",
+                      PEER_TABLE_PAGE.replace("SNAPSHOT_URL", snapshot))
+        start = page.evaluate("performance.now()")
+        page.wait_for_function("window.__firstPaint !== undefined", timeout=120_000)
+        return page.evaluate("window.__firstPaint") - start
+    finally:
+        page.close()
+        proc.terminate()
+        proc.wait(10)
+        _delete_prefix(redis_url, prefix)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per run")
+    parser.add_argument("--rates", default="1000,5000")
+    parser.add_argument("--objects", type=int, default=100_000)
+    parser.add_argument("--contenders", default="ctrlscope,peer")
+    args = parser.parse_args()
+    if not os.path.exists(CHROMIUM):
+        raise SystemExit(f"{CHROMIUM} is missing (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    run_dir = ROOT / "run"
+    run_dir.mkdir(exist_ok=True)
+    handle = ensure_redis(run_dir)
+    os.environ.update(REDIS_URL=handle.url, CTRLSCOPE_DEMO="1", CTRLSCOPE_DB=str(run_dir / "bench.sqlite3"))
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
+    contenders = args.contenders.split(",")
+    rows: list[dict[str, Any]] = []
+    paints: dict[str, float] = {}
+    print(f"redis {handle.url} ({handle.source}); {os.cpu_count()} CPUs; {args.duration:g} s measured per run", flush=True)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            context = browser.new_context(viewport={"width": 1400, "height": 900})
+            for rate in [int(x) for x in args.rates.split(",")]:
+                for kind in contenders:
+                    rows.append(run_rate(context, kind, rate, args.duration, handle.url, run_dir))
+                    print(f"  done: {kind} {rate:,}/s", flush=True)
+            for kind in contenders:
+                paints[kind] = first_paint(context, kind, args.objects, handle.url, run_dir)
+                print(f"  done: first paint {kind}", flush=True)
+            browser.close()
+    finally:
+        handle.stop()
+    names = {"ctrlscope": "ctrlscope controller page", "peer": "peer: channels tutorial (group_send, 1 row/msg)"}
+    print()
+    print("| page | events/s | rows drawn | p50 ms | p99 ms | max ms | long tasks | long-task ms | longest ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        note = " (summarising)" if r.get("summarising") else ""
+        print(f"| {names[r['kind']]}{note} | {r['rate']:,} | {r['rows']:,} | {r['p50']:.1f} | {r['p99']:.1f} | "
+              f"{r['max']:.1f} | {r['longtasks']} | {r['longtask_ms']:.0f} | {r['longest']:.0f} |")
+    print()
+    print(f"| page | first paint, {args.objects:,} cached objects |")
+    print("|---|---:|")
+    labels = {"ctrlscope": "ctrlscope cache panel (virtualized)", "peer": "peer: every row in one <table>"}
+    for kind, ms in paints.items():
+        print(f"| {labels[kind]} | {ms:,.0f} ms |")
+    ours = [r for r in rows if r["kind"] == "ctrlscope" and r["rate"] == 1000]
+    if ours:
+        ok = ours[0]["p99"] <= 100
+        print(f"\ntarget p99 <= 100 ms at 1,000 events/s: {'MET' if ok else 'NOT MET'} ({ours[0]['p99']:.1f} ms)")
+    if "ctrlscope" in paints:
+        ok = paints["ctrlscope"] <= 1000
+        print(f"target first paint <= 1 s with {args.objects:,} objects: {'MET' if ok else 'NOT MET'} "
+              f"({paints['ctrlscope']:,.0f} ms)")
+
+
+if __name__ == "__main__":
+    main()
