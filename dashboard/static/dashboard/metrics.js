@@ -7,7 +7,8 @@
  * state (see controllers/telemetry/metrics_sampler.py). The page subscribes with history, so a fresh
  * page draws the minutes the stream still holds at once; rates and quantiles are computed here from
  * consecutive samples (charts.js). Registered in window.ctrlscopePanels and started by controller.js.
- * Charts are redrawn at most twice a second, and when the theme changes.
+ * Charts are redrawn at most twice a second (once a second when nothing arrives: the time axis
+ * moves on), and at once when the theme changes.
  */
 (function () {
   "use strict";
@@ -158,7 +159,11 @@
       if (now - lastDraw >= 500) { lastDraw = now; draw(); } else setTimeout(schedule, 500 - (now - lastDraw));
     }
     setInterval(() => { dirty = true; schedule(); }, 1000); // the time axis moves on
-    window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => { dirty = true; lastDraw = 0; schedule(); });
+    // Canvas colours are read from the CSS variables when drawing: redraw when the theme changes
+    // (the OS preference in "auto", or the toggle's data-theme on <html>).
+    const redraw = () => { dirty = true; lastDraw = 0; schedule(); };
+    window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", redraw);
+    new MutationObserver(redraw).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
     window.ctrlscopeMetrics = { samples: samples, charts: () => [...figures].map(([id, f]) => ({ id: id, series: f.data })) };
   }
 
