@@ -164,6 +164,11 @@ def test_overview_groups_workers_by_cluster_and_draws_each_controller_as_its_pip
     page.click("#dev > summary")
     page.wait_for_function("!window.ctrlscope.client.topics.has('w/w1/informer/pods')")
 
+    # Redrawn every second, but updated in place: a link never changes under the pointer mid-click.
+    link = page.query_selector('.worker[data-worker="w1"] a[href="/c/w1/podset/"]')
+    leader.tick()
+    page.wait_for_timeout(1300)
+    assert link.evaluate("a => a.isConnected"), "the card's link was rebuilt by a redraw"
     page.click('.worker[data-worker="w1"] a[href="/c/w1/podset/"]')
     page.wait_for_url("**/c/w1/podset/")
     page.wait_for_selector('#conn[data-state="live"]', timeout=10_000)

@@ -162,19 +162,39 @@
     return ctls;
   }
 
+  // The overview is redrawn every second (rates, ages), but its elements are kept and updated in
+  // place, never rebuilt: a link replaced between mousedown and mouseup would swallow the click.
+  const views = new Map(); // "cluster|key" / "worker|name" / "card|worker|segment" -> elements
+  let used = new Set();
+  function view(key, make) {
+    used.add(key);
+    let v = views.get(key);
+    if (!v) { v = make(); views.set(key, v); }
+    return v;
+  }
+  function syncChildren(parent, nodes) {
+    const kids = parent.children;
+    if (kids.length === nodes.length && nodes.every((n, i) => kids[i] === n)) return;
+    parent.replaceChildren(...nodes);
+  }
+
   function controllerCard(w, seg, ctl, comps, lease, stale) {
+    const v = view("card|" + w.name + "|" + seg, () => {
+      const link = el("a", { href: "/c/" + encodeURIComponent(w.name) + "/" + encodeURIComponent(seg) + "/", className: "controller-link" });
+      const badges = el("span", { className: "ctl-badges" });
+      const box = el("div", { className: "pipeline compact" });
+      return { link: link, badges: badges, box: box,
+        root: el("div", { className: "ctl-card", dataset: { controller: seg } }, el("div", { className: "ctl-card-head" }, link, badges), box) };
+    });
+    if (v.link.textContent !== ctl.name) v.link.textContent = ctl.name;
     const badges = [];
     if (ctl.started === true) badges.push(el("span", { className: "badge ok" }, "running"));
     else if (ctl.started === false) badges.push(el("span", { className: "badge warn" }, lease && !lease.leader ? "standby" : "waiting for caches"));
     if (lease) badges.push(el("span", { className: "badge " + (lease.leader ? "ok" : ""), title: "lease " + (lease.name || "") },
       lease.leader ? "leader" : "follower" + (lease.holder ? " (leader: " + lease.holder + ")" : "")));
-    const box = el("div", { className: "pipeline compact" });
-    window.ctrlscopePipeline.render(box, model(w, comps, ctl, stale));
-    return el("div", { className: "ctl-card", dataset: { controller: seg } },
-      el("div", { className: "ctl-card-head" },
-        el("a", { href: "/c/" + encodeURIComponent(w.name) + "/" + encodeURIComponent(seg) + "/", className: "controller-link" }, ctl.name),
-        ...badges),
-      box);
+    v.badges.replaceChildren(...badges);
+    window.ctrlscopePipeline.render(v.box, model(w, comps, ctl, stale));
+    return v.root;
   }
 
   function workerBox(w, comps, now) {
@@ -184,18 +204,45 @@
     const lease = [...comps.values()].find((v) => v && v.kind === "lease");
     const ctls = controllersOf(w.name, comps);
     const cards = [...ctls].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([seg, ctl]) => controllerCard(w, seg, ctl, comps, lease, stale));
-    const when = known ? "last seen " + (since < 1500 ? "just now" : fmtDuration(since) + " ago") + " (" + UI.clock(w.lastTs) + " UTC)" : "not seen yet";
-    return el("div", { className: "worker" + (stale ? " stale" : ""), dataset: { worker: w.name, stale: String(stale) } },
-      el("div", { className: "worker-head" }, "worker ", el("b", null, w.name), " ",
-        el("span", { className: "badge " + (stale ? "bad" : "ok"), title: stale ? "no frame for " + STALE_MS / 1000 + " s: the worker stopped publishing" : "publishing" }, stale ? "stale" : "live"),
-        el("span", { className: "muted last-seen" }, when)),
-      cards.length ? el("div", { className: "ctl-cards" }, ...cards) : el("p", { className: "muted" }, "no controllers (yet)"));
+    const v = view("worker|" + w.name, () => {
+      const badge = el("span", { className: "badge" }), seen = el("span", { className: "muted last-seen" });
+      const cardsBox = el("div", { className: "ctl-cards" });
+      return { badge: badge, seen: seen, cards: cardsBox, empty: el("p", { className: "muted" }, "no controllers (yet)"),
+        root: el("div", { className: "worker", dataset: { worker: w.name } },
+          el("div", { className: "worker-head" }, "worker ", el("b", null, w.name), " ", badge, seen), cardsBox) };
+    });
+    v.root.classList.toggle("stale", stale);
+    v.root.dataset.stale = String(stale);
+    v.badge.className = "badge " + (stale ? "bad" : "ok");
+    v.badge.textContent = stale ? "stale" : "live";
+    v.badge.title = stale ? "no frame for " + STALE_MS / 1000 + " s: the worker stopped publishing" : "publishing";
+    v.seen.textContent = known ? "last seen " + (since < 1500 ? "just now" : fmtDuration(since) + " ago") + " (" + UI.clock(w.lastTs) + " UTC)" : "not seen yet";
+    syncChildren(v.cards, cards.length ? cards : [v.empty]);
+    return v.root;
   }
 
+  function clusterSection(key, info, workerRoots) {
+    const v = view("cluster|" + key, () => {
+      const head = el("h3", { className: "cluster-head" });
+      return { head: head, root: el("section", { className: "cluster", dataset: { cluster: info ? info.name : "" } }, head) };
+    });
+    const text = info ? [info.server !== info.name ? info.server : "", info.version ? "Kubernetes " + info.version : ""].filter(Boolean).join(" · ") : "";
+    const sig = info ? info.name + "\n" + text : "";
+    if (v.head.dataset.sig !== sig) {
+      v.head.dataset.sig = sig;
+      v.head.replaceChildren("cluster ", ...(info ? [el("b", null, info.name), " ", el("span", { className: "muted" }, text)]
+        : [el("span", { className: "muted" }, "not reported by its workers")]));
+    }
+    syncChildren(v.root, [v.head, ...workerRoots]);
+    return v.root;
+  }
+
+  const placeholder = el("p", { className: "muted" }, "no worker has published its components yet…");
   function renderOverview() {
     overviewDirty = false;
+    used = new Set();
     const now = Date.now();
-    const clusters = new Map(); // key -> {info, workers: []}
+    const clusters = new Map(); // key -> {info, workers: [root]}
     for (const name of [...workers.keys()].sort()) {
       const t = client.topics.get("w/" + name + "/components");
       const comps = t ? t.state : new Map();
@@ -205,15 +252,10 @@
       if (!clusters.has(key)) clusters.set(key, { info: info, workers: [] });
       clusters.get(key).workers.push(workerBox(workers.get(name), comps, now));
     }
-    const box = $("overview");
-    if (!clusters.size) { box.replaceChildren(el("p", { className: "muted" }, "no worker has published its components yet…")); return; }
-    box.replaceChildren(...[...clusters].sort((a, b) => (a[0] === "" ? 1 : b[0] === "" ? -1 : a[0] < b[0] ? -1 : 1)).map(([key, c]) => {
-      const i = c.info;
-      const head = i ? [el("b", null, i.name), " ", el("span", { className: "muted" }, [i.server !== i.name ? i.server : "", i.version ? "Kubernetes " + i.version : ""].filter(Boolean).join(" · "))]
-        : [el("span", { className: "muted" }, "not reported by its workers")];
-      return el("section", { className: "cluster", dataset: { cluster: i ? i.name : "" } },
-        el("h3", { className: "cluster-head" }, "cluster ", ...head), ...c.workers);
-    }));
+    const sections = [...clusters].sort((a, b) => (a[0] === "" ? 1 : b[0] === "" ? -1 : a[0] < b[0] ? -1 : 1))
+      .map(([key, c]) => clusterSection(key, c.info, c.workers));
+    syncChildren($("overview"), sections.length ? sections : [placeholder]);
+    for (const key of views.keys()) if (!used.has(key)) views.delete(key); // controllers and workers gone
   }
 
   // ---- developer view: counters and the live event list -------------------------------------

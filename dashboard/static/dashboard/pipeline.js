@@ -78,5 +78,5 @@
     box.replaceChildren(el("div", { className: "chains" }, ...chains), tail);
   }
 
-  global.ctrlscopePipeline = { render, fmtRate };
+  global.ctrlscopePipeline = { render };
 })(window);

@@ -235,6 +235,21 @@ def test_observer_sees_reconcile_start_and_end_with_result(clock, eventually, ob
     c.stop()
 
 
+def test_observer_hears_which_informers_a_controller_watches_and_when_its_workers_run(clock, observer) -> None:
+    pods, podsets = FakeSource(), FakeSource()
+    pods.name, podsets.name = "v1/Pod", "x/v1/PodSet"
+    c = make(clock, lambda req: None, observer=observer, max_concurrent_reconciles=2)
+    c.watch(podsets)
+    c.watch(pods)
+    c.start()
+    c.stop()
+    assert observer.of("on_controller") == [
+        {"watches": ["x/v1/PodSet"], "workers": 2, "started": False},
+        {"watches": ["x/v1/PodSet", "v1/Pod"], "workers": 2, "started": False},
+        {"watches": ["x/v1/PodSet", "v1/Pod"], "workers": 2, "started": True},
+        {"watches": ["x/v1/PodSet", "v1/Pod"], "workers": 2, "started": False}]
+
+
 def test_generation_changed_predicate_filters_status_updates(clock, observer) -> None:
     c = make(clock, lambda req: None, observer=observer)
     source = FakeSource()
