@@ -68,6 +68,7 @@ _redis_lock = threading.Lock()
 _redis_client: redis.Redis | None = None
 MAX_SNAPSHOT_HISTORY = 1000
 HISTORY_BYTES = 4 * 1024 * 1024  # context frames before the snapshot, at most this much
+NO_RECORDS_PREFIX = b'{"r":[],'  # how a frame without records starts (RedisPublisher._build_frames)
 
 
 def _redis() -> redis.Redis:
@@ -106,6 +107,10 @@ def informer_snapshot(request: HttpRequest, worker: str, informer: str) -> HttpR
             size = 0
             for eid, fields in client.xrevrange(keys.stream(topic), max=snap_id, min=b"-", count=history):
                 frame = fields.get(FRAME_FIELD, b"{}")
+                if frame.startswith(NO_RECORDS_PREFIX):
+                    # Only state changes, which the snapshot already contains: a relist of 100k
+                    # objects is 100 such frames, several MB the page would parse for nothing.
+                    continue
                 size += len(frame)
                 if size > HISTORY_BYTES:
                     break

@@ -283,6 +283,12 @@ def test_informer_snapshot_over_http_is_sorted_resumable_and_needs_access(dashbo
     assert snap["state"][key(2)] == {"rv": "1002", "gen": 3, "uid": "uid-000002", "phase": "Succeeded"}
     assert snap["id"] == snap["history"][-1][0]  # the frames up to (and including) the snapshot's id
     assert any(r.get("k") == "watch" for _, frame in snap["history"] for r in frame["r"])
+    # A relist's state-only frames (1,000 keys each) are left out of the history: the snapshot has them.
+    obs.on_store("pods", op="replace", key="", obj=[(key(i), pod(i)) for i in range(3000)])
+    pub.flush()
+    with urllib.request.urlopen(server.url + "/c/w1/informer/pods/snapshot.json?history=10", timeout=5) as resp:
+        snap = json.loads(resp.read())
+    assert snap["size"] == 3000 and snap["history"] and all(frame["r"] for _, frame in snap["history"])
     with urllib.request.urlopen(server.url + "/c/w1/informer/nothing/snapshot.json", timeout=5) as resp:
         assert json.loads(resp.read())["size"] == 0
     with pytest.raises(urllib.error.HTTPError) as err:
