@@ -309,3 +309,25 @@ def test_countdowns_follow_the_workers_clock_when_the_browsers_is_off_by_an_hour
     assert countdown(page, "default/late") < first - 0.2
     assert 3590_000 < page.evaluate("-window.ctrlscope.skew()") < 3610_000
     close_page(page)
+
+
+def test_events_panel_shows_only_the_controllers_informers_and_folds_bookmarks(browser, dashboard, publisher_factory):
+    pub = publisher_factory()
+    obs = TelemetryObserver(pub, worker="w1")
+    seed_worker(obs)
+    obs.on_informer("nodes", fifo="DeltaFIFO", resync_period=0.0)
+    obs.on_controller("podset", watches=["pods"], workers=1, started=True)
+    for rv in range(100, 105):
+        obs.on_bookmark("pods", resource_version=str(rv))
+    obs.on_watch_event("nodes", event_type="MODIFIED", key="node-1", resource_version="106")
+    enqueue(obs, "default/web", rv="107")
+    pub.flush()
+    page = open_controller_page(browser, dashboard)
+    page.wait_for_function("[...document.querySelectorAll('#ievents td.key')].some(td => td.textContent === 'default/web')",
+                           timeout=10_000)
+    rows = page.eval_on_selector_all("#ievents tr", "trs => trs.map(tr => [...tr.cells].map(c => c.textContent))")
+    assert not any("node-1" in cells for cells in rows), "another controller's informer stays out of this page"
+    bookmarks = [cells for cells in rows if cells[2] == "bookmark"]
+    assert bookmarks == [bookmarks[0]] and bookmarks[0][3] == "BOOKMARK ×5" and bookmarks[0][5] == "100 → 104"
+    assert page.inner_text("#ev-informers") == "pods"
+    close_page(page)

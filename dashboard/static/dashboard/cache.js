@@ -27,6 +27,8 @@
 
   const ROW_H = 22;           // px, must match .cache-scroll .cache-row height
   const OVERSCAN = 8;         // rows drawn above and below the viewport
+  const MAX_TABLE_H = 440;    // px: the table scrolls within this (.cache-scroll's CSS height)
+  const MIN_TABLE_H = 5 * ROW_H;
   const FLASH_MS = 1200;
   const MAX_FLASH_PER_FRAME = 5000; // a bigger change (relist) is counted, not flashed row by row
   const HISTORY_PER_KEY = 20;
@@ -272,6 +274,9 @@
       $("cache-count").textContent = shown.toLocaleString();
       $("cache-count-label").textContent = cache.filter.length ? "of " + total.toLocaleString() + " objects match" : "objects";
       spacer.style.height = shown * ROW_H + "px";
+      // A small cache gets a short table (a few rows of slack); a big one scrolls within 440 px.
+      const fit = Math.min(MAX_TABLE_H, Math.max(MIN_TABLE_H, (shown + 2) * ROW_H));
+      if (scroller.style.height !== fit + "px") scroller.style.height = fit + "px";
       if (cache.scrollTo) {
         const i = view.indexOf(cache.scrollTo);
         if (i >= 0) { scroller.scrollTop = Math.max(0, i * ROW_H - scroller.clientHeight / 2); showDetails(cache.scrollTo); cache.scrollTo = ""; }

@@ -214,7 +214,22 @@
     }
     if (!items.length) items.push(el("span", { className: "muted" }, "waiting for the worker's components…"));
     box.replaceChildren(...items);
-    $("ev-informers").textContent = informerTopics.size ? [...new Set(informerTopics.values())].join(", ") : "";
+    const mine = watchedInformers();
+    if (String(mine && [...mine]) !== String(watched && [...watched])) { watched = mine; events.rebuild = true; }
+    $("ev-informers").textContent = [...new Set(informerTopics.values())].filter((n) => !mine || mine.has(n)).join(", ");
+  }
+  let watched = null; // watchedInformers() as of the last components update
+
+  // The informers this controller watches, as its component reports them (null: not reported, so
+  // every informer of the worker counts). The events panel shows only these; the cache panel can
+  // still browse every informer of the worker.
+  function watchedInformers() {
+    for (const v of stateOf(T.components).values()) {
+      if (v && v.kind === "controller" && topicPart(v.name) === page.controller) {
+        return Array.isArray(v.watches) && v.watches.length ? new Set(v.watches) : null;
+      }
+    }
+    return null;
   }
 
   // ---- workqueue ----------------------------------------------------------------------------
@@ -513,6 +528,27 @@
     }
   }
 
+  // Bookmarks arrive every few seconds per informer and only move the resourceVersion: consecutive
+  // ones of one informer share a row ("BOOKMARK ×12", first → last rv) instead of flooding the list.
+  function pushBookmark(ts, inf, rv) {
+    const last = events.data[events.data.length - 1];
+    if (last && last.kind === "bookmark" && last.inf === inf) {
+      last.count = (last.count || 1) + 1;
+      last.ts = ts;
+      last.type = "BOOKMARK ×" + last.count;
+      last.rv = last.firstRv + " → " + rv;
+      last.text = [inf, "bookmark", last.type, last.rv].join(" ");
+      last.lc = last.text.toLowerCase();
+      if (last.tr && last.tr.isConnected) {
+        last.tr.cells[0].textContent = clock(ts);
+        last.tr.cells[3].textContent = last.type;
+        last.tr.cells[5].textContent = last.rv;
+      }
+      return;
+    }
+    pushEvent({ ts: ts, inf: inf, kind: "bookmark", meta: true, type: "BOOKMARK", rv: rv, firstRv: rv, count: 1 });
+  }
+
   function onInformer(topic, records) {
     const inf = informerTopics.get(topic);
     let syncs = 0, syncTs = 0;
@@ -537,7 +573,7 @@
           break;
         case "watch_start": pushEvent({ ts: ts, inf: inf, kind: "watch_start", meta: true, type: "WATCH from", rv: r.rv }); break;
         case "watch_end": pushEvent({ ts: ts, inf: inf, kind: "watch_end", meta: true, type: "watch ended", key: r.reason }); break;
-        case "bookmark": pushEvent({ ts: ts, inf: inf, kind: "bookmark", meta: true, type: "BOOKMARK", rv: r.rv }); break;
+        case "bookmark": pushBookmark(ts, inf, r.rv); break;
         case "backoff": pushEvent({ ts: ts, inf: inf, kind: "backoff", meta: true, type: "backoff " + fmtDuration((r.delay || 0) * 1000), key: r.reason }); break;
         case "state": pushEvent({ ts: ts, inf: inf, kind: "state", meta: true, type: r.state }); break;
         default: break;
@@ -566,6 +602,7 @@
     name: (r) => (r.key ? r.key.split("/").pop() : ""),
   };
   function matches(row) {
+    if (watched && row.inf && !watched.has(row.inf)) return false; // another controller's informer
     if (row.marker) return true; // markers stay visible whatever the filter: they explain gaps
     for (const term of events.filter) {
       const colon = term.indexOf(":");
