@@ -159,8 +159,11 @@ class SimCluster:
         self.store.buckets.clear()
         self.store.dependents.clear()
         self.kubelet.forget_all()
-        self.store.compact()
         self._seed()
+        # Compacted after the seed, so every watch from before the reset gets 410 and relists: the
+        # deleted objects never had DELETED events, and a watch resumed from an older RV would
+        # silently keep them in its cache.
+        self.store.compact()
 
     def save_state(self) -> None:
         if self.state_file is None:
