@@ -695,7 +695,7 @@
   // Panels in other scripts (cache.js: pipeline overview and cache table) register before this
   // script runs and are started here, before the socket opens, so they see every message.
   const api = { client: client, page: page, topics: T, informerTopics: informerTopics, workerNow: workerNow,
-    stateOf: stateOf, schedule: schedule, events: events, queue: queue };
+    stateOf: stateOf, schedule: schedule, events: events, queue: queue, pushEvent: pushEvent };
   for (const init of window.ctrlscopePanels || []) { try { init(api); } catch (e) { console.error(e); } }
   client.connect();
 })();
