@@ -44,6 +44,10 @@ ALLOWED_HOSTS = [h.strip() for h in os.environ.get("CTRLSCOPE_ALLOWED_HOSTS", "1
 # and says so). Everything else requires a logged-in user.
 CTRLSCOPE_ALLOW_ANONYMOUS = _env_bool("CTRLSCOPE_ALLOW_ANONYMOUS", False)
 
+# The simulated cluster the Faults panel may break on purpose (dashboard/simulator.py): the kubeconfig
+# the demo's simulator writes. Empty switches fault injection off (the demo does so for a real cluster).
+CTRLSCOPE_SIM_KUBECONFIG = os.environ.get("CTRLSCOPE_SIM_KUBECONFIG", str(RUN_DIR / "kubeconfig-sim.yaml"))
+
 # Redis: the only link between worker and dashboard processes (see controllers/telemetry/redisboot.py).
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CTRLSCOPE_PREFIX = os.environ.get("CTRLSCOPE_PREFIX", "ctrlscope:")

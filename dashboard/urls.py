@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard import scenario_views, views
+from dashboard import fault_views, scenario_views, views
 
 urlpatterns = [
     path("", views.index, name="index"),
@@ -11,6 +11,9 @@ urlpatterns = [
     path("c/<str:worker>/informer/<str:informer>/object", views.inspect_object, name="inspect_object"),
     path("scenarios/", scenario_views.scenarios, name="scenarios"),
     path("scenarios/<str:name>/start", scenario_views.start_scenario, name="start-scenario"),
+    path("cluster/", views.cluster, name="cluster"),
+    path("cluster/faults/status", fault_views.fault_status, name="fault-status"),
+    path("cluster/faults/<slug:action>", fault_views.fault_action, name="fault-action"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -15,6 +15,7 @@ from controllers.telemetry import inspector
 from controllers.telemetry.streams import FRAME_FIELD, SNAPSHOT_ID_FIELD, Keys
 from controllers.telemetry.telemetry_observer import TOPIC_SEGMENT as _SEGMENT
 from dashboard.access import can_view, is_operator
+from dashboard.fault_views import panel_context
 
 
 def _shell_context(request: HttpRequest) -> dict[str, object]:
@@ -61,7 +62,14 @@ def controller(request: HttpRequest, worker: str, controller: str) -> HttpRespon
         page["informers"] = sorted(t.decode() for t in known if t.startswith(prefix))[:20]
     except redis.RedisError:
         page["informers"] = []
-    return render(request, "dashboard/controller.html", {**_shell_context(request), "page": page})
+    return render(request, "dashboard/controller.html", {**_shell_context(request), **panel_context(request), "page": page})
+
+
+def cluster(request: HttpRequest) -> HttpResponse:
+    """The simulated cluster: its Faults panel (active rules, the fault log, the operators' actions)."""
+    if not can_view(request.user):
+        return redirect_to_login(request.get_full_path())
+    return render(request, "dashboard/cluster.html", {**_shell_context(request), **panel_context(request)})
 
 
 _redis_lock = threading.Lock()

@@ -43,31 +43,57 @@ class ScenarioResult:
 
 
 class SimFaults:
-    """The simulator's ``/_sim/`` fault endpoints, over the same client as the API calls."""
+    """The simulator's ``/_sim/`` fault endpoints, over the same client as the API calls.
 
-    def __init__(self, client: Any) -> None:
+    Each call returns the simulator's JSON answer and raises ``ApiError`` with the simulator's message
+    when it refuses (a real cluster has no ``/_sim/``: 404) or ``ConnectionRefusedError`` when it is
+    not there at all. Scenarios and the dashboard's fault panel both drive the simulator through it.
+    """
+
+    def __init__(self, client: Any, *, timeout: float = 60.0) -> None:
         self.client = client
+        self.timeout = timeout
 
-    def errors(self, *, verb: str, resource: str, rate: float, code: int = 500) -> None:
-        self.client.send_json("POST", "/_sim/errors", {"verb": verb, "resource": resource, "rate": rate, "code": code})
+    def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        return self.client.send_json(method, path, body, timeout=self.timeout)
 
-    def clear_errors(self) -> None:
-        self.client.send_json("DELETE", "/_sim/errors")
+    def status(self) -> Any:
+        """Active rules and the fault log (``GET /_sim/faults``)."""
+        return self.client.get_json("/_sim/faults", timeout=self.timeout)
 
-    def drop_watches(self) -> None:
-        self.client.send_json("POST", "/_sim/watches/drop", {})
+    def errors(self, *, verb: str, resource: str, rate: float, code: int = 500) -> Any:
+        return self._send("POST", "/_sim/errors", {"verb": verb, "resource": resource, "rate": rate, "code": code})
 
-    def compact_history(self) -> None:
-        self.client.send_json("POST", "/_sim/history/compact", {})
+    def clear_errors(self) -> Any:
+        return self._send("DELETE", "/_sim/errors")
 
-    def latency(self, *, verb: str, resource: str, ms: float) -> None:
-        self.client.send_json("POST", "/_sim/latency", {"verb": verb, "resource": resource, "ms": ms})
+    def drop_watches(self) -> Any:
+        return self._send("POST", "/_sim/watches/drop", {})
 
-    def clear_latency(self) -> None:
-        self.client.send_json("DELETE", "/_sim/latency")
+    def end_watches(self) -> Any:
+        return self._send("POST", "/_sim/watches/end", {})
+
+    def compact_history(self) -> Any:
+        return self._send("POST", "/_sim/history/compact", {})
+
+    def latency(self, *, verb: str, resource: str, ms: float) -> Any:
+        return self._send("POST", "/_sim/latency", {"verb": verb, "resource": resource, "ms": ms})
+
+    def clear_latency(self) -> Any:
+        return self._send("DELETE", "/_sim/latency")
+
+    def pause_kubelet(self) -> Any:
+        return self._send("POST", "/_sim/kubelet/pause", {})
+
+    def resume_kubelet(self) -> Any:
+        return self._send("POST", "/_sim/kubelet/resume", {})
 
     def kill_pods(self, count: int, namespace: str | None = None) -> Any:
-        return self.client.send_json("POST", "/_sim/pods/kill", {"count": count, "namespace": namespace})
+        return self._send("POST", "/_sim/pods/kill", {"count": count, "namespace": namespace})
+
+    def reset(self) -> Any:
+        """Clear every fault and every object; all watches end."""
+        return self._send("POST", "/_sim/reset", {})
 
 
 class WorkerControl(Protocol):

@@ -16,14 +16,18 @@ cluster produces occasionally, on demand and reproducibly (a seeded RNG):
 
 ``verb``/``resource`` accept ``*``. ``DELETE /_sim/errors`` and ``DELETE /_sim/latency`` clear rules;
 ``GET /_sim/faults`` lists active rules and the fault log. Each fault is recorded as an event dict
-in ``events`` and passed to the optional ``on_fault`` callback, so the telemetry layer can publish
-it next to the controller activity it provokes.
+in ``events`` (the newest ``MAX_EVENTS``) and passed to the optional ``on_fault`` callback, so the
+telemetry layer can publish it next to the controller activity it provokes. The callback runs on the
+simulator's event loop, right after the fault took effect: it must not block (``manage.py
+simcluster`` hands it to a ``RedisPublisher``, which only appends to memory there), and it may call
+``rules()`` to see the rules the fault left active.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +41,8 @@ if TYPE_CHECKING:
     from controllers.sim.kubelet import Kubelet
 
 FaultHook = Callable[[dict[str, Any]], None]
-_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "*")
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "*")
+MAX_EVENTS = 1000  # the fault log GET /_sim/faults returns: the newest this many
 
 
 class FaultInjector:
@@ -50,7 +55,7 @@ class FaultInjector:
         self.rng = random.Random(seed)
         self.on_fault = on_fault
         self._reset_cluster = reset
-        self.events: list[dict[str, Any]] = []
+        self.events: deque[dict[str, Any]] = deque(maxlen=MAX_EVENTS)
         # (verb, resource) → (probability, status code); "*" matches anything.
         self.errors: dict[tuple[str, str], tuple[float, int]] = {}
         self.latency: dict[tuple[str, str], float] = {}
@@ -76,6 +81,12 @@ class FaultInjector:
                 reason = {429: "TooManyRequests", 503: "ServiceUnavailable", 504: "Timeout"}.get(code, None)
                 raise StatusError(code, f"injected fault: {verb} {resource} failed ({code})", reason=reason)
 
+    def rules(self) -> dict[str, Any]:
+        """The active rules, as ``GET /_sim/faults`` and the ``on_fault`` listeners see them."""
+        return {"errors": [{"verb": v, "resource": r, "rate": p, "code": c} for (v, r), (p, c) in self.errors.items()],
+                "latency": [{"verb": v, "resource": r, "ms": s * 1000} for (v, r), s in self.latency.items()],
+                "kubeletPaused": self.kubelet.paused}
+
     # ---- faults ------------------------------------------------------------------------------
 
     def record(self, fault: str, **params: Any) -> dict[str, Any]:
@@ -99,8 +110,8 @@ class FaultInjector:
         return rv
 
     def set_errors(self, verb: str, resource: str, rate: float, code: int) -> None:
-        if verb not in _VERBS:
-            raise bad_request(f"unknown verb {verb!r}; one of {', '.join(_VERBS)}")
+        if verb not in VERBS:
+            raise bad_request(f"unknown verb {verb!r}; one of {', '.join(VERBS)}")
         if not 0 <= rate <= 1:
             raise bad_request("rate must be between 0 and 1")
         if not 400 <= code <= 599:
@@ -112,7 +123,7 @@ class FaultInjector:
         self.record("errors", verb=verb, resource=resource, rate=rate, code=code)
 
     def set_latency(self, verb: str, resource: str, ms: float) -> None:
-        if verb not in _VERBS:
+        if verb not in VERBS:
             raise bad_request(f"unknown verb {verb!r}")
         if ms < 0:
             raise bad_request("ms must be non-negative")
@@ -182,11 +193,7 @@ class FaultInjector:
         result: dict[str, Any] = {"ok": True}
         try:
             if path == "/_sim/faults" and method == "GET":
-                result = {"events": self.events,
-                          "errors": [{"verb": v, "resource": r, "rate": p, "code": c}
-                                     for (v, r), (p, c) in self.errors.items()],
-                          "latency": [{"verb": v, "resource": r, "ms": s * 1000} for (v, r), s in self.latency.items()],
-                          "kubeletPaused": self.kubelet.paused, "resourceVersion": str(self.store.rv)}
+                result = {"events": list(self.events), **self.rules(), "resourceVersion": str(self.store.rv)}
             elif path == "/_sim/watches/drop" and method == "POST":
                 result["closed"] = self.close_watches(abort=True)
             elif path == "/_sim/watches/end" and method == "POST":

@@ -159,8 +159,11 @@ class SimCluster:
         self.store.buckets.clear()
         self.store.dependents.clear()
         self.kubelet.forget_all()
-        self.store.compact()
         self._seed()
+        # Compacted after the seed, so every watch from before the reset gets 410 and relists: the
+        # deleted objects never had DELETED events, and a watch resumed from an older RV would
+        # silently keep them in its cache.
+        self.store.compact()
 
     def save_state(self) -> None:
         if self.state_file is None:
@@ -287,8 +290,11 @@ class SimCluster:
 
 def run_server(*, host: str = "127.0.0.1", port: int = 6443, kubeconfig: str | os.PathLike[str] | None = None,
                state_file: str | os.PathLike[str] | None = None, announce: Callable[[str], None] = print,
-               **options: Any) -> None:
-    """Serve in the foreground until SIGINT/SIGTERM; saves state on the way out."""
+               on_start: Callable[[SimCluster], None] | None = None, **options: Any) -> None:
+    """Serve in the foreground until SIGINT/SIGTERM; saves state on the way out.
+
+    ``on_start(sim)`` runs on the loop once the port listens, before the first request is served
+    (``manage.py simcluster`` attaches its fault telemetry there)."""
 
     async def main() -> None:
         options.setdefault("gc_freeze", True)  # this process serves nothing else
@@ -298,6 +304,8 @@ def run_server(*, host: str = "127.0.0.1", port: int = 6443, kubeconfig: str | o
         if kubeconfig:
             path = sim.write_kubeconfig(kubeconfig)
             announce(f"kubeconfig written to {path} (export KUBECONFIG={path})")
+        if on_start is not None:
+            on_start(sim)  # no await since start_async: no request was served before it
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

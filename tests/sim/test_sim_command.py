@@ -18,7 +18,7 @@ def test_simcluster_command_serves_writes_kubeconfig_and_saves_state_on_sigterm(
     kubeconfig, state = tmp_path / "kc.yaml", tmp_path / "state.json"
     env = {**os.environ, "CTRLSCOPE_DEMO": "1", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "manage.py", "simcluster", "--port", "0", "--kubeconfig", str(kubeconfig),
-                             "--state", str(state)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                             "--state", str(state), "--no-telemetry"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

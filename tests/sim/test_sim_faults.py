@@ -160,6 +160,17 @@ def test_reset_clears_objects_and_faults_and_records_every_fault(tmp_path) -> No
         assert all(e["type"] == "fault" and e["time"] and e["resourceVersion"] for e in published)
 
 
+def test_a_watch_from_before_a_reset_expires_so_informers_relist(fresh_sim: SimCluster) -> None:
+    """Reset deletes objects without DELETED events: only a 410 tells a watcher its cache is stale."""
+    sim_post(fresh_sim, "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "doomed"}})
+    rv = sim_post(fresh_sim, "/api/v1/namespaces/default/configmaps", method="GET")["metadata"]["resourceVersion"]
+    sim_post(fresh_sim, "/_sim/reset")
+    url = f"{fresh_sim.url}/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=1"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        event = json.loads(resp.readline())
+    assert event["type"] == "ERROR" and event["object"]["code"] == 410, event
+
+
 def test_unknown_sim_endpoint_is_404(fresh_sim: SimCluster) -> None:
     req = urllib.request.Request(fresh_sim.url + "/_sim/nope", method="POST")
     with pytest.raises(urllib.error.HTTPError) as err:

@@ -138,8 +138,11 @@ class Command(BaseCommand):
             cluster_name: list[str] = []  # a real cluster is named by its kubeconfig context
             if kubeconfig:
                 self.stdout.write(f"cluster:   {kubeconfig} (real cluster; the example controllers write ConfigMaps)")
+                # No simulator: the dashboard's Faults panel says so, and never loads these credentials.
+                env["CTRLSCOPE_SIM_KUBECONFIG"] = ""
             else:
                 kubeconfig = str(run_dir / "kubeconfig-sim.yaml")
+                env["CTRLSCOPE_SIM_KUBECONFIG"] = kubeconfig
                 Path(kubeconfig).unlink(missing_ok=True)
                 children.append(Child("simulated cluster", [py, "manage.py", "simcluster", "--port", "0",
                                                             "--kubeconfig", kubeconfig],
@@ -188,7 +191,7 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(f"dashboard: {url}"))
             self.stdout.write("access:    anonymous read-only is ON (CTRLSCOPE_ALLOW_ANONYMOUS=1), bound to loopback only")
             self.stdout.write(f"operator:  log in as 'operator' / '{operator_password}' to start scenarios "
-                              f"({url}scenarios/); a new password every demo start")
+                              f"({url}scenarios/) and inject faults ({url}cluster/); a new password every demo start")
             self.stdout.write(f"logs:      {run_dir / 'logs'}")
             self.stdout.write("Ctrl-C stops everything the demo started.")
             self.stdout.flush()

@@ -1,17 +1,27 @@
 """``python manage.py simcluster``: run the embedded simulated Kubernetes cluster in the foreground.
 
 A thin wrapper: all behaviour lives in ``controllers.sim`` (``run_server``), which does not know
-Django exists. Writes a kubeconfig that kubectl and ``kubernetes.config.load_kube_config()`` accept
-and stops cleanly on Ctrl-C / SIGTERM (saving ``--state`` if given).
+Django — or ctrlscope's telemetry — exists. Writes a kubeconfig that kubectl and
+``kubernetes.config.load_kube_config()`` accept and stops cleanly on Ctrl-C / SIGTERM (saving
+``--state`` if given).
+
+Unless ``--no-telemetry``, every injected fault and the active fault rules are published to the
+``cluster/faults`` topic (``FaultTelemetry`` on a ``RedisPublisher`` thread, found by the same rule
+as every other process: ``REDIS_URL``, else 6379, else a private server), so every dashboard page
+can show what was broken and when.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from controllers.sim import run_server
+from controllers.sim import SimCluster, run_server
+from controllers.telemetry.fault_telemetry import FaultTelemetry
+from controllers.telemetry.publisher import RedisPublisher
+from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
 
 
 class Command(BaseCommand):
@@ -25,11 +35,35 @@ class Command(BaseCommand):
         parser.add_argument("--start-delay", type=float, default=1.0,
                             help="seconds a pod spends in ContainerCreating before it runs")
         parser.add_argument("--seed", type=int, default=0, help="seed for fault injection randomness")
+        parser.add_argument("--no-telemetry", action="store_true",
+                            help="do not publish injected faults to Redis (topic cluster/faults)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        run_server(host=options["host"], port=options["port"], kubeconfig=options["kubeconfig"],
-                   state_file=options["state"], start_delay=options["start_delay"], seed=options["seed"],
-                   announce=self._announce)
+        telemetry: FaultTelemetry | None = None
+        redis_handle = None
+        if not options["no_telemetry"]:
+            try:
+                redis_handle = ensure_redis(settings.RUN_DIR)
+            except RedisUnavailable as exc:
+                raise CommandError(f"{exc} (or run with --no-telemetry)") from exc
+            telemetry = FaultTelemetry(RedisPublisher(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX,
+                                                      name="simcluster").start())
+
+        def on_start(sim: SimCluster) -> None:
+            if telemetry is not None:
+                telemetry.attach(sim.faults, url=sim.url)
+                self._announce(f"faults published to topic {telemetry.topic} on {redis_handle.url}")
+
+        try:
+            run_server(host=options["host"], port=options["port"], kubeconfig=options["kubeconfig"],
+                       state_file=options["state"], start_delay=options["start_delay"], seed=options["seed"],
+                       announce=self._announce, on_start=on_start)
+        finally:
+            if telemetry is not None:
+                telemetry.detach()
+                telemetry.publisher.stop()
+            if redis_handle is not None:
+                redis_handle.stop()
 
     def _announce(self, line: str) -> None:
         self.stdout.write(line)

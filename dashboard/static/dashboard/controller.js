@@ -735,7 +735,7 @@
   // Panels in other scripts (cache.js: pipeline overview and cache table; metrics.js) register before this
   // script runs and are started here, before the socket opens, so they see every message.
   const api = { client: client, page: page, topics: T, informerTopics: informerTopics, workerNow: workerNow,
-    stateOf: stateOf, schedule: schedule, events: events, queue: queue, want: want };
+    stateOf: stateOf, schedule: schedule, events: events, queue: queue, want: want, pushEvent: pushEvent };
   for (const init of window.ctrlscopePanels || []) { try { init(api); } catch (e) { console.error(e); } }
   client.connect();
 })();

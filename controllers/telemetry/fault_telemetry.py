@@ -1,0 +1,80 @@
+"""FaultTelemetry: the simulated cluster's injected faults, published on the ``cluster/faults`` topic.
+
+A fault is the cause the dashboard otherwise cannot see: a worker's informer reports a watch that
+broke, a 410 and a relist, but not that someone dropped every watch on purpose a moment before. So
+the simulator's ``on_fault`` callback — called once per fault on the simulator's event loop, after
+the fault took effect — is this object:
+
+* each fault becomes one **record** ``{"k": "fault", "fault", "params", "time", "rv", "ts"}``: what
+  happened, with which parameters, when (the simulator's RFC 3339 time and resourceVersion, and
+  ``ts`` in ms for ordering next to the workers' records);
+* the topic's **state** is what the simulator looks like now: ``rules`` (the active error and
+  latency rules and whether the kubelet is paused, read from the simulator in the same callback, so
+  it is exactly what that fault left behind) and ``simulator`` (its URL, whether it runs).
+
+Nothing here blocks the simulator: ``RedisPublisher.publish`` and ``set_state`` only append to
+memory, and the publisher's own thread talks to Redis. A list parameter (``kill-pods``' victims) is
+cut to ``MAX_LIST_ITEMS`` so that no record grows with the cluster. The simulator does not import
+this module (``.importlinter``); ``manage.py simcluster`` wires the two together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from controllers.clock import Clock, RealClock
+from controllers.telemetry.publisher import RedisPublisher
+
+TOPIC = "cluster/faults"
+MAX_LIST_ITEMS = 20
+
+
+class FaultSource(Protocol):
+    """What the simulator's ``FaultInjector`` offers: the callback slot and its active rules."""
+
+    on_fault: Callable[[dict[str, Any]], None] | None
+
+    def rules(self) -> dict[str, Any]: ...
+
+
+class FaultTelemetry:
+    """Publishes one simulator's faults and active rules (see the module docstring)."""
+
+    def __init__(self, publisher: RedisPublisher, *, topic: str = TOPIC, clock: Clock | None = None) -> None:
+        self.publisher = publisher
+        self.topic = topic
+        self.clock = clock or RealClock()
+        self._source: FaultSource | None = None
+        self._simulator: dict[str, Any] = {}
+
+    def attach(self, source: FaultSource, *, url: str) -> None:
+        """Become ``source``'s fault callback and publish the simulator as running (call on its loop)."""
+        self._source = source
+        source.on_fault = self
+        self._simulator = {"url": url, "running": True, "since": self._now()}
+        self.publisher.set_state(self.topic, "simulator", self._simulator)
+        self.publisher.set_state(self.topic, "rules", source.rules())
+
+    def detach(self) -> None:
+        """The simulator stopped: its rules no longer apply to anything."""
+        if self._source is not None:
+            self._source.on_fault = None
+            self._source = None
+        self.publisher.set_state(self.topic, "simulator", {**self._simulator, "running": False, "stopped": self._now()})
+        self.publisher.set_state(self.topic, "rules", None)
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        params = dict(event.get("params") or {})
+        for key, value in list(params.items()):
+            if isinstance(value, list) and len(value) > MAX_LIST_ITEMS:
+                params[key] = value[:MAX_LIST_ITEMS]
+                params[f"{key}Total"] = len(value)
+        self.publisher.publish(self.topic, {"k": "fault", "fault": event.get("fault"), "params": params,
+                                            "time": event.get("time"), "rv": event.get("resourceVersion"),
+                                            "ts": self._now()})
+        if self._source is not None:
+            self.publisher.set_state(self.topic, "rules", self._source.rules())
+
+    def _now(self) -> float:
+        return round(self.clock.wall() * 1000, 3)
