@@ -602,7 +602,8 @@
     name: (r) => (r.key ? r.key.split("/").pop() : ""),
   };
   function matches(row) {
-    if (watched && row.inf && !watched.has(row.inf)) return false; // another controller's informer
+    // Another controller's informer (rows not about an informer, e.g. fault markers, always show).
+    if (watched && row.inf && !watched.has(row.inf) && row.marker !== "fault") return false;
     if (row.marker) return true; // markers stay visible whatever the filter: they explain gaps
     for (const term of events.filter) {
       const colon = term.indexOf(":");
