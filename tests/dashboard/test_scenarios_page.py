@@ -64,21 +64,27 @@ SCORE = {"podsets": 2, "converged": 1, "desired": 8, "actual": 6, "converging_s"
          "handler_calls": 7, "reconciles": 0, "api_calls": 9, "lost_side_effects": 2, "retried_errors": 0}
 
 
-def publish_scoreboard(obs: TelemetryObserver) -> None:
-    obs.on_status("podset-scoreboard", key="handlers", value=SCORE)
+def publish_scoreboard(obs: TelemetryObserver, at: float | None = None) -> None:
+    at = time.time() * 1000 if at is None else at
+    obs.on_status("podset-scoreboard", key="handlers", value={**SCORE, "at": at})
     obs.on_status("podset-scoreboard", key="reconciler", value={
         **SCORE, "converged": 2, "actual": 8, "converging_s": None, "handler_calls": 0, "reconciles": 23,
-        "api_calls": 31, "lost_side_effects": 0, "retried_errors": 5})
+        "api_calls": 31, "lost_side_effects": 0, "retried_errors": 5, "at": at})
 
 
 @pytest.mark.browser
 def test_live_scoreboard_compares_the_two_implementations(browser, dashboard, publisher_factory, artifacts):
     pub = publisher_factory()
     publish_scoreboard(TelemetryObserver(pub, worker="demo"))
+    # A worker that stopped reporting a minute ago (a removed standby): its rows stay hidden.
+    publish_scoreboard(TelemetryObserver(pub, worker="gone"), at=time.time() * 1000 - 60_000)
     pub.flush()
     page = browser.new_page()
     page.goto(dashboard.url + "/scenarios/")
     page.wait_for_selector("#scoreboards table.scoreboard-live", timeout=10_000)
+    page.wait_for_timeout(300)
+    assert page.locator("#scoreboards .board:visible").count() == 1
+    assert "worker demo" in page.inner_text("#scoreboards") and "worker gone" not in page.inner_text("#scoreboards")
     rows = {r[0]: r[1:] for r in page.eval_on_selector_all(
         "#scoreboards tbody tr", "trs => trs.map(tr => [...tr.cells].map(c => c.textContent))")}
     assert rows["pods wanted → running"] == ["8 → 6", "8 → 8"]
@@ -109,7 +115,7 @@ def test_a_running_scenario_is_narrated_on_the_controller_page(browser, dashboar
     page.wait_for_function("document.getElementById('scenario-banner').textContent.includes('Half of all pod creations fail.')",
                            timeout=10_000)
     text = page.inner_text("#scenario-banner")
-    assert "Retry storm" in text and "handler-only 6/8 pods" in text and "Reconciler 8/8 pods" in text
+    assert "Retry storm" in text and "handler-only 6 pods for 8 wanted" in text and "Reconciler 8 pods for 8 wanted" in text
     pub.set_state("scenarios", "retry-storm", {"title": "Retry storm", "running": False, "finished": time.time() * 1000,
                                                "claims": [{"text": "converged", "held": True, "detail": ""}]})
     pub.flush()

@@ -81,11 +81,16 @@
     render();
   });
 
+  // The freshest scoreboard (the leading worker's; a stopped worker's rows stay behind in Redis).
+  let countsAt = 0;
   function scoreboard(topic) {
     const t = client.topics.get(topic);
     if (!t) return;
     const h = t.state.get("handlers"), r = t.state.get("reconciler");
-    const fmt = (label, v) => (v ? label + " " + v.actual + "/" + v.desired + " pods" : "");
+    const at = (h || r || {}).at || 0;
+    if (at < countsAt) return;
+    countsAt = at;
+    const fmt = (label, v) => (v ? label + " " + v.actual + " pods for " + v.desired + " wanted" : "");
     counts = [fmt("handler-only", h), fmt("Reconciler", r)].filter(Boolean).join(" · ");
   }
 

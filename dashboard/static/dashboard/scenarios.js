@@ -45,11 +45,18 @@
     ["API calls made", (h) => String(h.api_calls), (r) => String(r.api_calls)],
     ["failures", (h) => h.lost_side_effects + " lost, never retried", (r) => r.retried_errors + " raised, retried with backoff", (v) => !v.lost_side_effects],
   ];
+  // A worker reports its scoreboard once a second while it leads; one that stopped (a standby
+  // that was removed, a replaced worker) leaves its last rows in Redis: those are hidden.
+  const STALE_MS = 15000;
   function renderBoard(topic) {
     const t = client.topics.get(topic);
     const m = SCOREBOARD.exec(topic);
     if (!t || !m) return;
     const h = t.state.get("handlers"), r = t.state.get("reconciler");
+    const fresh = Date.now() - ((h || r || {}).at || 0) < STALE_MS;
+    const existing = boards.get(topic);
+    if (existing) existing.hidden = !fresh;
+    if (!fresh) { noteStale(); return; }
     let box = boards.get(topic);
     if (!box) {
       box = document.createElement("div");
@@ -77,7 +84,21 @@
     note.textContent = "updated " + (at ? new Date(at).toLocaleTimeString() : "—") +
       " · source material: handlers have no retry and can lose events (they see a subsequence of states); Reconcile retries and converges";
     box.replaceChildren(table, note);
+    noteStale();
   }
+  function noteStale() {
+    const shown = [...boards.values()].filter((b) => !b.hidden).length;
+    let empty = document.getElementById("scoreboards-empty");
+    if (!empty) {
+      empty = document.createElement("p");
+      empty.id = "scoreboards-empty";
+      empty.className = "muted";
+      document.getElementById("scoreboards").appendChild(empty);
+    }
+    empty.textContent = "no worker is reporting a PodSet scoreboard right now (the PodSet example reports it while it leads)";
+    empty.hidden = shown > 0 || boards.size === 0;
+  }
+  setInterval(() => { for (const topic of client.topics.keys()) if (SCOREBOARD.test(topic)) renderBoard(topic); }, 2000);
   client.on("topics", (topics) => { for (const t of topics) if (SCOREBOARD.test(t) && !client.topics.has(t)) client.subscribe(t); });
   client.on("snapshot", (topic) => renderBoard(topic));
   client.on("records", (topic, records, id, frame) => { if (frame.s && SCOREBOARD.test(topic)) renderBoard(topic); });
