@@ -32,7 +32,8 @@ bench: venv
 	$(BIN)/python bench/transport.py
 	$(BIN)/python bench/workqueue.py
 	$(BIN)/python bench/informer.py
-	@if [ -f bench/simcluster.py ]; then $(BIN)/python bench/simcluster.py; fi
+	$(BIN)/python bench/simcluster.py
+	$(BIN)/python bench/ui.py
 
 clean:
 	rm -rf $(VENV) run artifacts
