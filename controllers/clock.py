@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 
@@ -159,3 +160,23 @@ class StopSignal:
                     return True
                 self.clock.wait(self._cond, left)
             return False
+
+
+class BackgroundThread:
+    """One daemon thread running a loop that pauses with ``stop_signal.wait``: ``start`` runs
+    ``target`` on it, ``stop`` sets the signal (the loop's current pause ends at once) and joins."""
+
+    def __init__(self, target: Callable[[], None], *, name: str, clock: Clock) -> None:
+        self.stop_signal = StopSignal(clock)
+        self._target = target
+        self._name = name
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._target, name=self._name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.stop_signal.stop()
+        if self._thread is not None:
+            self._thread.join(timeout)

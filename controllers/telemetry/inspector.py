@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import threading
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
@@ -46,7 +45,7 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 import redis
 
-from controllers.clock import Clock, RealClock, StopSignal
+from controllers.clock import BackgroundThread, Clock, RealClock
 from controllers.telemetry.last_updates import LastUpdates
 from controllers.telemetry.redaction import REDACTED, redact
 from controllers.telemetry.streams import Keys
@@ -105,8 +104,8 @@ class Inspector:
         self.rate = rate
         # Its own connection: a BRPOP parks it, and the publisher's must never wait behind one.
         self.redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
-        self._stop = StopSignal(self.clock)
-        self._thread: threading.Thread | None = None
+        self._loop = BackgroundThread(self._run, name=f"inspector-{self.worker}", clock=self.clock)
+        self._stop = self._loop.stop_signal
         # Token bucket: at most ``rate`` answers per second, bursts of ``rate``.
         self._tokens = float(rate)
         self._refilled = self.clock.now()
@@ -208,15 +207,12 @@ class Inspector:
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> Inspector:
-        self._thread = threading.Thread(target=self._run, name=f"inspector-{self.worker}", daemon=True)
-        self._thread.start()
+        self._loop.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop answering (within one ``POLL``) and withdraw the heartbeat."""
-        self._stop.stop()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._loop.stop(timeout)
         try:
             self.redis.delete(self.keys.inspect_alive(self.worker))
         except redis.RedisError:

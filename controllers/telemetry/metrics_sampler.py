@@ -36,13 +36,12 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from controllers.clock import Clock, RealClock, StopSignal
+from controllers.clock import BackgroundThread, Clock, RealClock
 from controllers.telemetry.publisher import RedisPublisher
 
 log = logging.getLogger(__name__)
@@ -96,8 +95,8 @@ class MetricsSampler:
         names = {n + suffix for n in self.families for suffix in ("", "_bucket", "_sum", "_count")}
         self._registry = registry.restricted_registry(names)
         self._buckets: dict[str, list[float]] = {}
-        self._stop = StopSignal(self.clock)
-        self._thread: threading.Thread | None = None
+        self._loop = BackgroundThread(self.run, name="metrics-sampler", clock=self.clock)
+        self._stop = self._loop.stop_signal
         publisher.retain(topic, retention)
 
     def sample(self) -> dict[str, Any]:
@@ -162,11 +161,8 @@ class MetricsSampler:
                 return
 
     def start(self) -> MetricsSampler:
-        self._thread = threading.Thread(target=self.run, name="metrics-sampler", daemon=True)
-        self._thread.start()
+        self._loop.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._stop.stop()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._loop.stop(timeout)
