@@ -180,3 +180,6 @@ class BackgroundThread:
         self.stop_signal.stop()
         if self._thread is not None:
             self._thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()

@@ -135,7 +135,7 @@ def test_a_late_tick_is_skipped_not_made_up_in_a_burst(clock, metrics, publisher
         wait_until(lambda: sampler.samples == 3, what="the next tick")
     finally:
         sampler.stop()
-    assert not sampler._thread.is_alive(), "stop wakes the thread at once, whatever the clock"
+    assert not sampler._loop.is_alive(), "stop wakes the thread at once, whatever the clock"
 
 
 def test_bad_arguments_are_refused(metrics, publisher_factory):
