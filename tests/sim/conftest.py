@@ -8,7 +8,9 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -19,7 +21,7 @@ import pytest
 from kubernetes import client, config
 
 from controllers.sim import SimCluster
-from tests.conftest import wait_until
+from tests.conftest import ROOT, wait_until
 
 KUBECTL = "/usr/bin/kubectl"
 # Short kubelet delays and bookmark interval keep the suite fast without sleeping in tests. Node
@@ -163,3 +165,23 @@ def fresh_api(fresh_sim: SimCluster, tmp_path: Path) -> Iterator[client.ApiClien
 def eventually(check, timeout: float = 5.0, interval: float = 0.02):  # type: ignore[no-untyped-def]
     """Poll ``check`` until it returns a truthy value (returned) or fail after ``timeout`` seconds."""
     return wait_until(check, timeout, interval=interval)
+
+
+@contextlib.contextmanager
+def simcluster_command(*args: str, env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """``manage.py simcluster --port 0 ARGS`` as a child process (text pipes); killed if the block
+    leaves it running. Stop it inside the block with ``terminate(proc)``."""
+    proc = subprocess.Popen([sys.executable, "manage.py", "simcluster", "--port", "0", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def terminate(proc: subprocess.Popen[str], timeout: float = 20) -> tuple[str, str]:
+    """SIGTERM (the graceful stop) and wait; returns what the process wrote (stdout, stderr)."""
+    proc.send_signal(signal.SIGTERM)
+    return proc.communicate(timeout=timeout)

@@ -4,12 +4,11 @@ kubeconfig real clients accept, and saves --state when it receives SIGTERM."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from kubernetes import client, config
+
+from tests.sim.conftest import simcluster_command, terminate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,10 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_simcluster_command_serves_writes_kubeconfig_and_saves_state_on_sigterm(tmp_path: Path) -> None:
     kubeconfig, state = tmp_path / "kc.yaml", tmp_path / "state.json"
     env = {**os.environ, "CTRLSCOPE_DEMO": "1", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "manage.py", "simcluster", "--port", "0", "--kubeconfig", str(kubeconfig),
-                             "--state", str(state), "--no-telemetry"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
+    with simcluster_command("--kubeconfig", str(kubeconfig), "--state", str(state), "--no-telemetry", env=env) as proc:
         assert proc.stdout is not None
         first = proc.stdout.readline()
         assert first.startswith("simulated cluster listening on http://127.0.0.1:"), first
@@ -31,12 +27,7 @@ def test_simcluster_command_serves_writes_kubeconfig_and_saves_state_on_sigterm(
             v1 = client.CoreV1Api(api)
             assert {"default", "kube-system"} <= {n.metadata.name for n in v1.list_namespace().items}
             v1.create_namespaced_config_map("default", {"metadata": {"name": "persisted"}})
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        out, err = terminate(proc)
     assert proc.returncode == 0, err
     assert "stopping simulated cluster" in out
     assert b'"persisted"' in state.read_bytes()

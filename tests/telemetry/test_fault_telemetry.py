@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -17,8 +14,8 @@ import yaml
 from controllers.sim import SimCluster
 from controllers.telemetry.fault_telemetry import MAX_LIST_ITEMS, TOPIC, FaultTelemetry
 from controllers.telemetry.redisboot import free_port
-from tests.conftest import ROOT, wait_until
-from tests.sim.conftest import FAST
+from tests.conftest import wait_until
+from tests.sim.conftest import FAST, simcluster_command, terminate
 from tests.telemetry.test_publisher import read_snapshot, read_stream
 
 
@@ -90,9 +87,7 @@ def test_simcluster_command_publishes_faults_and_withdraws_the_rules_when_it_sto
     kubeconfig = tmp_path / "kc.yaml"
     env = {**os.environ, "CTRLSCOPE_DEMO": "1", "PYTHONUNBUFFERED": "1", "REDIS_URL": redis_url,
            "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_RUN_DIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "manage.py", "simcluster", "--port", "0", "--kubeconfig", str(kubeconfig)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with simcluster_command("--kubeconfig", str(kubeconfig), env=env) as proc:
         assert proc.stdout is not None
         lines = [proc.stdout.readline() for _ in range(3)]
         assert f"faults published to topic {TOPIC}" in lines[2], lines
@@ -102,12 +97,7 @@ def test_simcluster_command_publishes_faults_and_withdraws_the_rules_when_it_sto
                    what="the fault record")
         rules = wait_until(lambda: read_snapshot(redis_url, prefix, TOPIC)[1].get("rules", {}).get("errors"), timeout=5)
         assert rules == [{"verb": "*", "resource": "configmaps", "rate": 1.0, "code": 500}]
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        _, err = terminate(proc)
     assert proc.returncode == 0, err
     _, state = read_snapshot(redis_url, prefix, TOPIC)
     assert "rules" not in state and state["simulator"]["url"] == url and not state["simulator"]["running"]
