@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.access import can_view, is_operator
 from dashboard.faults import ACTIONS, RESOURCES, form_error, unbound_forms
-from dashboard.simulator import CALL_ERRORS, NoSimulator, explain, probe, server_url, sim_faults
+from dashboard.simulator import CALL_ERRORS, NoSimulator, explain, probe, sim_faults
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def fault_action(request: HttpRequest, action: str) -> JsonResponse:
     except NoSimulator as exc:
         log.info("fault %s by %s not sent: %s", action, who, exc)
         return JsonResponse({"error": str(exc)}, status=409)
-    url = server_url(faults)
+    url = faults.client.server
     try:
         result = spec.call(faults, params)
     except CALL_ERRORS as exc:

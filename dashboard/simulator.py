@@ -54,10 +54,6 @@ def sim_faults() -> SimFaults:
         return _cached[1]
 
 
-def server_url(faults: SimFaults) -> str:
-    return str(faults.client.api_client.configuration.host)
-
-
 # What calling the simulator may raise: an error status, no answer, an answer that is not JSON.
 CALL_ERRORS = (ApiError, ConnectionRefusedError, ValueError)
 
@@ -80,7 +76,7 @@ def probe() -> dict[str, Any]:
         faults = sim_faults()
     except NoSimulator as exc:
         return {"state": "off", "message": str(exc)}
-    url = server_url(faults)
+    url = faults.client.server
     try:
         faults.status()
     except CALL_ERRORS as exc:

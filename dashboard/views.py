@@ -12,7 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from controllers.telemetry import inspector
-from controllers.telemetry.streams import FRAME_FIELD, SNAPSHOT_ID_FIELD, Keys
+from controllers.telemetry.streams import FRAME_FIELD, NO_RECORDS_PREFIX, SNAPSHOT_ID_FIELD, Keys
 from controllers.telemetry.telemetry_observer import TOPIC_SEGMENT as _SEGMENT
 from dashboard.access import can_view, is_operator
 from dashboard.fault_views import panel_context
@@ -76,7 +76,6 @@ _redis_lock = threading.Lock()
 _redis_client: redis.Redis | None = None
 MAX_SNAPSHOT_HISTORY = 1000
 HISTORY_BYTES = 4 * 1024 * 1024  # context frames before the snapshot, at most this much
-NO_RECORDS_PREFIX = b'{"r":[],'  # how a frame without records starts (RedisPublisher._build_frames)
 
 
 def _redis() -> redis.Redis:

@@ -290,7 +290,8 @@ class RedisPublisher:
                     chunks = [keys]  # a reset frame carries no state in its JSON, only in the hash write
                 for n, chunk in enumerate(chunks):
                     # "reset" must be the first key: readers detect resets by the raw prefix
-                    # b'{"reset":true' without decoding (streams.RESET_PREFIX).
+                    # b'{"reset":true' without decoding (streams.RESET_PREFIX); otherwise "r" is
+                    # first, so a frame without records starts b'{"r":[],' (streams.NO_RECORDS_PREFIX).
                     frame: dict[str, Any] = {"reset": True} if reset else {}
                     frame.update(r=records.get(name, []) if n == 0 else [], ts=now_ms, src=self.name, seq=t.seq + 1)
                     if not reset:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 SNAPSHOT_ID_FIELD = "__id__"
 RESET_PREFIX = b'{"reset":true'  # a reset frame starts with this, so readers need not decode
+NO_RECORDS_PREFIX = b'{"r":[],'  # a frame that carries only state changes (no records) starts with this
 FRAME_FIELD = b"f"
 
 

@@ -8,7 +8,7 @@ import orjson
 import pytest
 import redis
 
-from controllers.telemetry.streams import SNAPSHOT_ID_FIELD, Keys, parse_id
+from controllers.telemetry.streams import NO_RECORDS_PREFIX, SNAPSHOT_ID_FIELD, Keys, parse_id
 
 
 def read_stream(url: str, prefix: str, topic: str) -> list[tuple[bytes, dict]]:
@@ -181,6 +181,20 @@ def test_a_relist_of_a_big_cache_goes_out_as_bounded_frames(publisher_factory, r
     assert [r["seq"] for _, f in entries for r in f["r"]] == [1]
     snap_id, state = read_snapshot(redis_url, prefix, "t")
     assert snap_id == entries[-1][0] and state == pub.state("t")
+
+
+def test_a_frame_without_records_is_recognisable_by_its_raw_prefix(publisher_factory, redis_url, prefix):
+    pub = publisher_factory()
+    pub.publish("t", {"seq": 0})
+    pub.flush()
+    pub.set_state("t", "default/a", {"rv": "1"})
+    pub.flush()
+    r = redis.Redis.from_url(redis_url)
+    try:
+        raw = [fields[b"f"] for _, fields in r.xrange(Keys(prefix).stream("t"))]
+    finally:
+        r.close()
+    assert [frame.startswith(NO_RECORDS_PREFIX) for frame in raw] == [False, True]
 
 
 def test_a_topic_can_keep_fewer_frames_than_the_publisher(publisher_factory, redis_url, prefix):
