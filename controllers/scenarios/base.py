@@ -6,6 +6,7 @@ Timings in a scenario are written at demo speed (e.g. "50 % errors for 20 s") an
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -163,6 +164,14 @@ class LeaseHolder:
         return identity
 
 
+DEMO_STATE = "demo.json"
+"""run/ file in which ``make demo`` describes its workers (replicas, leader election, Lease)."""
+STANDBY_WANT = "standby.want"
+"""run/ file whose presence asks ``make demo`` for a standby worker replica (removed: stop it)."""
+STANDBY_WORKER = "demo-standby"
+"""The standby replica's worker name."""
+
+
 class StandbyControl(Protocol):
     """Adds a standby worker replica for the length of a scenario."""
 
@@ -181,17 +190,13 @@ class DemoStandby:
     synced and its elector observing the Lease.
     """
 
-    WORKER = "demo-standby"
-
     def __init__(self, run_dir: Path, telemetry: Callable[[str], Any]) -> None:
         self.run_dir = run_dir
         self.telemetry = telemetry  # worker name -> TelemetryReader
 
     def _demo(self) -> dict[str, Any]:
-        import json
-
         try:
-            return json.loads((self.run_dir / "demo.json").read_text())
+            return json.loads((self.run_dir / DEMO_STATE).read_text())
         except (OSError, ValueError):
             raise RuntimeError("no running demo found (run/demo.json): start `make demo`") from None
 
@@ -202,8 +207,8 @@ class DemoStandby:
                                "start it with --replicas 2")
         if demo.get("replicas", 1) > 1:
             return False
-        (self.run_dir / "standby.want").touch()
-        reader = self.telemetry(self.WORKER)
+        (self.run_dir / STANDBY_WANT).touch()
+        reader = self.telemetry(STANDBY_WORKER)
         try:
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
@@ -219,7 +224,7 @@ class DemoStandby:
         raise RuntimeError(f"the standby worker was not ready within {timeout:.0f} s (see run/logs/worker-standby.log)")
 
     def remove_standby(self) -> None:
-        (self.run_dir / "standby.want").unlink(missing_ok=True)
+        (self.run_dir / STANDBY_WANT).unlink(missing_ok=True)
 
 
 @dataclass

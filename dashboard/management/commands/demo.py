@@ -23,16 +23,13 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from controllers.process import stop_process
+from controllers.scenarios.base import DEMO_STATE, STANDBY_WANT, STANDBY_WORKER
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis, free_port
 
 DEMO_LEASE = "default/ctrlscope-demo"
 # Shorter than client-go's 15/10/2 s so a demo failover takes seconds, same ratios rules
 # (lease duration > renew deadline > 1.2 x retry period).
 DEMO_LEASE_TIMINGS = ["--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1"]
-STANDBY_WANT = "standby.want"
-"""run/ file whose presence asks the demo for a standby worker replica (removed: stop it)."""
-DEMO_STATE = "demo.json"
-"""run/ file describing the running demo's workers (replicas, leader election, Lease)."""
 DEFAULT_CONTROLLERS = ["controllers.examples.deployments:setup", "controllers.examples.podset:setup"]
 SAMPLE_DEPLOYMENTS = {"web": ("nginx:1.27", 3), "api": ("ghcr.io/example/api:2.1", 2)}
 
@@ -198,15 +195,15 @@ class Command(BaseCommand):
             while not stopping:
                 # The leader-failover scenario asks for a standby replica by creating STANDBY_WANT.
                 if leader_election and want_standby.exists() and standby is None:
-                    standby = worker("demo-standby", "-standby")
+                    standby = worker(STANDBY_WORKER, "-standby")
                     children.insert(-1, standby)
-                    self.stdout.write(f"standby:   worker demo-standby started (pid {standby.proc.pid})")
+                    self.stdout.write(f"standby:   worker {STANDBY_WORKER} started (pid {standby.proc.pid})")
                     self.stdout.flush()
                 elif standby is not None and not want_standby.exists():
                     children.remove(standby)
                     standby.stop()  # SIGTERM: a leading standby releases the Lease on the way out
                     standby = None
-                    self.stdout.write("standby:   worker demo-standby stopped")
+                    self.stdout.write(f"standby:   worker {STANDBY_WORKER} stopped")
                     self.stdout.flush()
                 for child in children:
                     if not child.alive():
