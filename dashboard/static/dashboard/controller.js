@@ -215,10 +215,14 @@
     if (!items.length) items.push(el("span", { className: "muted" }, "waiting for the worker's components…"));
     box.replaceChildren(...items);
     const mine = watchedInformers();
-    if (String(mine && [...mine]) !== String(watched && [...watched])) { watched = mine; events.rebuild = true; }
-    $("ev-informers").textContent = [...new Set(informerTopics.values())].filter((n) => !mine || mine.has(n)).join(", ");
+    const names = [...new Set(informerTopics.values())];
+    const others = names.filter((n) => mine && !mine.has(n));
+    if (String(others) !== String([...hiddenInformers])) { hiddenInformers = new Set(others); events.rebuild = true; }
+    $("ev-informers").textContent = names.filter((n) => !hiddenInformers.has(n)).join(", ");
   }
-  let watched = null; // watchedInformers() as of the last components update
+  // The worker's informers this controller does not watch, as of the last components update: their
+  // rows stay out of the events panel (rows about anything else, e.g. fault markers, always show).
+  let hiddenInformers = new Set();
 
   // The informers this controller watches, as its component reports them (null: not reported, so
   // every informer of the worker counts). The events panel shows only these; the cache panel can
@@ -602,8 +606,7 @@
     name: (r) => (r.key ? r.key.split("/").pop() : ""),
   };
   function matches(row) {
-    // Another controller's informer (rows not about an informer, e.g. fault markers, always show).
-    if (watched && row.inf && !watched.has(row.inf) && row.marker !== "fault") return false;
+    if (hiddenInformers.has(row.inf)) return false; // another controller's informer
     if (row.marker) return true; // markers stay visible whatever the filter: they explain gaps
     for (const term of events.filter) {
       const colon = term.indexOf(":");
