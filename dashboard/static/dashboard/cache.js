@@ -390,10 +390,9 @@
     let overviewDirty = true, lastOverview = 0;
     function renderOverview(now) {
       const comps = stateOf(T.components);
-      const me = comps.get("controller/" + page.controller) || [...comps.values()].find((v) => v && v.kind === "controller" && UI.topicPart(v.name) === page.controller) || {};
-      // The informers this controller watches (the worker's others have their own controllers);
-      // all of the worker's until the controller has said.
-      const watched = me.watches ? new Set(me.watches) : null;
+      const me = api.controllerComponent();
+      // The worker's other informers belong to other controllers; all of them until this one has said.
+      const watched = api.watchedInformers();
       const informers = [];
       for (const topic of [...informerTopics.keys()].sort()) {
         const name = informerName(topic);

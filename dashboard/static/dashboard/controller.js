@@ -224,16 +224,19 @@
   // rows stay out of the events panel (rows about anything else, e.g. fault markers, always show).
   let hiddenInformers = new Set();
 
-  // The informers this controller watches, as its component reports them (null: not reported, so
-  // every informer of the worker counts). The events panel shows only these; the cache panel can
-  // still browse every informer of the worker.
-  function watchedInformers() {
+  // This page's controller as the worker's components report it ({} until reported).
+  function controllerComponent() {
     for (const v of stateOf(T.components).values()) {
-      if (v && v.kind === "controller" && topicPart(v.name) === page.controller) {
-        return Array.isArray(v.watches) && v.watches.length ? new Set(v.watches) : null;
-      }
+      if (v && v.kind === "controller" && topicPart(v.name) === page.controller) return v;
     }
-    return null;
+    return {};
+  }
+  // The informers this controller watches (null: not reported yet, so every informer of the worker
+  // counts). The events panel and the pipeline show only these; the cache panel can still browse
+  // every informer of the worker.
+  function watchedInformers() {
+    const w = controllerComponent().watches;
+    return Array.isArray(w) ? new Set(w) : null;
   }
 
   // ---- workqueue ----------------------------------------------------------------------------
@@ -739,7 +742,8 @@
   // Panels in other scripts (cache.js: pipeline overview and cache table; metrics.js) register before this
   // script runs and are started here, before the socket opens, so they see every message.
   const api = { client: client, page: page, topics: T, informerTopics: informerTopics, workerNow: workerNow,
-    stateOf: stateOf, schedule: schedule, events: events, queue: queue, want: want, pushEvent: pushEvent };
+    stateOf: stateOf, schedule: schedule, events: events, queue: queue, want: want, pushEvent: pushEvent,
+    controllerComponent: controllerComponent, watchedInformers: watchedInformers };
   for (const init of window.ctrlscopePanels || []) { try { init(api); } catch (e) { console.error(e); } }
   client.connect();
 })();

@@ -18,18 +18,13 @@
   const page = window.ctrlscope;
   if (!page || !page.client) return;
   const client = page.client;
+  const el = window.ctrlscopeUI.el; // every page with a telemetry client loads spark.js
   const bar = document.getElementById("scenario-banner");
   let current = null; // {name, title, started, running, claims, finished}
   let narration = "";
   let dismissed = "";
   let counts = "";
 
-  function el(tag, cls, text) {
-    const e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
 
   function pick(state) {
     // The running scenario, else the one that finished last (if recent).
@@ -52,23 +47,21 @@
     const parts = [];
     if (current.running) {
       const secs = Math.max(0, Math.round((Date.now() - (current.started || Date.now())) / 1000));
-      parts.push(el("span", "sb-state running", "▶ scenario running"), el("b", null, current.title || current.name),
-        el("span", "muted", secs + " s"));
-      if (narration) parts.push(el("span", "sb-line", narration));
+      parts.push(el("span", { className: "sb-state running" }, "▶ scenario running"), el("b", null, current.title || current.name),
+        el("span", { className: "muted" }, secs + " s"));
+      if (narration) parts.push(el("span", { className: "sb-line" }, narration));
     } else {
       const claims = current.claims || [];
       const held = claims.filter((c) => c.held).length;
       const ok = held === claims.length;
-      parts.push(el("span", "sb-state " + (ok ? "held" : "failed"), ok ? "✓ finished" : "✗ finished"),
+      parts.push(el("span", { className: "sb-state " + (ok ? "held" : "failed") }, ok ? "✓ finished" : "✗ finished"),
         el("b", null, current.title || current.name),
-        el("span", "sb-line", held + " / " + claims.length + " claims held"));
+        el("span", { className: "sb-line" }, held + " / " + claims.length + " claims held"));
     }
-    if (counts) parts.push(el("span", "sb-counts muted", counts));
+    if (counts) parts.push(el("span", { className: "sb-counts muted" }, counts));
     const link = el("a", null, "narration and claims");
     link.href = "/scenarios/#" + encodeURIComponent(current.name);
-    const close = el("button", "sb-close", "×");
-    close.type = "button";
-    close.title = "dismiss";
+    const close = el("button", { className: "sb-close", type: "button", title: "dismiss" }, "×");
     parts.push(link, close);
     bar.replaceChildren(...parts);
     bar.hidden = false;
