@@ -222,7 +222,9 @@ class KubernetesListWatch:
 
 class ChunkedDecoder:
     """Incremental HTTP/1.1 chunked-transfer decoder: ``feed(raw)`` returns the payload bytes
-    the raw bytes completed; ``done`` once the terminating zero-size chunk arrived.
+    the raw bytes completed (``feed_parts``: one ``bytes`` per chunk, which the watch decodes
+    without splitting when it is one whole event); ``done`` once the terminating zero-size chunk
+    arrived.
 
     Why not urllib3's ``read1``: kube-apiserver flushes after every watch event when its queue is
     empty, so a watch is typically one HTTP chunk per event, and urllib3 (on top of http.client)
@@ -240,8 +242,15 @@ class ChunkedDecoder:
         self.done = False
 
     def feed(self, raw: bytes) -> bytes:
+        """The payload bytes ``raw`` completed, as one ``bytes``."""
+        parts = self.feed_parts(raw)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def feed_parts(self, raw: bytes) -> list[bytes]:
+        """The payload bytes ``raw`` completed, one ``bytes`` per (piece of a) chunk, in order:
+        with one chunk per watch event, each part is one whole JSON line, ready to decode."""
         if self.done:
-            return b""
+            return []
         buf = self._buf + raw if self._buf else raw
         out: list[bytes] = []
         pos = 0
@@ -278,15 +287,13 @@ class ChunkedDecoder:
                     break
         self._left = left
         self._buf = buf[pos:] if pos < end else b""
-        if not out:
-            return b""
-        return out[0] if len(out) == 1 else b"".join(out)
+        return out
 
 
-def _raw_body_reader(response: urllib3.BaseHTTPResponse) -> Callable[[], bytes] | None:
-    """A ``read()`` returning the next decoded body bytes straight off the socket (b"" at the end),
-    or ``None`` when the response is not plain chunked (compressed, length-delimited...): then the
-    generic urllib3 path is used."""
+def _raw_body_reader(response: urllib3.BaseHTTPResponse) -> Callable[[], list[bytes]] | None:
+    """A ``read()`` returning the next body bytes straight off the socket, as the chunks' payloads
+    (``[]`` at the end), or ``None`` when the response is not plain chunked (compressed,
+    length-delimited...): then the generic urllib3 path is used."""
     headers = response.headers
     if "chunked" not in (headers.get("transfer-encoding") or "").lower():
         return None
@@ -298,15 +305,15 @@ def _raw_body_reader(response: urllib3.BaseHTTPResponse) -> Callable[[], bytes] 
         return None
     decoder = ChunkedDecoder()
 
-    def read() -> bytes:
+    def read() -> list[bytes]:
         while not decoder.done:
             raw = read1(RAW_READ_SIZE)
             if not raw:
-                return b""
-            payload = decoder.feed(raw)
-            if payload:
-                return payload
-        return b""
+                return []
+            parts = decoder.feed_parts(raw)
+            if parts:
+                return parts
+        return []
 
     return read
 
@@ -333,24 +340,31 @@ class HttpWatchStream:
         pending = b""
         loads = orjson.loads
         new_event = tuple.__new__
-        read = _raw_body_reader(self.response) or (lambda: self.response.read1(65536))
+        generic = self.response.read1
+        read = _raw_body_reader(self.response) or (lambda: [generic(65536)])
         try:
             while not self._closed:
-                chunk = read()
-                if not chunk:
+                parts = read()
+                if not parts or not parts[0]:
                     break
-                # Split the chunk, then complete its first line with the carried-over partial one:
-                # cheaper than copying the whole (64 KB) chunk into ``pending + chunk`` first.
-                lines = chunk.split(b"\n")
-                if pending:
-                    lines[0] = pending + lines[0]
-                pending = lines.pop()
-                for line in lines:
-                    # isspace() stops at the first non-blank byte; strip() would copy every ~4 KB line.
-                    if line and not line.isspace():
-                        event = loads(line)
-                        # == WatchEvent(type, obj), without NamedTuple's Python-level __new__.
-                        yield new_event(WatchEvent, (event.get("type", ""), event.get("object") or {}))
+                for part in parts:
+                    if not pending and part.endswith(b"\n") and part.find(b"\n") == len(part) - 1:
+                        # One HTTP chunk carrying one whole event, as kube-apiserver sends them:
+                        # decode it as is (JSON allows the trailing newline), no split, no copy.
+                        lines = (part,)
+                    else:
+                        # Split, then complete the first line with the carried-over partial one:
+                        # cheaper than copying the whole (64 KB) part into ``pending + part`` first.
+                        lines = part.split(b"\n")
+                        if pending:
+                            lines[0] = pending + lines[0]
+                        pending = lines.pop()
+                    for line in lines:
+                        # isspace() stops at the first non-blank byte; strip() would copy a ~4 KB line.
+                        if line and not line.isspace():
+                            event = loads(line)
+                            # == WatchEvent(type, obj), without NamedTuple's Python-level __new__.
+                            yield new_event(WatchEvent, (event.get("type", ""), event.get("object") or {}))
         except (urllib3.exceptions.HTTPError, OSError, ValueError):
             # A broken or shut-down stream ends the watch; the reflector decides what follows.
             return

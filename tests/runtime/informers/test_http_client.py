@@ -155,3 +155,53 @@ def test_every_request_is_reported_with_its_status_and_the_server_url_has_no_cre
     assert [(c["method"], c["path"], c["code"]) for c in calls] == [
         ("GET", "/api/v1", 200), ("GET", "/api/v1/nothing-here", 404), ("GET", "/api/v1", 0)]
     assert all(c["duration"] >= 0 for c in calls)
+
+
+def _serve_watch_once(wire: bytes) -> tuple[str, socket.socket]:
+    """A one-shot HTTP server on a real socket: discovery, then ``wire`` as a chunked watch body
+    (written in pieces of 7 bytes, so reads end mid-chunk too)."""
+    import threading
+    import time
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve_forever() -> None:
+        for _ in range(2):
+            conn, _ = listener.accept()
+            with conn:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                request = conn.recv(65536)
+                if request.startswith(b"GET /api/v1 "):
+                    body = (b'{"kind":"APIResourceList","groupVersion":"v1",'
+                            b'"resources":[{"name":"pods","kind":"Pod","namespaced":true}]}')
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                                 b"Connection: close\r\n\r\n%s" % (len(body), body))
+                    continue
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n")
+                for off in range(0, len(wire), 7):
+                    conn.sendall(wire[off:off + 7])
+                    if off % 700 == 0:
+                        time.sleep(0.001)
+
+    threading.Thread(target=serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}", listener
+
+
+def test_watch_decodes_every_framing_a_server_may_choose() -> None:
+    """One chunk per event (kube-apiserver's way), several events per chunk, an event split across
+    chunks, blank keep-alive lines and CRLF line ends all yield the same events, in order."""
+    def line(i: int) -> bytes:
+        return b'{"type":"ADDED","object":{"metadata":{"name":"p%d","namespace":"ns"}}}' % i
+
+    payloads = [line(0) + b"\n", line(1) + b"\n" + line(2) + b"\n", line(3)[:10], line(3)[10:30],
+                line(3)[30:] + b"\n", b"\n", line(4) + b"\r\n", line(5) + b"\n" + line(6)[:5],
+                line(6)[5:] + b"\n", line(7) + b"\n"]
+    url, listener = _serve_watch_once(_chunked(*payloads))
+    try:
+        lw = KubernetesClient.for_host(url).list_watch("v1", "Pod")
+        stream = lw.watch(resource_version="1", timeout_seconds=30)
+        names = [event.obj["metadata"]["name"] for event in stream]
+    finally:
+        listener.close()
+    assert names == [f"p{i}" for i in range(8)]
