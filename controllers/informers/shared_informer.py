@@ -34,22 +34,19 @@ Rules this keeps (and the dashboard shows):
   Resync never talks to the API server.
 * ``has_synced`` becomes true once the first LIST is in the cache. Handlers added after start first
   receive the whole cache as ``on_add`` calls.
-* With ``freeze_gc_after_sync`` the informer calls ``gc.freeze()`` once synced, and again after every
-  ``max(1000, len(cache) // 4)`` cache writes: everything the process holds moves to the permanent
-  generation, so the cyclic GC stops re-walking the cache and the rest of the heap on every full
-  collection. The cache then holds decoded dicts (``compact=False``): once frozen they cost the GC
-  nothing, and no write or read pays for encoding or decoding -- the fastest mode, at ~4x the
-  memory per cached object of the default JSON-bytes cache. Frozen objects are
-  still freed by reference counting when the cache drops them; the young generations are collected
-  before each freeze, so only cyclic garbage that already reached the oldest generation is kept
-  until ``gc.unfreeze()``. It is process-wide, so it is opt-in (Manager and factory pass it on).
+* With ``freeze_gc_after_sync`` the informer has the process's ``CacheFreezer`` (``gc_freeze.py``)
+  call ``gc.freeze()`` once synced and again every 1,000 cache writes (counted over all informers),
+  and thaw for one full collection every 10 minutes: the cyclic GC stops re-walking the cache and
+  the rest of the heap. The cache then holds decoded dicts (``compact=False``): once frozen they cost
+  the GC nothing, and no write or read pays for encoding or decoding -- the fastest mode, at ~4x the
+  memory per cached object of the default JSON-bytes cache. It is process-wide, so it is opt-in
+  (Manager and factory pass it on).
 
 The FIFO model is DeltaFIFO (``fifo_model``); the observer learns it from ``on_informer``.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 from collections import deque
@@ -58,6 +55,7 @@ from typing import Any
 
 from controllers.clock import Clock, RealClock
 from controllers.informers.delta_fifo import DELETED, REPLACED, SYNC, Delta, DeltaFIFO, FIFOClosedError
+from controllers.informers.gc_freeze import CACHE_FREEZER, CacheFreezer
 from controllers.informers.keys import object_key, resource_version
 from controllers.informers.listwatch import ListWatch
 from controllers.informers.reflector import Reflector
@@ -216,7 +214,8 @@ class SharedInformer:
 
     def __init__(self, list_watch: ListWatch, *, name: str = "", resync_period: float = 0.0,
                  indexers: dict[str, IndexFunc] | None = None, clock: Clock | None = None,
-                 observer: Observer | None = None, freeze_gc_after_sync: bool = False) -> None:
+                 observer: Observer | None = None, freeze_gc_after_sync: bool = False,
+                 gc_freezer: CacheFreezer | None = None) -> None:
         self.name = name or list_watch.describe()
         self.list_watch = list_watch
         self.resync_period = resync_period
@@ -224,6 +223,7 @@ class SharedInformer:
         self.observer: Observer = observer or NOOP_OBSERVER
         self._obs = active_observer(self.observer)
         self.freeze_gc_after_sync = freeze_gc_after_sync
+        self._freezer = (gc_freezer or CACHE_FREEZER) if freeze_gc_after_sync else None
         # Frozen decoded dicts are cheapest; unfrozen, JSON bytes keep the GC off the cache.
         self.indexer = Store(self.name, indexers=indexers, observer=self.observer,
                              compact=not freeze_gc_after_sync)
@@ -242,8 +242,6 @@ class SharedInformer:
         self._started = False
         self._stopped = False
         self._threads: list[threading.Thread] = []
-        # Cache writes since the last gc.freeze() (only counted with freeze_gc_after_sync).
-        self._writes_since_freeze = 0
 
     @property
     def store(self) -> Store:
@@ -308,14 +306,8 @@ class SharedInformer:
             self._sync_cond.notify_all()
         if self._obs is not None:
             self._obs.on_reflector_state(self.name, state="synced")
-        if self.freeze_gc_after_sync:
-            self._freeze_gc()
-
-    @staticmethod
-    def _freeze_gc() -> None:
-        # Collect the young generations first so fresh cyclic garbage is freed, not frozen.
-        gc.collect(1)
-        gc.freeze()
+        if self._freezer is not None:
+            self._freezer.freeze()
 
     def wait_for_sync(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds (on the informer's clock) for ``has_synced``."""
@@ -345,6 +337,7 @@ class SharedInformer:
             "cache_size": len(self.indexer),
             "fifo_depth": len(self.fifo),
             "resync_period": self.resync_period,
+            "gc_freezer": self._freezer.stats() if self._freezer is not None else None,
             "handlers": [{"name": h.name, "pending": h.pending(), "delivered": h.delivered, "errors": h.errors}
                          for h in self.handlers],
         }
@@ -391,12 +384,6 @@ class SharedInformer:
         """Apply a ``DeltaFIFO.pop_batch`` batch to the cache, then hand its notifications to
         every handler in one buffer append per handler (one lock round-trip and at most one
         wake-up per handler per batch, instead of one per notification)."""
-        indexer = self.indexer
-        if self.freeze_gc_after_sync and self._synced:
-            self._writes_since_freeze += sum(len(deltas) for _, deltas, _ in batch)
-            if self._writes_since_freeze >= max(1000, len(indexer) // 4):
-                self._writes_since_freeze = 0
-                self._freeze_gc()
         # (event, old, new, is_sync) in processing order.
         notes: list[tuple[str, Any, Any, bool]] = []
         with self._block:
@@ -406,6 +393,8 @@ class SharedInformer:
                 except Exception:  # noqa: BLE001 -- one bad key (raising indexer) must not stall the rest
                     log.exception("informer %s: processing deltas failed", self.name)
             self._distribute(notes)
+        if self._freezer is not None:
+            self._freezer.wrote(len(notes))
 
     def _apply(self, key: str, deltas: list[Delta], notes: list[tuple[str, Any, Any, bool]]) -> None:
         indexer = self.indexer

@@ -1,0 +1,126 @@
+"""CacheFreezer: gc.freeze() every N cache writes, young cyclic garbage freed first, a full
+collection on thaw, and the informer feeding it its writes (fake clock)."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from controllers.clock import FakeClock
+from controllers.informers import Backoff, SharedInformer
+from controllers.informers.gc_freeze import CacheFreezer
+from tests.runtime.informers.fake_apiserver import FakeApiServer
+
+
+class Node:
+    """Something that can form a reference cycle (and be weakly referenced)."""
+
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+def cycle() -> weakref.ref[Node]:
+    """A two-object cycle nothing else refers to: only the cyclic GC can free it."""
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    return weakref.ref(a)
+
+
+@pytest.fixture(autouse=True)
+def thawed() -> Iterator[None]:
+    """Leave the process's GC as the test found it."""
+    gc.unfreeze()
+    gc.collect()
+    yield
+    gc.unfreeze()
+    gc.collect()
+
+
+def test_freezes_once_enough_writes_accumulated() -> None:
+    freezer = CacheFreezer(every_writes=100, clock=FakeClock())
+    freezer.wrote(60)
+    assert freezer.freezes == 0 and gc.get_freeze_count() == 0
+    kept = [{"a": [i]} for i in range(50)]
+    freezer.wrote(40)
+    assert freezer.freezes == 1
+    assert gc.get_freeze_count() >= len(kept)
+    freezer.wrote(99)
+    assert freezer.freezes == 1, "the count restarts after each freeze"
+
+
+def test_young_cyclic_garbage_is_collected_not_frozen() -> None:
+    freezer = CacheFreezer(every_writes=1, clock=FakeClock())
+    garbage = cycle()
+    freezer.wrote(1)
+    assert garbage() is None
+
+
+def test_cyclic_garbage_frozen_while_alive_is_reclaimed_at_the_next_thaw() -> None:
+    clock = FakeClock()
+    freezer = CacheFreezer(every_writes=1, thaw_interval=600, clock=clock)
+    holder = [Node()]
+    holder[0].other = Node()
+    holder[0].other.other = holder[0]
+    ref = weakref.ref(holder[0])
+    freezer.freeze()  # the cycle is alive: it is frozen
+    holder.clear()  # ... and becomes garbage only the cyclic GC can free
+    clock.step(599)
+    freezer.wrote(1)
+    gc.collect()
+    assert ref() is not None, "frozen: no collection looks at it"
+    assert freezer.thaws == 0
+    clock.step(1)
+    freezer.wrote(1)
+    assert ref() is None, "the thaw's full collection freed it"
+    assert freezer.thaws == 1 and freezer.freezes == 3
+    assert gc.get_freeze_count() > 0, "frozen again after the thaw"
+    stats = freezer.stats()
+    assert stats["thaws"] == 1 and stats["frozen_objects"] == gc.get_freeze_count()
+
+
+def test_thaw_interval_zero_never_thaws() -> None:
+    clock = FakeClock()
+    freezer = CacheFreezer(every_writes=1, thaw_interval=0, clock=clock)
+    freezer.freeze()
+    clock.step(10_000)
+    freezer.wrote(1)
+    assert freezer.thaws == 0 and freezer.freezes == 2
+
+
+def test_informer_freezes_on_sync_and_counts_every_cache_write(clock, eventually) -> None:
+    server = FakeApiServer()
+    server.create("a")
+    freezer = CacheFreezer(every_writes=5, clock=clock)
+    informer = SharedInformer(server, clock=clock, freeze_gc_after_sync=True, gc_freezer=freezer)
+    assert not informer.store.compact, "frozen caches hold the decoded objects"
+    informer.reflector.backoff = Backoff(clock=clock, rand=lambda: 0.0)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(5)
+        eventually(lambda: freezer.freezes >= 1)
+        after_sync = freezer.freezes
+        eventually(lambda: server.watch_calls)
+        for i in range(10):
+            server.create(f"p{i}")
+        eventually(lambda: len(informer.store) == 11)
+        # Writes arrive in batches, so 10 writes cross the threshold of 5 once or twice.
+        eventually(lambda: freezer.freezes >= after_sync + 1)
+        assert informer.snapshot()["gc_freezer"]["freezes"] == freezer.freezes
+    finally:
+        informer.stop()
+
+
+def test_informer_without_freezing_leaves_the_gc_alone(clock, eventually) -> None:
+    server = FakeApiServer()
+    server.create("a")
+    informer = SharedInformer(server, clock=clock)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(5)
+        assert gc.get_freeze_count() == 0
+        assert informer.snapshot()["gc_freezer"] is None
+    finally:
+        informer.stop()
