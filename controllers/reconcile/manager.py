@@ -21,8 +21,8 @@ Every component gets the Manager's clock and an observer that fans out to the ca
 (e.g. the telemetry publisher) and the metrics -- the API client too, if it can report its requests.
 
 A Manager owns its process the way controller-runtime's does, so it turns on the informers'
-``freeze_gc_after_sync`` by default: the cyclic GC stops re-walking the cache, which roughly doubles
-informer throughput (bench/informer.py). Pass ``freeze_gc_after_sync=False`` when embedding a
+``freeze_gc_after_sync`` by default: the cyclic GC stops re-walking the cache, which raises informer
+throughput ~1.4x, ~1.8x with 25,000 Pods cached (bench/informer.py). Pass ``freeze_gc_after_sync=False`` when embedding a
 Manager in a process that must keep full control of its garbage collector.
 """
 
