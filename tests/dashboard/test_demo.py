@@ -102,13 +102,20 @@ def test_an_operator_starts_scenarios_from_the_dashboard_of_a_running_demo(tmp_p
                 wait_until(lambda name=name: post_start(session, demo, name, speed="0.25").status_code == 202,
                            timeout=15, interval=0.3, what=f"{name} to start")
 
-                def finished(name=name, started=started):
+                lines: set[str] = set()
+
+                def finished(name=name, started=started, lines=lines):
                     raw = r.hget(Keys(prefix).snapshot("scenarios"), name)
                     state = orjson.loads(raw) if raw else {}
+                    if state.get("running") and state.get("started", 0) >= started:
+                        lines.add(state.get("line", ""))
                     return state if not state.get("running") and state.get("claims") and \
                         state.get("finished", 0) >= started else None
 
                 state = wait_until(finished, timeout=120, what=f"{name} to finish")
+                # While it ran, its state carried the latest narration line (what a page opened
+                # mid-scenario shows at once).
+                assert lines - {""}, (name, lines)
                 assert all(c["held"] for c in state["claims"]), (name, state["claims"],
                                                                  (tmp_path / "scenario.log").read_text()[-3000:])
         finally:

@@ -105,10 +105,15 @@ def test_a_running_scenario_is_narrated_on_the_controller_page(browser, dashboar
     obs = TelemetryObserver(pub, worker="w1")
     seed_worker(obs)
     publish_scoreboard(obs)
-    pub.set_state("scenarios", "retry-storm", {"title": "Retry storm", "running": True, "started": time.time() * 1000})
+    started = time.time() * 1000
+    pub.set_state("scenarios", "retry-storm", {"title": "Retry storm", "running": True, "started": started,
+                                               "line": "Phase 1: steady state."})
     pub.flush()
     page = open_controller_page(browser, dashboard)
     page.wait_for_selector("#scenario-banner:not([hidden])", timeout=10_000)
+    # Opened mid-scenario: the latest line so far is there at once.
+    page.wait_for_function("document.getElementById('scenario-banner').textContent.includes('Phase 1: steady state.')",
+                           timeout=10_000)
     pub.publish("scenarios", {"k": "narration", "scenario": "retry-storm", "text": "Half of all pod creations fail.",
                               "ts": time.time() * 1000})
     pub.flush()

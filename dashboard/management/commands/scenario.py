@@ -58,17 +58,22 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         publisher = RedisPublisher(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX).start()
 
+        running = {"title": scenario.title, "narration": list(scenario.narration), "running": True,
+                   "started": time.time() * 1000, "line": ""}
+
         def say(line: str) -> None:
             self.stdout.write(f"  > {line}")
             self.stdout.flush()
             publisher.publish(TOPIC, {"k": "narration", "scenario": scenario.name, "text": line, "ts": time.time() * 1000})
+            # The state keeps the latest line, so a page opened mid-scenario shows it at once.
+            running["line"] = line
+            publisher.set_state(TOPIC, scenario.name, dict(running))
 
         try:
             self.stdout.write(self.style.MIGRATE_HEADING(scenario.title))
             for paragraph in scenario.narration:
                 self.stdout.write(f"  {paragraph}")
-            publisher.set_state(TOPIC, scenario.name, {"title": scenario.title, "narration": list(scenario.narration),
-                                                       "running": True, "started": time.time() * 1000})
+            publisher.set_state(TOPIC, scenario.name, dict(running))
             reader = TelemetryReader(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=opts["worker"])
             try:
                 lease_ns, _, lease_name = opts["lease"].partition("/")

@@ -39,6 +39,8 @@
     }
     if (!best) { current = null; return; }
     if (!current || current.name !== best.name || current.started !== best.st.started) narration = "";
+    // The state's latest line: what a page opened mid-scenario shows before the next line arrives.
+    if (best.st.line) narration = best.st.line;
     current = Object.assign({ name: best.name }, best.st);
   }
 
