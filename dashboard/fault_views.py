@@ -69,7 +69,7 @@ def fault_action(request: HttpRequest, action: str) -> JsonResponse:
         return JsonResponse({"error": str(exc)}, status=409)
     url = faults.client.server
     try:
-        result = spec.call(faults, params)
+        result = spec.call(faults.as_actor(who), params)
     except CALL_ERRORS as exc:
         log.warning("fault %s %s by %s failed at %s: %s", action, params, who, url, exc)
         return JsonResponse({"error": explain(exc, url)}, status=502)

@@ -97,10 +97,10 @@ class KubernetesClient:
 
     # -- requests ------------------------------------------------------------------------------
     def send(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
-             body: Obj | None = None, timeout: float | tuple[float, float] = LIST_TIMEOUT
-             ) -> urllib3.BaseHTTPResponse:
+             body: Obj | None = None, timeout: float | tuple[float, float] = LIST_TIMEOUT,
+             headers: dict[str, str] | None = None) -> urllib3.BaseHTTPResponse:
         """Make one request and return the unread urllib3 response (the caller reads and releases it)."""
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", **(headers or {})}
         if body is not None:
             headers["Content-Type"] = "application/json"
         request_method, url, headers, _, _ = self.api_client.param_serialize(
@@ -120,14 +120,14 @@ class KubernetesClient:
         return response
 
     def get_json(self, path: str, query: list[tuple[str, str]] | None = None,
-                 timeout: float = LIST_TIMEOUT) -> Obj:
+                 timeout: float = LIST_TIMEOUT, headers: dict[str, str] | None = None) -> Obj:
         """GET and decode a JSON body; raise ``ApiError`` for a non-2xx status."""
-        return _read_json(self.send("GET", path, query=query, timeout=(CONNECT_TIMEOUT, timeout)))
+        return _read_json(self.send("GET", path, query=query, timeout=(CONNECT_TIMEOUT, timeout), headers=headers))
 
     def send_json(self, method: str, path: str, body: Obj | None = None,
-                  timeout: float = LIST_TIMEOUT) -> Obj:
+                  timeout: float = LIST_TIMEOUT, headers: dict[str, str] | None = None) -> Obj:
         """``method`` (POST/PUT/DELETE...) with a JSON body; decode the answer; ``ApiError`` for non-2xx."""
-        return _read_json(self.send(method, path, body=body, timeout=(CONNECT_TIMEOUT, timeout)))
+        return _read_json(self.send(method, path, body=body, timeout=(CONNECT_TIMEOUT, timeout), headers=headers))
 
     def resource(self, api_version: str, kind: str) -> Obj:
         """The discovery entry (``name``, ``namespaced``, ...) for ``kind`` in ``api_version``."""

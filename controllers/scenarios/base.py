@@ -14,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from controllers.clock import Clock, RealClock
 from controllers.examples.podset import API_VERSION, podset
 from controllers.informers import ApiError
+from controllers.sim.faults import ACTOR_HEADER
 
 
 @dataclass
@@ -49,14 +51,23 @@ class SimFaults:
     Each call returns the simulator's JSON answer and raises ``ApiError`` with the simulator's message
     when it refuses (a real cluster has no ``/_sim/``: 404) or ``ConnectionRefusedError`` when it is
     not there at all. Scenarios and the dashboard's fault panel both drive the simulator through it.
+    With an ``actor`` (``as_actor``) every fault is sent with ``ACTOR_HEADER``, and the simulator's
+    fault record says who injected it.
     """
 
-    def __init__(self, client: Any, *, timeout: float = 60.0) -> None:
+    def __init__(self, client: Any, *, timeout: float = 60.0, actor: str = "") -> None:
         self.client = client
         self.timeout = timeout
+        self.actor = actor
+
+    def as_actor(self, actor: str) -> SimFaults:
+        """The same client, recording ``actor`` (a dashboard user, a scenario) as who injects."""
+        return SimFaults(self.client, timeout=self.timeout, actor=actor)
 
     def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        return self.client.send_json(method, path, body, timeout=self.timeout)
+        # Percent-encoded: a header carries Latin-1 at most, a user name may be anything.
+        headers = {ACTOR_HEADER: quote(self.actor, safe=" @.+-_")} if self.actor else None
+        return self.client.send_json(method, path, body, timeout=self.timeout, headers=headers)
 
     def status(self) -> Any:
         """Active rules and the fault log (``GET /_sim/faults``)."""
@@ -240,10 +251,11 @@ class ScenarioContext:
     workers: WorkerControl | None = None  # how to kill and await the worker, if the scenario needs it
     lease: LeaseHolder | None = None  # the leader-election Lease of replicated workers, if any
     standby: StandbyControl | None = None  # how to add a standby replica, if the scenario needs one
+    actor: str = "scenario"  # who the simulator's fault log says injected the scenario's faults
 
     @property
     def faults(self) -> SimFaults:
-        return SimFaults(self.client)
+        return SimFaults(self.client, actor=self.actor)
 
     def sleep(self, seconds: float) -> None:
         self.clock.sleep(seconds * self.time_scale)

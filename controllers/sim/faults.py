@@ -16,7 +16,9 @@ cluster produces occasionally, on demand and reproducibly (a seeded RNG):
 
 ``verb``/``resource`` accept ``*``. ``DELETE /_sim/errors`` and ``DELETE /_sim/latency`` clear rules;
 ``GET /_sim/faults`` lists active rules and the fault log. Each fault is recorded as an event dict
-in ``events`` (the newest ``MAX_EVENTS``) and passed to the optional ``on_fault`` callback, so the
+in ``events`` (the newest ``MAX_EVENTS``), with ``by``: who asked for it, as the request's
+``ACTOR_HEADER`` says (the dashboard sends its signed-in user, a scenario its name; the simulator
+has no authentication of its own, so this is a label for the log, not a proof), and passed to the optional ``on_fault`` callback, so the
 telemetry layer can publish it next to the controller activity it provokes. The callback runs on the
 simulator's event loop, right after the fault took effect: it must not block (``manage.py
 simcluster`` hands it to a ``RedisPublisher``, which only appends to memory there), and it may call
@@ -30,6 +32,7 @@ import random
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import orjson
 from aiohttp import web
@@ -43,6 +46,9 @@ if TYPE_CHECKING:
 FaultHook = Callable[[dict[str, Any]], None]
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "*")
 MAX_EVENTS = 1000  # the fault log GET /_sim/faults returns: the newest this many
+ACTOR_HEADER = "X-Ctrlscope-Actor"
+"""Request header naming who injects a fault; recorded as the fault's ``by``."""
+MAX_ACTOR = 128
 
 
 class FaultInjector:
@@ -59,6 +65,8 @@ class FaultInjector:
         # (verb, resource) → (probability, status code); "*" matches anything.
         self.errors: dict[tuple[str, str], tuple[float, int]] = {}
         self.latency: dict[tuple[str, str], float] = {}
+        # Who asked for the fault being handled now (ACTOR_HEADER), "" outside a fault request.
+        self._actor = ""
 
     # ---- request hook ------------------------------------------------------------------------
 
@@ -92,6 +100,8 @@ class FaultInjector:
     def record(self, fault: str, **params: Any) -> dict[str, Any]:
         event = {"type": "fault", "fault": fault, "params": params, "time": rfc3339(self.store.clock.wall()),
                  "resourceVersion": str(self.store.rv)}
+        if self._actor:
+            event["by"] = self._actor
         self.events.append(event)
         if self.on_fault is not None:
             self.on_fault(event)
@@ -187,9 +197,26 @@ class FaultInjector:
             raise bad_request("body must be a JSON object")
         return body
 
+    @staticmethod
+    def _actor_of(request: web.Request) -> str:
+        actor = unquote(request.headers.get(ACTOR_HEADER, "")).strip()
+        if len(actor) > MAX_ACTOR or not actor.isprintable():
+            raise bad_request(f"{ACTOR_HEADER} must be at most {MAX_ACTOR} printable characters")
+        return actor
+
     async def _handle(self, request: web.Request) -> web.Response:
         path, method = request.path.rstrip("/"), request.method
+        actor = self._actor_of(request)
         body = await self._body(request) if method in ("POST", "PUT") else {}
+        try:
+            # Every fault below is recorded synchronously, with no await in between: the actor
+            # cannot leak into another request's record.
+            self._actor = actor
+            return self._dispatch(path, method, body)
+        finally:
+            self._actor = ""
+
+    def _dispatch(self, path: str, method: str, body: dict[str, Any]) -> web.Response:
         result: dict[str, Any] = {"ok": True}
         try:
             if path == "/_sim/faults" and method == "GET":

@@ -5,9 +5,10 @@ broke, a 410 and a relist, but not that someone dropped every watch on purpose a
 the simulator's ``on_fault`` callback — called once per fault on the simulator's event loop, after
 the fault took effect — is this object:
 
-* each fault becomes one **record** ``{"k": "fault", "fault", "params", "time", "rv", "ts"}``: what
-  happened, with which parameters, when (the simulator's RFC 3339 time and resourceVersion, and
-  ``ts`` in ms for ordering next to the workers' records);
+* each fault becomes one **record** ``{"k": "fault", "fault", "params", "time", "rv", "by", "ts"}``:
+  what happened, with which parameters, who asked for it (the simulator's ``by``, "" if nobody
+  said), when (the simulator's RFC 3339 time and resourceVersion, and ``ts`` in ms for ordering next
+  to the workers' records);
 * the topic's **state** is what the simulator looks like now: ``rules`` (the active error and
   latency rules and whether the kubelet is paused, read from the simulator in the same callback, so
   it is exactly what that fault left behind) and ``simulator`` (its URL, whether it runs).
@@ -72,7 +73,7 @@ class FaultTelemetry:
                 params[f"{key}Total"] = len(value)
         self.publisher.publish(self.topic, {"k": "fault", "fault": event.get("fault"), "params": params,
                                             "time": event.get("time"), "rv": event.get("resourceVersion"),
-                                            "ts": self._now()})
+                                            "by": event.get("by", ""), "ts": self._now()})
         if self._source is not None:
             self.publisher.set_state(self.topic, "rules", self._source.rules())
 

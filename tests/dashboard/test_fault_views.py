@@ -97,6 +97,8 @@ def test_operator_actions_change_the_simulator_and_are_logged_with_the_user(user
     assert [e["fault"] for e in sim.call(lambda: list(sim.faults.events))] == [
         "errors", "latency", "kubelet-pause", "kill-pods", "drop-watches", "errors-cleared", "latency-cleared",
         "kubelet-resume", "end-watches", "compact", "reset"]
+    # The simulator's own fault log (and the telemetry built from it) says who injected each one.
+    assert {e.get("by") for e in sim.call(lambda: list(sim.faults.events))} == {"op"}
     log = dashboard.log.read_text()
     assert "fault errors {'verb': 'create', 'resource': 'pods', 'rate': 50.0, 'code': 503} by op at" in log
     assert "fault reset {'confirm': 'reset'} by op at" in log

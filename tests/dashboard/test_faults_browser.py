@@ -101,13 +101,13 @@ def test_operator_drops_watches_from_the_page_and_sees_the_fault_next_to_the_rec
         page.wait_for_selector("#faults-result.ok", timeout=10_000)
         assert page.inner_text("#faults-result") == "✓ drop watches: 2 watches closed"  # deployments + configmaps
         page.wait_for_selector("#faults-log tr.fault-drop-watches", timeout=10_000)
-        assert "watches dropped: 2 connections aborted" in page.inner_text("#faults-log")
+        assert "watches dropped: 2 connections aborted (by op)" in page.inner_text("#faults-log")
         page.wait_for_selector("#ievents tr.marker-fault", timeout=10_000)
         # Both informers' watches break and restart: the marker sits among those rows.
         wait_until(lambda: sum("watch ended" in r for r in event_rows(page)) >= 2, timeout=10,
                    what="both watches to end")
         rows = event_rows(page)
-        at = next(i for i, r in enumerate(rows) if "⚡ fault: watches dropped: 2 connections aborted" in r)
+        at = next(i for i, r in enumerate(rows) if "⚡ fault: watches dropped: 2 connections aborted (by op)" in r)
         assert any("watch ended" in r for r in rows[max(0, at - 3):at + 4]), rows[:10]
 
         # An error rule from the form shows as a chip on every page until it is removed.

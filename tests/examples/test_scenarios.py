@@ -55,10 +55,14 @@ def running(tmp_path, redis_url, prefix):
 def test_scenario_claims_hold(name, running):
     client, reader, worker = running
     said: list[str] = []
-    ctx = ScenarioContext(client, time_scale=0.15, say=said.append, telemetry=reader, workers=worker)
+    ctx = ScenarioContext(client, time_scale=0.15, say=said.append, telemetry=reader, workers=worker,
+                          actor=f"scenario {name}")
+    before = len(ctx.faults.status()["events"])
     result = SCENARIOS[name].run(ctx)
     assert said, "a scenario narrates what to watch"
     assert result.ok, [(c.text, c.detail) for c in result.claims if not c.held]
+    # The simulator's fault log names the scenario as who injected each of its faults.
+    assert {e.get("by") for e in ctx.faults.status()["events"][before:]} <= {f"scenario {name}"}
 
 
 def test_leader_failover_with_two_worker_processes(tmp_path, redis_url, prefix):

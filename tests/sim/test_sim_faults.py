@@ -176,3 +176,24 @@ def test_unknown_sim_endpoint_is_404(fresh_sim: SimCluster) -> None:
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(req, timeout=5)
     assert err.value.code == 404
+
+
+def test_each_fault_records_who_asked_for_it_and_a_bad_actor_header_changes_nothing(fresh_sim: SimCluster) -> None:
+    from controllers.informers.http_client import KubernetesClient
+    from controllers.scenarios import SimFaults
+
+    faults = SimFaults(KubernetesClient.for_host(fresh_sim.url))
+    before = len(faults.status()["events"])
+    faults.as_actor("José (operator)").errors(verb="get", resource="pods", rate=0.25, code=503)
+    faults.clear_errors()  # nobody said who
+    events = faults.status()["events"][before:]
+    assert [(e["fault"], e.get("by")) for e in events] == [("errors", "José (operator)"), ("errors-cleared", None)]
+    for bad in ("x" * 129, "line%0Abreak"):
+        req = urllib.request.Request(fresh_sim.url + "/_sim/kubelet/pause", data=b"{}", method="POST",
+                                     headers={"Content-Type": "application/json", "X-Ctrlscope-Actor": bad})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=5)
+        assert err.value.code == 400
+        assert "X-Ctrlscope-Actor" in json.loads(err.value.read())["message"]
+    status = faults.status()
+    assert not status["kubeletPaused"] and len(status["events"]) == before + 2

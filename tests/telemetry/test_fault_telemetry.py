@@ -19,9 +19,10 @@ from tests.sim.conftest import FAST, simcluster_command, terminate
 from tests.telemetry.test_publisher import read_snapshot, read_stream
 
 
-def sim_post(url: str, path: str, body: dict[str, Any] | None = None, method: str = "POST") -> dict[str, Any]:
-    req = urllib.request.Request(url + path, data=json.dumps(body or {}).encode(), method=method,
-                                 headers={"Content-Type": "application/json"})
+def sim_post(url: str, path: str, body: dict[str, Any] | None = None, method: str = "POST",
+             actor: str = "") -> dict[str, Any]:
+    headers = {"Content-Type": "application/json", **({"X-Ctrlscope-Actor": actor} if actor else {})}
+    req = urllib.request.Request(url + path, data=json.dumps(body or {}).encode(), method=method, headers=headers)
     with urllib.request.urlopen(req, timeout=5) as resp:
         return json.loads(resp.read())
 
@@ -37,11 +38,12 @@ def test_each_fault_is_a_record_and_the_state_is_the_rules_it_left(publisher_fac
         sim.call(lambda: telemetry.attach(sim.faults, url=sim.url))
         sim_post(sim.url, "/_sim/errors", {"verb": "create", "resource": "pods", "rate": 0.5, "code": 503})
         sim_post(sim.url, "/_sim/latency", {"verb": "list", "resource": "*", "ms": 200})
-        sim_post(sim.url, "/_sim/kubelet/pause")
+        sim_post(sim.url, "/_sim/kubelet/pause", actor="alice")
         sim_post(sim.url, "/_sim/watches/drop")
         pub.flush()
         got = records(redis_url, prefix)
         assert [r["fault"] for r in got] == ["errors", "latency", "kubelet-pause", "drop-watches"]
+        assert [r["by"] for r in got] == ["", "", "alice", ""]
         assert got[0]["params"] == {"verb": "create", "resource": "pods", "rate": 0.5, "code": 503}
         assert got[3]["params"] == {"count": 0} and got[3]["k"] == "fault"
         assert all(r["time"].endswith("Z") and r["rv"] and r["ts"] > 0 for r in got)

@@ -82,7 +82,7 @@ class Command(BaseCommand):
                 result = scenario.run(ScenarioContext(client, time_scale=opts["speed"], say=say, telemetry=reader,
                                                       workers=PidFileWorker(settings.RUN_DIR / "worker.pid"),
                                                       lease=LeaseHolder(client, lease_ns, lease_name),
-                                                      standby=standby))
+                                                      standby=standby, actor=f"scenario {scenario.name}"))
             finally:
                 reader.close()
             for claim in result.claims:

@@ -25,6 +25,10 @@
   const target = (p) => (p.verb === "*" ? "every verb" : p.verb) + " on " + (p.resource === "*" ? "every resource" : p.resource);
 
   function describe(r) {
+    return what(r) + (r.by ? " (by " + r.by + ")" : "");
+  }
+
+  function what(r) {
     const p = r.params || {};
     switch (r.fault) {
       case "drop-watches": return "watches dropped: " + plural(p.count, "connection") + " aborted";
