@@ -331,3 +331,29 @@ def test_events_panel_shows_only_the_controllers_informers_and_folds_bookmarks(b
     assert bookmarks == [bookmarks[0]] and bookmarks[0][3] == "BOOKMARK ×5" and bookmarks[0][5] == "100 → 104"
     assert page.inner_text("#ev-informers") == "pods"
     close_page(page)
+
+
+@pytest.mark.browser
+def test_cache_panel_opens_on_the_controllers_own_informer_and_keeps_the_users_choice(browser, dashboard,
+                                                                                       publisher_factory):
+    pub = publisher_factory()
+    obs = TelemetryObserver(pub, worker="w1")
+    seed_worker(obs)
+    # Another controller's informer, first in alphabetical order, and this one's For() informer.
+    for name in ("apps-deployments", "podsets"):
+        obs.on_informer(name, fifo="DeltaFIFO", resync_period=0.0)
+        obs.on_store(name, op="upsert", key=f"default/{name}-1", obj={"metadata": {"name": f"{name}-1"}})
+    obs.on_controller("summary", watches=["apps-deployments"], workers=1, started=True)
+    obs.on_controller("podset", watches=["podsets", "pods"], workers=1, started=True)
+    pub.flush()
+    page = open_controller_page(browser, dashboard)
+    selected = "document.querySelector('#cache-informer').selectedOptions[0]?.textContent"
+    page.wait_for_function(f"{selected} === 'podsets'", timeout=10_000)
+    options = page.eval_on_selector_all("#cache-informer option", "os => os.map(o => o.textContent)")
+    assert options == ["apps-deployments", "pods", "podsets"], "every informer of the worker stays selectable"
+    page.select_option("#cache-informer", label="apps-deployments")
+    obs.on_controller("podset", watches=["podsets", "pods"], workers=1, started=True)  # a components update
+    pub.flush()
+    page.wait_for_timeout(500)
+    assert page.evaluate(selected) == "apps-deployments", "the user's choice is kept"
+    close_page(page)

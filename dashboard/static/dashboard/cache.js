@@ -89,16 +89,23 @@
 
     function informerName(topic) { return informerTopics.get(topic) || topic.slice(T.informer_prefix.length); }
 
+    let userChose = false; // the user picked an informer in the select: keep it
     function chooseInformer() {
       const list = [...informerTopics.keys()].sort();
       const names = list.map(informerName);
       if (select.options.length !== list.length || [...select.options].some((o, i) => o.value !== list[i])) {
         select.replaceChildren(...list.map((t, i) => el("option", { value: t }, names[i])));
       }
-      if (!cache.topic || !informerTopics.has(cache.topic)) {
+      // Unless the URL or the user chose one: this controller's first watched informer (its For()),
+      // once the controller said what it watches -- not the worker's alphabetically first one.
+      const watched = api.watchedInformers();
+      const automatic = !page.cache && !userChose;
+      const foreign = automatic && watched && cache.topic && !watched.has(informerName(cache.topic));
+      if (!cache.topic || !informerTopics.has(cache.topic) || foreign) {
         const wanted = page.cache ? list.find((t) => informerName(t) === page.cache || t.endsWith("/" + page.cache)) : null;
-        const topic = wanted || list[0] || "";
-        if (topic) setInformer(topic);
+        const own = watched ? [...watched].map((n) => list.find((t) => informerName(t) === n)).find(Boolean) : null;
+        const topic = wanted || own || list[0] || "";
+        if (topic && topic !== cache.topic) setInformer(topic);
       }
       if (cache.topic) select.value = cache.topic;
     }
@@ -110,7 +117,7 @@
       closeDetails(false);
       schedule();
     }
-    select.addEventListener("change", () => { setInformer(select.value); updateUrl(); });
+    select.addEventListener("change", () => { userChose = true; setInformer(select.value); updateUrl(); });
 
     function rebuildKeys() {
       const state = stateOf(cache.topic);
