@@ -146,3 +146,27 @@ def test_bad_arguments_are_refused(metrics, publisher_factory):
         MetricsSampler(metrics.registry, pub, topic=TOPIC, families=[])
     with pytest.raises(ValueError, match="maxlen"):
         MetricsSampler(metrics.registry, pub, topic=TOPIC, families=FAMILIES, retention=0)
+    with pytest.raises(ValueError, match="latest_every"):
+        MetricsSampler(metrics.registry, pub, topic=TOPIC, families=FAMILIES, latest_every=0)
+
+
+def test_the_latest_state_is_refreshed_every_n_ticks_and_on_stop_so_frames_carry_each_sample_once(
+        clock, metrics, publisher_factory, redis_url, prefix):
+    pub = publisher_factory()
+    sampler = MetricsSampler(metrics.registry, pub, topic=TOPIC, families=FAMILIES, clock=clock,
+                             latest_every=3)
+    latest = []
+    for _ in range(5):
+        sampler.tick()
+        pub.flush()  # one frame per tick, as a second apart they are
+        latest.append(read_snapshot(redis_url, prefix, TOPIC)[1]["latest"]["ts"])
+        clock.step(1.0)
+    frames = [frame for _, frame in read_stream(redis_url, prefix, TOPIC)]
+    records = [r for frame in frames for r in frame["r"]]
+    ts = [r["ts"] for r in records]
+    assert len(records) == 5
+    assert latest == [ts[0], ts[0], ts[0], ts[3], ts[3]], "refreshed at ticks 0 and 3 only"
+    assert sum("latest" in (frame.get("s") or {}) for frame in frames) <= 2, "no frame repeats its sample as state"
+    sampler.stop()
+    pub.flush()
+    assert read_snapshot(redis_url, prefix, TOPIC)[1]["latest"] == records[4], "stopping publishes the final values"
