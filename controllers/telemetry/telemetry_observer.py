@@ -128,7 +128,8 @@ class TelemetryObserver(Observer):
     def _controller(self, controller: str) -> dict[str, Any]:
         c = self._controller_counts.get(controller)
         if c is None:
-            c = self._controller_counts[controller] = {"writes": 0, "write_errors": 0, "last_result": ""}
+            c = self._controller_counts[controller] = {"writes": 0, "write_errors": 0, "write_conflicts": 0,
+                                                       "last_result": ""}
         return c
 
     def stages(self) -> dict[str, Any]:
@@ -309,6 +310,8 @@ class TelemetryObserver(Observer):
             c["writes"] += 1
             if code == 0 or code >= 400:
                 c["write_errors"] += 1
+            if code == 409:  # of those, optimistic-concurrency conflicts (a write from a stale read)
+                c["write_conflicts"] += 1
 
     def on_leader(self, name: str, *, identity: str, leader: bool, holder: str | None) -> None:
         self._emit("controller", f"leader-{name}", {"k": "leader", "identity": identity, "leader": leader,

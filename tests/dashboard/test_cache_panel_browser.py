@@ -184,6 +184,11 @@ def test_pipeline_overview_shows_stage_rates_badges_and_sync_progress(browser, d
     page.wait_for_selector(stage.format("reflector") + " .badge.ok >> text=synced", timeout=10_000)
     assert not page.query_selector("#pipeline progress")
     assert "watching" in page.inner_text(stage.format("reflector"))
+    # One status write from a Reconcile that lost an optimistic-concurrency race.
+    obs.on_reconcile_start("podset", key=key(0), worker=0)
+    obs.on_request(method="PUT", path="/apis/demo.ctrlscope.dev/v1/namespaces/default/podsets/a/status", code=409,
+                   duration=0.001)
+    obs.on_reconcile_end("podset", key=key(0), worker=0, duration=0.002, result="error", error="conflict")
     for burst in range(3):
         for i in range(200):
             k = key(i)
@@ -215,6 +220,7 @@ def test_pipeline_overview_shows_stage_rates_badges_and_sync_progress(browser, d
     assert "failing" in page.inner_text(stage.format("reconcile"))
     assert "1,000 objects" in page.inner_text(stage.format("cache"))
     assert "depth 3" in page.inner_text(stage.format("workqueue"))
+    assert "1 failed (1 × 409 conflict)" in page.inner_text(stage.format("writes"))
     # The overview redraws at most a few times a second: the last burst's calls may land a redraw later.
     page.wait_for_function("document.querySelector('#pipeline .stage[data-stage=\"handlers\"]').textContent"
                            ".includes('600 calls')", timeout=5_000)

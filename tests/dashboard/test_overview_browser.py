@@ -68,8 +68,9 @@ class Worker:
             if i % 2 == 0:
                 obs.on_queue(controller, op="get", key=k, depth=0, duration=0.001)
                 obs.on_reconcile_start(controller, key=k, worker=0)
-                obs.on_request(method="PUT", path=f"/api/v1/namespaces/default/pods/pod-{i:06d}", code=200,
-                               duration=0.003)
+                # The failing reconciles failed on a stale write: a 409 Conflict.
+                obs.on_request(method="PUT", path=f"/api/v1/namespaces/default/pods/pod-{i:06d}",
+                               code=409 if i % 8 == 0 else 200, duration=0.003)
                 obs.on_reconcile_end(controller, key=k, worker=0, duration=0.004,
                                      result="error" if i % 8 == 0 else "success", error="boom" if i % 8 == 0 else None)
                 obs.on_queue(controller, op="done", key=k, depth=0, duration=0.004)
@@ -152,6 +153,9 @@ def test_overview_groups_workers_by_cluster_and_draws_each_controller_as_its_pip
     assert ctl == {"workqueue": "40/s", "workers": "20/s", "reconcile": "20/s", "writes": "20/s"}, ctl
     assert "5.0/s failing" in stage(page, "w1", "podset", "reconcile")
     assert "20 writes" in stage(page, "w1", "podset", "writes")
+    writes_err = page.locator('.worker[data-worker="w1"] .controller-chain .stage[data-stage="writes"] .stage-err')
+    assert re.fullmatch(r"([\d,]+) failed \(\1 × 409 conflict\)", writes_err.inner_text()), writes_err.inner_text()
+    assert "optimistic concurrency" in writes_err.get_attribute("title")
     save_screenshot(page, artifacts, "overview.png", full_page=True)
 
     # The developer view is collapsed: the page subscribed to components and metrics topics only.

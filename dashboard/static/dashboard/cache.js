@@ -75,7 +75,7 @@
       return s;
     }
     const ctl = { adds: new RateMeter(), gets: new RateMeter(), reconciles: new RateMeter(), errors: new RateMeter(),
-      writes: new RateMeter(), writeCount: 0, writeErrors: 0, depth: 0, lastResult: "" };
+      writes: new RateMeter(), writeCount: 0, writeErrors: 0, writeConflicts: 0, depth: 0, lastResult: "" };
     const pageRate = { last: performance.now(), records: 0, value: 0, summarising: false };
 
     // ---- cache model (the selected informer) --------------------------------------------
@@ -189,6 +189,7 @@
             ctl.writes.add(r.ts || now);
             ctl.writeCount += 1;
             if (!r.code || r.code >= 400) ctl.writeErrors += 1;
+            if (r.code === 409) ctl.writeConflicts += 1;
             continue;
           }
           if (r.k !== "reconcile") continue;
@@ -415,6 +416,7 @@
       for (const v of stateOf(T.queue).values()) if (v && v.s === "processing") busy += 1;
       window.ctrlscopePipeline.render($("pipeline"), { informers: informers, controller: {
         depth: ctl.depth, busy: busy, workers: me.workers, lastResult: ctl.lastResult, writes: ctl.writeCount, writeErrors: ctl.writeErrors,
+        writeConflicts: ctl.writeConflicts,
         rates: { adds: ctl.adds.rate(now), gets: ctl.gets.rate(now), reconciles: ctl.reconciles.rate(now), errors: ctl.errors.rate(now), writes: ctl.writes.rate(now) } } });
       overviewDirty = false;
     }

@@ -9,7 +9,7 @@
  * model:
  *   { informers: [{ name, state, synced, fifo, rv, size, listed, fifoDepth, handlerCalls, handlerErrors,
  *                   rates: { watch, fifo, cache, handlers } }],
- *     controller: { depth, busy, workers, lastResult, writes, writeErrors,
+ *     controller: { depth, busy, workers, lastResult, writes, writeErrors, writeConflicts,
  *                   rates: { adds, gets, reconciles, errors, writes } } }
  * A rate that is not known (no samples yet) is null and shows as "–".
  */
@@ -35,6 +35,16 @@
   const arrow = () => el("span", { className: "arrow", "aria-hidden": "true" }, "→");
   const count = (n, word) => (n || 0).toLocaleString() + " " + word + (n === 1 ? "" : "s");
   const errors = (n, what) => (n ? el("div", { className: "stage-err" }, n.toLocaleString() + " " + what) : null);
+  const CONFLICT_HELP = "409 Conflict: the write carried an old resourceVersion, because the object changed " +
+    "after the informer cache that the Reconcile read from was updated (optimistic concurrency). The " +
+    "Reconcile returns the error and its key is retried with backoff, by then against a fresher cache. " +
+    "This is normal for controllers that read from an informer.";
+  function writeErrors(c) {
+    if (!c.writeErrors) return null;
+    const conflicts = c.writeConflicts || 0;
+    return el("div", { className: "stage-err", title: conflicts ? CONFLICT_HELP : "" },
+      c.writeErrors.toLocaleString() + " failed" + (conflicts ? " (" + conflicts.toLocaleString() + " × 409 conflict)" : ""));
+  }
 
   function informerChain(inf) {
     const st = inf.state || (inf.synced ? "watching" : "starting");
@@ -74,7 +84,7 @@
       stage("reconcile", "Reconcile", c.lastResult || "—", r.reconciles, "reconciles/s", failing),
       arrow(),
       stage("writes", "API writes", count(c.writes, "write"), r.writes,
-        "POST/PUT/PATCH/DELETE requests made from Reconcile, per second", errors(c.writeErrors, "failed")));
+        "POST/PUT/PATCH/DELETE requests made from Reconcile, per second", writeErrors(c)));
     box.replaceChildren(el("div", { className: "chains" }, ...chains), tail);
   }
 
