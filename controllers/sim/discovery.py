@@ -9,7 +9,9 @@ kubectl learns what exists from discovery before every command with a cold cache
 
 ``kubectl apply`` also reads OpenAPI v3 to learn that the server accepts ``fieldValidation`` for a
 kind (then it validates server-side instead of refusing to run). The stubs publish, per resource, a
-``patch`` operation with ``x-kubernetes-group-version-kind`` and that parameter. They deliberately
+``patch`` operation with ``x-kubernetes-group-version-kind`` and that parameter, and for built-in
+kinds the field schemas ``kubectl explain`` reads (``openapi_models``: from the ``kubernetes``
+package's models, without patch extensions). They deliberately
 do not advertise strategic merge patch in the request body: kubectl then builds its apply patch from
 the merge keys compiled into it for built-in kinds (exactly what it sends to a real cluster), and
 falls back to a JSON merge patch for custom resources, as it does against real CRDs.
@@ -25,14 +27,16 @@ from typing import Any
 
 import orjson
 
+from controllers.sim.openapi_models import kind_schema
 from controllers.sim.resources import Registry, ResourceType
 
 AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 _SUB_VERBS = {"status": ["get", "patch", "update"], "scale": ["get", "patch", "update"], "log": ["get"]}
 
 
-# What ``kubectl explain <kind>`` prints: the schemas are stubs, so it can name the kind, not its fields.
-_STUB_NOTE = ("The ctrlscope simulator serves no field schemas, so kubectl explain cannot list this kind's "
+# What ``kubectl explain <kind>`` prints for a kind without a model (custom resources): it can name the
+# kind, not its fields. Built-in kinds get field schemas from ``openapi_models``.
+_STUB_NOTE = ("The ctrlscope simulator serves no field schema for this kind, so kubectl explain cannot list its "
               "fields; see https://kubernetes.io/docs/reference/kubernetes-api/")
 
 
@@ -212,9 +216,15 @@ class Discovery:
             schema_name = f"{_schema_prefix(rt)}.{rt.kind}"
             gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
             ref = {"$ref": f"#/components/schemas/{schema_name}"}
-            schemas[schema_name] = {"type": "object", "description": f"{rt.kind}. {_STUB_NOTE}",
-                                    "x-kubernetes-group-version-kind": [gvk],
-                                    "x-kubernetes-preserve-unknown-fields": True}
+            modelled = kind_schema(rt.group, rt.version, rt.kind) if rt.builtin else None
+            if modelled is None:
+                schemas[schema_name] = {"type": "object", "description": f"{rt.kind}. {_STUB_NOTE}",
+                                        "x-kubernetes-group-version-kind": [gvk],
+                                        "x-kubernetes-preserve-unknown-fields": True}
+            else:
+                schema, components = modelled
+                schemas.update(components)
+                schemas[schema_name] = {**schema, "x-kubernetes-group-version-kind": [gvk]}
             base = f"/apis/{rt.group}/{rt.version}" if rt.group else f"/api/{rt.version}"
             scoped = f"{base}/namespaces/{{namespace}}/{rt.plural}" if rt.namespaced else f"{base}/{rt.plural}"
             params = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True}},

@@ -121,4 +121,8 @@ def test_cluster_commands_auth_and_top(kubectl: Kubectl, ns: str) -> None:
     top = kubectl.run("top", "pods", "-n", ns, check=False)
     assert top.returncode == 1 and "Metrics API not available" in top.stderr
     explained = kubectl.run("explain", "pods").stdout
-    assert "KIND:       Pod" in explained and "serves no field schemas" in explained
+    assert "KIND:       Pod" in explained and "spec\t<PodSpec>" in explained, explained
+    ports = kubectl.run("explain", "pods.spec.containers.ports").stdout
+    assert "FIELD: ports <[]ContainerPort>" in ports and "containerPort\t<integer> -required-" in ports, ports
+    strategy = kubectl.run("explain", "deployments.spec.strategy.type").stdout
+    assert "GROUP:      apps" in strategy and "RollingUpdate" in strategy, strategy
