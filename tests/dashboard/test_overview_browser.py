@@ -201,3 +201,26 @@ def test_a_worker_that_stopped_publishing_is_marked_stale_with_when_it_was_last_
     assert page.get_attribute('.worker[data-worker="alive"]', "data-stale") == "false"
     assert "live" in page.inner_text('.worker[data-worker="alive"] .worker-head')
     close_page(page)
+
+
+@pytest.mark.browser
+def test_workers_stopped_for_over_ten_minutes_are_folded_below_the_live_ones(browser, dashboard, publisher_factory):
+    old, recent, alive = (Worker(publisher_factory, "old", ago=3600.0), Worker(publisher_factory, "recent", ago=125.0),
+                          Worker(publisher_factory, "alive"))
+    for w in (old, recent, alive):
+        w.informer("pods", items=1, cached=1, synced=True)
+        w.controller("podset", ["pods"], started=True)
+        w.sampler.tick()
+        w.pub.flush()
+    page = open_overview(browser, dashboard)
+    page.wait_for_selector(".gone-workers summary", timeout=10_000)
+    assert page.inner_text(".gone-workers summary") == "1 stopped worker (nothing published for over 10 min)"
+    folded = page.eval_on_selector_all(".gone-workers .worker", "ws => ws.map(w => w.dataset.worker)")
+    shown = page.eval_on_selector_all(".cluster > .worker", "ws => ws.map(w => w.dataset.worker)")
+    assert folded == ["old"] and shown == ["alive", "recent"], (folded, shown)
+    assert not page.is_visible('.worker[data-worker="old"]'), "folded: closed until asked for"
+    page.click(".gone-workers summary")
+    assert page.is_visible('.worker[data-worker="old"]')
+    page.wait_for_timeout(1300)  # redrawn every second: it stays open
+    assert page.evaluate("document.querySelector('.gone-workers').open")
+    close_page(page)

@@ -8,7 +8,9 @@
  * w/{worker}/metrics (once a second: controller-runtime's families and the pipeline's stage counters,
  * see controllers/telemetry/metrics_sampler.py). Rates are counter differences between samples over
  * the last RATE_WINDOW_MS. The samples double as the worker's heartbeat: a worker with no frame for
- * STALE_MS is marked stale, with when it was last seen, instead of being listed as live forever.
+ * STALE_MS is marked stale, with when it was last seen, instead of being listed as live forever;
+ * one stale for more than GONE_MS (a replica from an earlier demo run, a stopped standby) is folded
+ * into its cluster's "stopped workers" disclosure, so the live ones stay on top.
  *
  * The developer disclosure (collapsed by default) keeps the transport counters, the raw topic list
  * and the live event list; while it is open the page subscribes to every topic. DOM work happens
@@ -21,6 +23,7 @@
   const { el, topicPart, fmtDuration } = UI;
   const MAX_ROWS = 300;
   const STALE_MS = 30000;
+  const GONE_MS = 10 * 60 * 1000;
   const RATE_WINDOW_MS = 3000;
   const MAX_SAMPLES = 10;
   const COMPONENTS = /^w\/([^/]+)\/components$/;
@@ -222,7 +225,7 @@
     return v.root;
   }
 
-  function clusterSection(key, info, workerRoots) {
+  function clusterSection(key, info, workerRoots, goneRoots) {
     const v = view("cluster|" + key, () => {
       const head = el("h3", { className: "cluster-head" });
       return { head: head, root: el("section", { className: "cluster", dataset: { cluster: info ? info.name : "" } }, head) };
@@ -234,7 +237,20 @@
       v.head.replaceChildren("cluster ", ...(info ? [el("b", null, info.name), " ", el("span", { className: "muted" }, text)]
         : [el("span", { className: "muted" }, "not reported by its workers")]));
     }
-    syncChildren(v.root, [v.head, ...workerRoots]);
+    const nodes = [v.head, ...workerRoots];
+    if (goneRoots.length) {
+      const g = view("gone|" + key, () => {
+        const summary = el("summary", { className: "muted" });
+        const box = el("div");
+        return { summary: summary, box: box, root: el("details", { className: "gone-workers" }, summary, box) };
+      });
+      const n = goneRoots.length;
+      const text = n + " stopped worker" + (n === 1 ? "" : "s") + " (nothing published for over " + GONE_MS / 60000 + " min)";
+      if (g.summary.textContent !== text) g.summary.textContent = text;
+      syncChildren(g.box, goneRoots);
+      nodes.push(g.root);
+    }
+    syncChildren(v.root, nodes);
     return v.root;
   }
 
@@ -250,11 +266,12 @@
       if (!comps.size && !workers.get(name).samples.length && !controllersOf(name, comps).size) continue;
       const info = [...comps.values()].find((v) => v && v.kind === "cluster") || null;
       const key = info ? info.server || info.name : "";
-      if (!clusters.has(key)) clusters.set(key, { info: info, workers: [] });
-      clusters.get(key).workers.push(workerBox(workers.get(name), comps, now));
+      if (!clusters.has(key)) clusters.set(key, { info: info, workers: [], gone: [] });
+      const w = workers.get(name), known = w.lastArrival || w.lastTs;
+      clusters.get(key)[known && now - known > GONE_MS ? "gone" : "workers"].push(workerBox(w, comps, now));
     }
     const sections = [...clusters].sort((a, b) => (a[0] === "" ? 1 : b[0] === "" ? -1 : a[0] < b[0] ? -1 : 1))
-      .map(([key, c]) => clusterSection(key, c.info, c.workers));
+      .map(([key, c]) => clusterSection(key, c.info, c.workers, c.gone));
     syncChildren($("overview"), sections.length ? sections : [placeholder]);
     for (const key of views.keys()) if (!used.has(key)) views.delete(key); // controllers and workers gone
   }
