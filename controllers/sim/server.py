@@ -306,6 +306,9 @@ def run_server(*, host: str = "127.0.0.1", port: int = 6443, kubeconfig: str | o
             announce(f"kubeconfig written to {path} (export KUBECONFIG={path})")
         if on_start is not None:
             on_start(sim)  # no await since start_async: no request was served before it
+        # Build the OpenAPI documents now (~250 ms), not inside the first kubectl request, where the
+        # event loop would stall every watch meanwhile. Only here: test clusters rarely need them.
+        sim.discovery.openapi_index()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
