@@ -77,10 +77,9 @@ class CacheFreezer:
         if self._last_thaw is None:
             self._last_thaw = now
         elif self.thaw_interval > 0 and now - self._last_thaw >= self.thaw_interval:
-            start = self.clock.now()
             gc.unfreeze()
             gc.collect()
-            self.last_thaw_pause = self.clock.now() - start
+            self.last_thaw_pause = self.clock.now() - now
             self.thaws += 1
             self._last_thaw = now
         # Collect the young generations first so fresh cyclic garbage is freed, not frozen.
