@@ -10,9 +10,10 @@ from collections.abc import Iterator
 import pytest
 
 from controllers.clock import FakeClock
-from controllers.informers import Backoff, SharedInformer
+from controllers.informers import SharedInformer
 from controllers.informers.gc_freeze import CacheFreezer
 from tests.runtime.informers.fake_apiserver import FakeApiServer
+from tests.runtime.informers.test_shared_informer import started
 
 
 class Node:
@@ -96,10 +97,7 @@ def test_informer_freezes_on_sync_and_counts_every_cache_write(clock, eventually
     freezer = CacheFreezer(every_writes=5, clock=clock)
     informer = SharedInformer(server, clock=clock, freeze_gc_after_sync=True, gc_freezer=freezer)
     assert not informer.store.compact, "frozen caches hold the decoded objects"
-    informer.reflector.backoff = Backoff(clock=clock, rand=lambda: 0.0)
-    informer.start()
-    try:
-        assert informer.wait_for_sync(5)
+    with started(informer):
         eventually(lambda: freezer.freezes >= 1)
         after_sync = freezer.freezes
         eventually(lambda: server.watch_calls)
@@ -109,18 +107,11 @@ def test_informer_freezes_on_sync_and_counts_every_cache_write(clock, eventually
         # Writes arrive in batches, so 10 writes cross the threshold of 5 once or twice.
         eventually(lambda: freezer.freezes >= after_sync + 1)
         assert informer.snapshot()["gc_freezer"]["freezes"] == freezer.freezes
-    finally:
-        informer.stop()
 
 
 def test_informer_without_freezing_leaves_the_gc_alone(clock, eventually) -> None:
     server = FakeApiServer()
     server.create("a")
-    informer = SharedInformer(server, clock=clock)
-    informer.start()
-    try:
-        assert informer.wait_for_sync(5)
+    with started(SharedInformer(server, clock=clock)) as informer:
         assert gc.get_freeze_count() == 0
         assert informer.snapshot()["gc_freezer"] is None
-    finally:
-        informer.stop()
