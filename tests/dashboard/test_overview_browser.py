@@ -54,6 +54,13 @@ class Worker:
         self.metrics.register_controller(name, 2)
         self.obs.on_controller(name, watches=watches, workers=2, started=started)
 
+    def publish_one_synced_controller(self) -> None:
+        """A synced ``pods`` informer and a running ``podset`` controller, with one metrics sample."""
+        self.informer("pods", items=1, cached=1, synced=True)
+        self.controller("podset", ["pods"], started=True)
+        self.sampler.tick()
+        self.pub.flush()
+
     def traffic(self, informer: str, controller: str, n: int) -> None:
         """n watch events through every stage; every other one reconciled, a quarter of those failing."""
         obs = self.obs
@@ -184,10 +191,7 @@ def test_a_worker_that_stopped_publishing_is_marked_stale_with_when_it_was_last_
                                                                                      publisher_factory):
     gone, alive = Worker(publisher_factory, "gone", ago=125.0), Worker(publisher_factory, "alive")
     for w in (gone, alive):
-        w.informer("pods", items=1, cached=1, synced=True)
-        w.controller("podset", ["pods"], started=True)
-        w.sampler.tick()
-        w.pub.flush()
+        w.publish_one_synced_controller()
     page = open_overview(browser, dashboard)
     page.wait_for_selector('.worker[data-worker="gone"][data-stale="true"]', timeout=10_000)
     head = page.inner_text('.worker[data-worker="gone"] .worker-head')
@@ -208,10 +212,7 @@ def test_workers_stopped_for_over_ten_minutes_are_folded_below_the_live_ones(bro
     old, recent, alive = (Worker(publisher_factory, "old", ago=3600.0), Worker(publisher_factory, "recent", ago=125.0),
                           Worker(publisher_factory, "alive"))
     for w in (old, recent, alive):
-        w.informer("pods", items=1, cached=1, synced=True)
-        w.controller("podset", ["pods"], started=True)
-        w.sampler.tick()
-        w.pub.flush()
+        w.publish_one_synced_controller()
     page = open_overview(browser, dashboard)
     page.wait_for_selector(".gone-workers summary", timeout=10_000)
     assert page.inner_text(".gone-workers summary") == "1 stopped worker (nothing published for over 10 min)"
