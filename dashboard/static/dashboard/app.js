@@ -201,9 +201,12 @@
     return v.root;
   }
 
+  // When the worker was last heard from (0: never), what both "stale" and "stopped" are measured from.
+  const lastSeen = (w) => w.lastArrival || w.lastTs;
+
   function workerBox(w, comps, now) {
-    const since = now - (w.lastArrival || w.lastTs);
-    const known = w.lastArrival || w.lastTs;
+    const known = lastSeen(w);
+    const since = now - known;
     const stale = !known || since > STALE_MS;
     const lease = [...comps.values()].find((v) => v && v.kind === "lease");
     const ctls = controllersOf(w.name, comps);
@@ -267,7 +270,7 @@
       const info = [...comps.values()].find((v) => v && v.kind === "cluster") || null;
       const key = info ? info.server || info.name : "";
       if (!clusters.has(key)) clusters.set(key, { info: info, workers: [], gone: [] });
-      const w = workers.get(name), known = w.lastArrival || w.lastTs;
+      const w = workers.get(name), known = lastSeen(w);
       clusters.get(key)[known && now - known > GONE_MS ? "gone" : "workers"].push(workerBox(w, comps, now));
     }
     const sections = [...clusters].sort((a, b) => (a[0] === "" ? 1 : b[0] === "" ? -1 : a[0] < b[0] ? -1 : 1))
