@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from controllers.sim.openapi_models import kind_schema
+from controllers.sim.openapi_models import SchemaBuilder
 from controllers.sim.resources import Registry, ResourceType
 
 AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -211,19 +211,18 @@ class Discovery:
     def _openapi_doc(self, types: list[ResourceType]) -> dict[str, Any]:
         paths: dict[str, Any] = {}
         schemas: dict[str, Any] = {}
+        builder = SchemaBuilder()
         patch_types = ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
         for rt in types:
             schema_name = f"{_schema_prefix(rt)}.{rt.kind}"
             gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
             ref = {"$ref": f"#/components/schemas/{schema_name}"}
-            modelled = kind_schema(rt.group, rt.version, rt.kind) if rt.builtin else None
-            if modelled is None:
+            schema = builder.kind(rt.group, rt.version, rt.kind) if rt.builtin else None
+            if schema is None:
                 schemas[schema_name] = {"type": "object", "description": f"{rt.kind}. {_STUB_NOTE}",
                                         "x-kubernetes-group-version-kind": [gvk],
                                         "x-kubernetes-preserve-unknown-fields": True}
             else:
-                schema, components = modelled
-                schemas.update(components)
                 schemas[schema_name] = {**schema, "x-kubernetes-group-version-kind": [gvk]}
             base = f"/apis/{rt.group}/{rt.version}" if rt.group else f"/api/{rt.version}"
             scoped = f"{base}/namespaces/{{namespace}}/{rt.plural}" if rt.namespaced else f"{base}/{rt.plural}"
@@ -251,7 +250,7 @@ class Discovery:
                 paths[f"{scoped}/{{name}}"] = item_ops
                 paths[scoped]["get"] = {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "list"}
         return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": self.git_version},
-                "paths": paths, "components": {"schemas": schemas}}
+                "paths": paths, "components": {"schemas": {**builder.components, **schemas}}}
 
 
 def _schema_prefix(rt: ResourceType) -> str:

@@ -3,7 +3,7 @@
 A real API server serves the OpenAPI schemas generated from its Go types. The simulator has no Go
 types, but the ``kubernetes`` package ships models generated from those same schemas: for each one,
 ``openapi_types`` (attribute -> type, e.g. ``List[V1Container]``), ``attribute_map`` (attribute ->
-JSON name) and, per field, the description and whether it is required. ``kind_schema`` turns the
+JSON name) and, per field, the description and whether it is required. ``SchemaBuilder.kind`` turns the
 model of a built-in kind into an OpenAPI v3 schema, plus one component schema per model it
 refers to (``$ref``, as the real documents do), named ``io.k8s.model.<Name>`` with the model's
 version prefix dropped (``V1PodSpec`` -> ``PodSpec``): kubectl explain shows a reference by the last
@@ -70,10 +70,18 @@ def _description(cls: type) -> str:
     return " ".join(doc.split("\n\n", 1)[0].split()) if doc and not doc.startswith("Attributes:") else ""
 
 
-class _Builder:
+class SchemaBuilder:
+    """Builds the schemas of one OpenAPI document: ``kind`` per kind, ``components`` shared by all
+    of them (ObjectMeta, PodSpec... are built once per document, however many kinds use them)."""
+
     def __init__(self) -> None:
         self.models = _models()
         self.components: dict[str, dict[str, Any]] = {}
+
+    def kind(self, group: str, version: str, kind: str) -> dict[str, Any] | None:
+        """The kind's schema (its references land in ``components``), or None without a model."""
+        cls = model_for(group, version, kind)
+        return None if cls is None else self.object_schema(cls)
 
     def type_schema(self, type_str: str) -> dict[str, Any]:
         type_str = type_str.strip()
@@ -119,12 +127,3 @@ class _Builder:
         if required:
             schema["required"] = required
         return schema
-
-
-def kind_schema(group: str, version: str, kind: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]] | None:
-    """(the kind's schema, the component schemas it refers to), or None without a model."""
-    cls = model_for(group, version, kind)
-    if cls is None:
-        return None
-    builder = _Builder()
-    return builder.object_schema(cls), builder.components

@@ -8,7 +8,7 @@ import urllib.request
 from typing import Any
 
 from controllers.sim import SimCluster
-from controllers.sim.openapi_models import component_name, kind_schema
+from controllers.sim.openapi_models import SchemaBuilder, component_name
 
 
 def get(sim: SimCluster, path: str) -> Any:
@@ -56,11 +56,12 @@ def test_core_documents_have_field_schemas_and_every_reference_resolves(fresh_si
 
 
 def test_custom_resources_keep_the_stub_and_names_drop_the_version_prefix(fresh_sim: SimCluster) -> None:
-    assert kind_schema("demo.ctrlscope.dev", "v1", "PodSet") is None
+    builder = SchemaBuilder()
+    assert builder.kind("demo.ctrlscope.dev", "v1", "PodSet") is None
     assert component_name("V1PodSpec") == "io.k8s.model.PodSpec"
     assert component_name("CoreV1ResourceClaim") == "io.k8s.model.ResourceClaim"
     assert component_name("V1beta1Lease") == "io.k8s.model.Lease"
-    schema, components = kind_schema("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
-    props = components["io.k8s.model.JSONSchemaProps"]["properties"]
+    assert builder.kind("apiextensions.k8s.io", "v1", "CustomResourceDefinition") is not None
+    props = builder.components["io.k8s.model.JSONSchemaProps"]["properties"]
     assert props["properties"]["additionalProperties"]["allOf"][0]["$ref"].endswith("/io.k8s.model.JSONSchemaProps"), \
         "a model that refers to itself becomes a recursive reference, not an endless one"
