@@ -221,10 +221,9 @@ class KubernetesListWatch:
 
 
 class ChunkedDecoder:
-    """Incremental HTTP/1.1 chunked-transfer decoder: ``feed(raw)`` returns the payload bytes
-    the raw bytes completed (``feed_parts``: one ``bytes`` per chunk, which the watch decodes
-    without splitting when it is one whole event); ``done`` once the terminating zero-size chunk
-    arrived.
+    """Incremental HTTP/1.1 chunked-transfer decoder: ``feed_parts(raw)`` returns the payload bytes
+    the raw bytes completed, one ``bytes`` per chunk (which the watch decodes without splitting
+    when it is one whole event); ``done`` once the terminating zero-size chunk arrived.
 
     Why not urllib3's ``read1``: kube-apiserver flushes after every watch event when its queue is
     empty, so a watch is typically one HTTP chunk per event, and urllib3 (on top of http.client)
@@ -240,11 +239,6 @@ class ChunkedDecoder:
         # -2: the CRLF that ends a chunk's data comes next.
         self._left = -1
         self.done = False
-
-    def feed(self, raw: bytes) -> bytes:
-        """The payload bytes ``raw`` completed, as one ``bytes``."""
-        parts = self.feed_parts(raw)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def feed_parts(self, raw: bytes) -> list[bytes]:
         """The payload bytes ``raw`` completed, one ``bytes`` per (piece of a) chunk, in order:

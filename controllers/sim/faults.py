@@ -18,8 +18,9 @@ cluster produces occasionally, on demand and reproducibly (a seeded RNG):
 ``GET /_sim/faults`` lists active rules and the fault log. Each fault is recorded as an event dict
 in ``events`` (the newest ``MAX_EVENTS``), with ``by``: who asked for it, as the request's
 ``ACTOR_HEADER`` says (the dashboard sends its signed-in user, a scenario its name; the simulator
-has no authentication of its own, so this is a label for the log, not a proof), and passed to the optional ``on_fault`` callback, so the
-telemetry layer can publish it next to the controller activity it provokes. The callback runs on the
+has no authentication of its own, so this is a label for the log, not a proof), and passed to the
+optional ``on_fault`` callback, so the telemetry layer can publish it next to the controller
+activity it provokes. The callback runs on the
 simulator's event loop, right after the fault took effect: it must not block (``manage.py
 simcluster`` hands it to a ``RedisPublisher``, which only appends to memory there), and it may call
 ``rules()`` to see the rules the fault left active.

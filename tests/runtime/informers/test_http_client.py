@@ -105,21 +105,21 @@ def test_chunked_decoder_reassembles_payload_split_at_every_byte() -> None:
     expected = b'{"type":"ADDED"}\n' + b"x" * 300 + b"\n"
     for cut in range(len(wire) + 1):
         decoder = ChunkedDecoder()
-        got = decoder.feed(wire[:cut]) + decoder.feed(wire[cut:])
+        got = b"".join(decoder.feed_parts(wire[:cut]) + decoder.feed_parts(wire[cut:]))
         assert got == expected, cut
         assert decoder.done
 
 
 def test_chunked_decoder_byte_by_byte_and_nothing_after_the_last_chunk() -> None:
     decoder = ChunkedDecoder()
-    out = b"".join(decoder.feed(bytes([b])) for b in _chunked(b"abc", b"defg") + b"garbage after end")
+    out = b"".join(p for b in _chunked(b"abc", b"defg") + b"garbage after end" for p in decoder.feed_parts(bytes([b])))
     assert out == b"abcdefg" and decoder.done
 
 
 @pytest.mark.parametrize("wire", [b"zz\r\nabc\r\n", b"3\r\nabcXY", b"1" * 2000])
 def test_chunked_decoder_rejects_malformed_framing(wire: bytes) -> None:
     with pytest.raises(ValueError):
-        ChunkedDecoder().feed(wire)
+        ChunkedDecoder().feed_parts(wire)
 
 
 def test_watch_over_one_chunk_per_event_yields_every_event() -> None:
