@@ -1,0 +1,382 @@
+"""Telemetry protocol v1 in code: the one definition of every name a publisher and the dashboard share.
+
+``protocol/README.md`` is the language-neutral specification; this module is its Python spelling, and
+``tests/protocol/test_spec_tables.py`` fails when the two disagree. Everything a runtime written in
+another language must know (a Go controller, a kopf operator) is here and in ``protocol/``:
+
+- the protocol version a frame carries (``"v": "MAJOR.MINOR"``), and what a reader does with others;
+- the topic layout (``w/{worker}/{kind}/{name}`` and the few global topics) with builders and a parser;
+- the vocabulary of records: their kinds (``"k"``) and the closed sets of values their fields take
+  (queue ops, reconcile results, delta types, watch event types, watch-end reasons, ...);
+- the queue item model (``fold_queue_op``): how a topic's per-key queue state follows from its
+  records, which the Python publisher, the Go publisher and the protocol vectors all use.
+
+Why ``StrEnum``: a member *is* its wire string (``QueueOp.ADD == "add"``), so records stay plain
+JSON-ready dicts on the hot path, while control flow compares members, never free-form strings.
+
+This module imports nothing from the runtime, the telemetry publisher or Django: the runtime's
+observer interface (``controllers/observer.py``) and the dashboard both depend on it, never the reverse.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+PROTOCOL_MAJOR = 1
+PROTOCOL_MINOR = 0
+PROTOCOL_VERSION = f"{PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
+"""What every frame says in ``"v"``. A reader speaks one major version: frames of another major are
+not interpreted (the dashboard shows a notice); a newer minor only adds optional fields and record
+kinds, which readers of an older minor ignore."""
+
+
+def version_major(version: Any) -> int | None:
+    """The major number of a ``"MAJOR.MINOR"`` version; ``1`` for a frame without ``"v"`` (published
+    before the protocol was versioned: it is v1), ``None`` for anything unreadable."""
+    if version is None:
+        return PROTOCOL_MAJOR
+    if not isinstance(version, str):
+        return None
+    major, _, minor = version.partition(".")
+    if not major.isdigit() or (minor and not minor.isdigit()):
+        return None
+    return int(major)
+
+
+# -- records ------------------------------------------------------------------------------------------
+class RecordKind(StrEnum):
+    """A record's ``"k"``: what happened. Fields per kind are in ``protocol/schema/records/``."""
+
+    # informer topics
+    INFORMER = "informer"  # an informer started (its FIFO model and resync period)
+    LIST = "list"  # a LIST (initial list or relist) finished
+    WATCH_START = "watch_start"
+    WATCH = "watch"  # one watch event arrived
+    BOOKMARK = "bookmark"
+    WATCH_END = "watch_end"
+    BACKOFF = "backoff"  # the reflector waits before listing or watching again
+    STATE = "state"  # the reflector's state changed (ReflectorState)
+    FIFO = "fifo"  # a delta was queued in / popped from the DeltaFIFO
+    HANDLER = "handler"  # an event handler ran
+    # queue topics
+    QUEUE = "queue"  # one workqueue operation (QueueOp)
+    # controller topics
+    EVENT = "event"  # a watched object's event reached a controller (mapped or filtered)
+    RECONCILE_START = "reconcile_start"
+    RECONCILE = "reconcile"  # Reconcile returned or raised (ReconcileResult)
+    WRITE = "write"  # an API write made from a Reconcile
+    LEADER = "leader"  # leader election changed (on the leader- pseudo-controller topic)
+    # other topics
+    METRICS = "metrics"  # a metrics sample (w/{worker}/metrics)
+    SETUP_ERROR = "setup_error"  # a controller the worker could not start (w/{worker}/errors)
+    FAULT = "fault"  # an injected fault (cluster/faults)
+    NARRATION = "narration"  # a scenario's narration line (scenarios)
+    REPLAY = "replay"  # a replayed recording's marker
+
+
+class WatchEventType(StrEnum):
+    """A watch event's ``type`` as the API server sends it (client-go ``watch.EventType``)."""
+
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    BOOKMARK = "BOOKMARK"
+    ERROR = "ERROR"
+
+
+class DeltaType(StrEnum):
+    """What a DeltaFIFO delta records (client-go ``DeltaType``): distinct from WatchEventType."""
+
+    ADDED = "Added"
+    UPDATED = "Updated"
+    DELETED = "Deleted"
+    REPLACED = "Replaced"
+    SYNC = "Sync"
+
+
+class FifoOp(StrEnum):
+    QUEUED = "queued"
+    POPPED = "popped"
+
+
+class HandlerEvent(StrEnum):
+    """Which ResourceEventHandler method ran (OnAdd / OnUpdate / OnDelete)."""
+
+    ADD = "add"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+class HandlerOutcome(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+
+
+class ReflectorState(StrEnum):
+    LISTING = "listing"
+    RELISTING = "relisting"
+    WATCHING = "watching"
+    BACKING_OFF = "backing-off"
+    SYNCED = "synced"
+    STOPPED = "stopped"
+
+
+class WatchEndReason(StrEnum):
+    """Why a watch ended (``watch_end`` record ``reason``; the text of an error is in ``error``)."""
+
+    CLOSED = "closed"  # the server ended it normally (timeout): the reflector watches again
+    EXPIRED = "expired"  # 410 Gone: the resourceVersion is too old, relist
+    TOO_MANY_REQUESTS = "429"  # throttled: back off, then watch again
+    STOPPED = "stopped"  # the informer is stopping
+    INITIAL_EVENTS_INCOMPLETE = "initial events incomplete"  # a WatchList stream ended before its end bookmark
+    VERY_SHORT = "very short watch"  # closed at once with no event: relist after backoff, as upstream
+    ERROR = "error"  # an error status event or a broken stream
+
+
+class QueueOp(StrEnum):
+    """A ``queue`` record's ``op`` (client-go workqueue operations, split by outcome)."""
+
+    ADD = "add"  # the key was queued
+    DEDUP = "dedup"  # already queued (or waiting): the add is absorbed
+    DEFER = "defer"  # being processed: marked dirty, queued again at done
+    GET = "get"  # a worker took it (duration: seconds since the first unprocessed add)
+    DONE = "done"  # the worker finished (duration: seconds since get)
+    REQUEUE = "requeue"  # done put a key that was added while processing back in the FIFO
+    ADD_AFTER = "add_after"  # queued after ``delay`` seconds
+    ADD_RATE_LIMITED = "add_rate_limited"  # queued after the rate limiter's ``delay``; ``requeues`` includes this one
+    FORGET = "forget"  # the rate limiter forgot the key (requeues back to 0)
+    SHUTDOWN = "shutdown"  # the queue shut down (key is empty)
+
+
+QUEUE_ADDS = frozenset({QueueOp.ADD, QueueOp.DEDUP, QueueOp.DEFER, QueueOp.ADD_AFTER, QueueOp.ADD_RATE_LIMITED})
+"""Ops that are an Add by someone (an event, a retry, a requeue request): the queue's input rate."""
+
+
+class ReconcileResult(StrEnum):
+    """controller-runtime's ``controller_runtime_reconcile_total`` result labels, plus panic."""
+
+    SUCCESS = "success"
+    ERROR = "error"
+    REQUEUE = "requeue"
+    REQUEUE_AFTER = "requeue_after"
+    TERMINAL = "terminal"  # a TerminalError: not retried
+    PANIC = "panic"  # an unexpected exception (counted as an error too)
+
+
+FAILED_RESULTS = frozenset({ReconcileResult.ERROR, ReconcileResult.TERMINAL, ReconcileResult.PANIC})
+
+
+class ControllerEvent(StrEnum):
+    """An ``event`` record's ``event``: the controller-runtime event handler method that ran."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    GENERIC = "generic"
+
+
+class ComponentKind(StrEnum):
+    """An entry of ``w/{worker}/components`` state is keyed ``{kind}/{name}``."""
+
+    WORKER = "worker"  # the publisher itself: runtime label and protocol version
+    INFORMER = "informer"
+    CONTROLLER = "controller"
+    LEASE = "lease"
+    CLUSTER = "cluster"
+
+
+class QueueItemState(StrEnum):
+    """A queue topic's state value ``s`` per key (see ``fold_queue_op``)."""
+
+    QUEUED = "queued"  # in the FIFO, ready for a worker
+    PROCESSING = "processing"  # a worker has it
+    WAITING = "waiting"  # scheduled to be added back at ``ready_at``
+    IDLE = "idle"  # nowhere, but the rate limiter still counts its requeues
+
+
+class ResyncReason(StrEnum):
+    """Why the dashboard's websocket replaces a topic's state with a fresh snapshot."""
+
+    WORKER_RESET = "worker-reset"  # the publisher rewrote the snapshot (restart, epoch change, overflow)
+    SLOW_CLIENT = "slow-client"  # the browser fell too far behind
+    RETENTION = "retention"  # the stream was trimmed past the client's position
+    EPOCH_CHANGED = "epoch-changed"  # Redis lost its data since the client's cursor
+    STREAM_MISSING = "stream-missing"
+    UNKNOWN_POSITION = "unknown-position"
+    REDIS_RECONNECTED = "redis-reconnected"
+
+
+class Runtime(StrEnum):
+    """Which runtime a worker runs: only a label on the page; the dashboard treats all alike."""
+
+    PYTHON = "python"
+    GO = "go"
+    KOPF = "kopf"
+
+
+# -- topics -------------------------------------------------------------------------------------------
+class TopicKind(StrEnum):
+    """The kind segment of a worker topic."""
+
+    INFORMER = "informer"  # w/{worker}/informer/{name}: records + the cache as compact summaries
+    QUEUE = "queue"  # w/{worker}/queue/{name}: records + per-key queue item state
+    CONTROLLER = "controller"  # w/{worker}/controller/{name}: records + per-key last reconcile
+    STATUS = "status"  # w/{worker}/status/{table}: state only, rows a controller reports
+    COMPONENTS = "components"  # w/{worker}/components: state only, one entry per component
+    METRICS = "metrics"  # w/{worker}/metrics: one sample record a second + latest state
+    ERRORS = "errors"  # w/{worker}/errors: setup_error records
+
+
+NAMED_KINDS = frozenset({TopicKind.INFORMER, TopicKind.QUEUE, TopicKind.CONTROLLER, TopicKind.STATUS})
+"""Worker topic kinds that take a name segment; the others are one topic per worker."""
+
+WORKER_PREFIX = "w/"
+LEADER_PREFIX = "leader-"
+"""``w/{worker}/controller/leader-{lock}``: the leader election of a lock, shown like a controller."""
+FAULTS_TOPIC = "cluster/faults"
+SCENARIOS_TOPIC = "scenarios"
+SYNTHETIC_TOPIC = "synthetic"
+SCOREBOARD_TABLE = "scoreboard"
+"""The status table a scenario banner shows (``w/{worker}/status/scoreboard``)."""
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9:._@-]")
+SEGMENT_PATTERN = r"[A-Za-z0-9:._@-]{1,120}"
+TOPIC_SEGMENT = re.compile(rf"^{SEGMENT_PATTERN}$")
+"""A worker or component name as ``topic_part`` makes it (no "/": one URL segment)."""
+TOPIC_PATTERN = r"[A-Za-z0-9][A-Za-z0-9:/._@-]{0,199}"
+TOPIC = re.compile(rf"^{TOPIC_PATTERN}$")
+"""Any topic name a reader accepts."""
+_WORKER_TOPIC = re.compile(rf"^w/({SEGMENT_PATTERN})/([a-z]+)(?:/({SEGMENT_PATTERN}))?$")
+
+
+def topic_part(name: str) -> str:
+    """A name made safe for one topic segment (letters, digits and :._@- kept, "/" and others → "_")."""
+    return _UNSAFE.sub("_", name)[:120] or "_"
+
+
+def worker_topic(worker: str, kind: TopicKind, name: str | None = None) -> str:
+    """``w/{worker}/{kind}[/{name}]`` from raw names (each made safe with ``topic_part``)."""
+    base = f"{WORKER_PREFIX}{topic_part(worker)}/{kind}"
+    if kind in NAMED_KINDS:
+        if name is None:
+            raise ValueError(f"a {kind} topic needs a name")
+        return f"{base}/{topic_part(name)}"
+    if name is not None:
+        raise ValueError(f"a {kind} topic has no name")
+    return base
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerTopic:
+    """A parsed worker topic."""
+
+    worker: str
+    kind: TopicKind
+    name: str | None = None
+
+    @property
+    def leader_lock(self) -> str | None:
+        """For ``controller/leader-{lock}``: the lock's name."""
+        if self.kind is TopicKind.CONTROLLER and self.name and self.name.startswith(LEADER_PREFIX):
+            return self.name[len(LEADER_PREFIX):]
+        return None
+
+
+def parse_topic(topic: str) -> WorkerTopic | None:
+    """The parts of a worker topic; ``None`` for a global topic or anything unknown (readers skip
+    topics they do not understand instead of failing)."""
+    m = _WORKER_TOPIC.match(topic)
+    if m is None:
+        return None
+    worker, kind_raw, name = m.groups()
+    try:
+        kind = TopicKind(kind_raw)
+    except ValueError:
+        return None
+    if (name is None) == (kind in NAMED_KINDS):
+        return None
+    return WorkerTopic(worker, kind, name)
+
+
+# -- the queue item model -----------------------------------------------------------------------------
+def fold_queue_op(state: dict[str, Any] | None, op: str, *, now_ms: float, delay: float | None = None,
+                  requeues: int | None = None) -> dict[str, Any] | None:
+    """A queue key's next state value after one ``queue`` record (``None``: the key is gone).
+
+    This is the queue topic's snapshot model, the same for every publisher: ``s`` (QueueItemState),
+    ``since`` (wall ms it entered ``s``; kept across re-adds while queued), ``ready_at`` (wall ms a
+    delayed add fires), ``dirty`` (added again while processing) and ``requeues`` (the rate limiter's
+    count). A publisher folds each record it emits into its state; ``protocol/vectors/queue_*.json``
+    fix the result, so the dashboard reads the same thing from every runtime.
+    """
+    item: dict[str, Any] = dict(state) if state else {"requeues": 0}
+    if op in (QueueOp.ADD, QueueOp.REQUEUE):
+        item.pop("ready_at", None)
+        item.update(s=QueueItemState.QUEUED.value, since=item.get("since") or now_ms)
+    elif op == QueueOp.DEFER:
+        item["dirty"] = True
+    elif op == QueueOp.GET:
+        item = {"requeues": item.get("requeues", 0), "s": QueueItemState.PROCESSING.value, "since": now_ms,
+                **({"ready_at": item["ready_at"]} if "ready_at" in item else {})}
+    elif op in (QueueOp.ADD_AFTER, QueueOp.ADD_RATE_LIMITED) and delay is not None and delay > 0:
+        # The delaying queue adds the key back at ready_at; a key being processed shows as waiting
+        # once its worker is done with it.
+        item["ready_at"] = now_ms + delay * 1000
+        if item.get("s") not in (QueueItemState.QUEUED, QueueItemState.PROCESSING):
+            item["s"] = QueueItemState.WAITING.value
+        if requeues is not None:  # the limiter's count, already including this retry
+            item["requeues"] = requeues
+    elif op == QueueOp.FORGET:
+        item["requeues"] = 0
+    elif op == QueueOp.DONE:
+        if item.pop("dirty", False):
+            item.update(s=QueueItemState.QUEUED.value, since=now_ms)
+        elif item.get("ready_at", 0) > now_ms:
+            item["s"] = QueueItemState.WAITING.value
+        elif item.get("requeues"):
+            item = {"requeues": item["requeues"], "s": QueueItemState.IDLE.value}
+        else:
+            return None
+    elif state is None:
+        return None  # dedup/shutdown/unknown op on a key the state never held: nothing to keep
+    return item
+
+
+# -- the vocabulary as data ---------------------------------------------------------------------------
+VOCABULARY: dict[str, type[StrEnum]] = {
+    "RecordKind": RecordKind,
+    "WatchEventType": WatchEventType,
+    "DeltaType": DeltaType,
+    "FifoOp": FifoOp,
+    "HandlerEvent": HandlerEvent,
+    "HandlerOutcome": HandlerOutcome,
+    "ReflectorState": ReflectorState,
+    "WatchEndReason": WatchEndReason,
+    "QueueOp": QueueOp,
+    "ReconcileResult": ReconcileResult,
+    "ControllerEvent": ControllerEvent,
+    "ComponentKind": ComponentKind,
+    "QueueItemState": QueueItemState,
+    "ResyncReason": ResyncReason,
+    "Runtime": Runtime,
+    "TopicKind": TopicKind,
+}
+
+
+def browser_vocabulary() -> dict[str, Any]:
+    """What the page hands its scripts (``{{ protocol|json_script:"cs-protocol" }}``): every enum as
+    ``{MEMBER: value}``, the topic constants and patterns, the version. The scripts use these names
+    instead of string literals (``tests/protocol/test_js_vocabulary.py`` holds them to it)."""
+    return {
+        "version": PROTOCOL_VERSION,
+        "major": PROTOCOL_MAJOR,
+        **{name: {m.name: m.value for m in enum} for name, enum in VOCABULARY.items()},
+        "QUEUE_ADDS": sorted(QUEUE_ADDS),
+        "FAILED_RESULTS": sorted(FAILED_RESULTS),
+        "topics": {"worker_prefix": WORKER_PREFIX, "leader_prefix": LEADER_PREFIX, "faults": FAULTS_TOPIC,
+                   "scenarios": SCENARIOS_TOPIC, "scoreboard_table": SCOREBOARD_TABLE,
+                   "segment": SEGMENT_PATTERN, "unsafe": _UNSAFE.pattern},
+    }
