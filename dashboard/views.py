@@ -11,9 +11,9 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from controllers.schema import TOPIC_SEGMENT as _SEGMENT
 from controllers.telemetry import inspector
 from controllers.telemetry.streams import FRAME_FIELD, NO_RECORDS_PREFIX, SNAPSHOT_ID_FIELD, Keys
-from controllers.telemetry.telemetry_observer import TOPIC_SEGMENT as _SEGMENT
 from dashboard.access import can_view, is_operator
 from dashboard.fault_views import panel_context
 

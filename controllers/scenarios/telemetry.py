@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 import redis
 
+from controllers.schema import topic_part
 from controllers.telemetry.streams import FRAME_FIELD, Keys
-from controllers.telemetry.telemetry_observer import topic_part
 
 Record = dict[str, Any]
 

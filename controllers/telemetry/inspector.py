@@ -46,10 +46,11 @@ import orjson
 import redis
 
 from controllers.clock import BackgroundThread, Clock, RealClock
+from controllers.schema import TOPIC_SEGMENT, topic_part
 from controllers.telemetry.last_updates import LastUpdates
 from controllers.telemetry.redaction import REDACTED, redact
 from controllers.telemetry.streams import Keys
-from controllers.telemetry.telemetry_observer import TOPIC_SEGMENT, resource_version, topic_part
+from controllers.telemetry.telemetry_observer import resource_version
 
 log = logging.getLogger(__name__)
 

@@ -29,6 +29,7 @@ import orjson
 import redis
 
 from controllers.clock import Clock, RealClock
+from controllers.schema import PROTOCOL_VERSION
 from controllers.telemetry.streams import FRAME_SCRIPT, Keys
 
 log = logging.getLogger(__name__)
@@ -293,7 +294,8 @@ class RedisPublisher:
                     # b'{"reset":true' without decoding (streams.RESET_PREFIX); otherwise "r" is
                     # first, so a frame without records starts b'{"r":[],' (streams.NO_RECORDS_PREFIX).
                     frame: dict[str, Any] = {"reset": True} if reset else {}
-                    frame.update(r=records.get(name, []) if n == 0 else [], ts=now_ms, src=self.name, seq=t.seq + 1)
+                    frame.update(r=records.get(name, []) if n == 0 else [], v=PROTOCOL_VERSION, ts=now_ms, src=self.name,
+                                 seq=t.seq + 1)
                     if not reset:
                         frame["s"] = {k: changed.get(k) for k in chunk}
                     if t.dropped and n == 0:

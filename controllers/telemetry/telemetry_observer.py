@@ -33,25 +33,29 @@ reported ``on_reconcile_end`` is that controller's; a request from it is that Re
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterable
 from typing import Any
 
 from controllers.clock import Clock, RealClock
+from controllers.schema import (
+    LEADER_PREFIX,
+    PROTOCOL_VERSION,
+    ComponentKind,
+    HandlerEvent,
+    HandlerOutcome,
+    RecordKind,
+    ReflectorState,
+    Runtime,
+    TopicKind,
+    fold_queue_op,
+    topic_part,
+    worker_topic,
+)
 from controllers.telemetry.last_updates import LastUpdates
 from controllers.telemetry.observer import Observer
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redaction import redact
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9:/._@-]")
-TOPIC_SEGMENT = re.compile(r"^[A-Za-z0-9:._@-]{1,120}$")
-"""A worker or informer name as ``topic_part`` makes it (no "/": one URL segment), as readers accept it."""
-
-
-def topic_part(name: str) -> str:
-    """A name made safe for a topic segment (letters, digits and :._@- kept)."""
-    return _UNSAFE.sub("_", name.replace("/", "_")) or "_"
 
 
 def summarize(obj: Any) -> dict[str, Any]:
@@ -72,34 +76,40 @@ class TelemetryObserver(Observer):
     """Publishes every runtime step through a RedisPublisher (see module docstring)."""
 
     def __init__(self, publisher: RedisPublisher, *, worker: str, clock: Clock | None = None,
-                 last_updates: LastUpdates | None = None) -> None:
+                 last_updates: LastUpdates | None = None, runtime: str = Runtime.PYTHON) -> None:
         self.publisher = publisher
         self.worker = topic_part(worker)
         self.clock = clock or RealClock()
         self.last_updates = last_updates or LastUpdates()
-        self._topics: dict[tuple[str, str], str] = {}
-        self._components_topic = f"w/{self.worker}/components"
+        self._topics: dict[tuple[TopicKind, str], str] = {}
+        self._components_topic = worker_topic(self.worker, TopicKind.COMPONENTS)
         self._components: dict[str, dict[str, Any]] = {}
         self._reconciles: dict[tuple[str, str], dict[str, Any]] = {}
-        self.metrics_topic = f"w/{self.worker}/metrics"
+        self.metrics_topic = worker_topic(self.worker, TopicKind.METRICS)
+        self.errors_topic = worker_topic(self.worker, TopicKind.ERRORS)
+        # Who is publishing, in which protocol version: the dashboard labels the worker with the
+        # runtime and shows a notice instead of data when it does not speak the major version.
+        self._component(self.worker, ComponentKind.WORKER, runtime=str(runtime), protocol=PROTOCOL_VERSION,
+                        publisher=publisher.name)
         # Stage counters (see stages()), bumped from several runtime threads: guarded by one lock.
         self._counts_lock = threading.Lock()
         self._informer_counts: dict[str, dict[str, int]] = {}
         self._controller_counts: dict[str, dict[str, Any]] = {}
         self._reconciling: dict[int, str] = {}  # thread id -> controller whose Reconcile runs on it
 
-    def topic(self, kind: str, name: str) -> str:
+    def topic(self, kind: TopicKind, name: str) -> str:
+        """This worker's topic of ``kind`` for component ``name`` (cached: called on every record)."""
         key = (kind, name)
         t = self._topics.get(key)
         if t is None:
-            t = self._topics[key] = f"w/{self.worker}/{kind}/{topic_part(name)}"
+            t = self._topics[key] = worker_topic(self.worker, kind, name)
         return t
 
-    def _emit(self, kind: str, name: str, record: dict[str, Any]) -> None:
+    def _emit(self, kind: TopicKind, name: str, record: dict[str, Any]) -> None:
         record["ts"] = self.clock.wall() * 1000
         self.publisher.publish(self.topic(kind, name), record)
 
-    def _component(self, name: str, kind: str, **fields: Any) -> None:
+    def _component(self, name: str, kind: ComponentKind, **fields: Any) -> None:
         key = f"{kind}/{name}"
         comp = self._components.get(key)
         if comp is None:
@@ -110,7 +120,7 @@ class TelemetryObserver(Observer):
     def describe_cluster(self, *, name: str, server: str, version: str = "") -> None:
         """Say which cluster this worker talks to (components state ``cluster/{name}``). Only what a
         person needs to recognise it: pass no token, no user info in ``server``."""
-        self._component(name, "cluster", server=server, version=version)
+        self._component(name, ComponentKind.CLUSTER, server=server, version=version)
 
     # -- stage counters ------------------------------------------------------------------------
     def _informer(self, informer: str) -> dict[str, int]:
@@ -142,49 +152,49 @@ class TelemetryObserver(Observer):
             informers = {name: dict(c) for name, c in self._informer_counts.items()}
             controllers = {name: dict(c) for name, c in self._controller_counts.items()}
         for name, c in informers.items():
-            c["size"] = self.publisher.state_len(self.topic("informer", name))
+            c["size"] = self.publisher.state_len(self.topic(TopicKind.INFORMER, name))
         return {"informers": informers, "controllers": controllers}
 
     # -- informer / reflector ----------------------------------------------------------------
     def on_informer(self, informer: str, *, fifo: str, resync_period: float) -> None:
-        self._component(informer, "informer", fifo=fifo, resync_period=resync_period, synced=False)
+        self._component(informer, ComponentKind.INFORMER, fifo=fifo, resync_period=resync_period, synced=False)
         with self._counts_lock:
             self._informer(informer)
-        self._emit("informer", informer, {"k": "informer", "fifo": fifo, "resync_period": resync_period})
+        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.INFORMER, "fifo": fifo, "resync_period": resync_period})
 
     def on_list(self, informer: str, *, resource_version: str, items: int, duration: float,
                 error: str | None = None) -> None:
-        self._emit("informer", informer, {"k": "list", "rv": resource_version, "items": items,
+        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.LIST, "rv": resource_version, "items": items,
                                           "duration": duration, "error": error})
         if error is None:
-            self._component(informer, "informer", rv=resource_version, listed=items)
+            self._component(informer, ComponentKind.INFORMER, rv=resource_version, listed=items)
 
     def on_watch_start(self, informer: str, *, resource_version: str) -> None:
-        self._emit("informer", informer, {"k": "watch_start", "rv": resource_version})
+        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.WATCH_START, "rv": resource_version})
 
     def on_watch_event(self, informer: str, *, event_type: str, key: str, resource_version: str) -> None:
-        self._emit("informer", informer, {"k": "watch", "type": event_type, "key": key, "rv": resource_version})
+        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.WATCH, "type": event_type, "key": key, "rv": resource_version})
         self._count(informer, "watch")
 
     def on_bookmark(self, informer: str, *, resource_version: str) -> None:
-        self._emit("informer", informer, {"k": "bookmark", "rv": resource_version})
-        self._component(informer, "informer", rv=resource_version)
+        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.BOOKMARK, "rv": resource_version})
+        self._component(informer, ComponentKind.INFORMER, rv=resource_version)
 
     def on_watch_end(self, informer: str, *, reason: str) -> None:
-        self._emit("informer", informer, {"k": "watch_end", "reason": reason})
+        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.WATCH_END, "reason": reason})
 
     def on_backoff(self, informer: str, *, delay: float, reason: str) -> None:
-        self._emit("informer", informer, {"k": "backoff", "delay": delay, "reason": reason})
+        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.BACKOFF, "delay": delay, "reason": reason})
 
     def on_reflector_state(self, informer: str, *, state: str) -> None:
-        self._emit("informer", informer, {"k": "state", "state": state})
-        if state == "synced":
-            self._component(informer, "informer", synced=True)
+        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.STATE, "state": state})
+        if state == ReflectorState.SYNCED:
+            self._component(informer, ComponentKind.INFORMER, synced=True)
         else:
-            self._component(informer, "informer", state=state)
+            self._component(informer, ComponentKind.INFORMER, state=state)
 
     def on_store(self, informer: str, *, op: str, key: str, obj: Any) -> None:
-        topic = self.topic("informer", informer)
+        topic = self.topic(TopicKind.INFORMER, informer)
         if op == "upsert":
             self.publisher.set_state(topic, key, summarize(obj))
             self._count(informer, "cache")
@@ -204,7 +214,7 @@ class TelemetryObserver(Observer):
         return len(gone) + len(fresh)
 
     def on_fifo(self, informer: str, *, op: str, key: str, delta: str, depth: int) -> None:
-        self._emit("informer", informer, {"k": "fifo", "op": op, "key": key, "delta": delta, "depth": depth})
+        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.FIFO, "op": op, "key": key, "delta": delta, "depth": depth})
         with self._counts_lock:
             c = self._informer(informer)
             c["fifo_depth"] = depth
@@ -213,9 +223,9 @@ class TelemetryObserver(Observer):
 
     def on_handler(self, informer: str, *, handler: str, event: str, key: str, outcome: str,
                    duration: float, error: str | None = None, old: Any = None, new: Any = None) -> None:
-        record = {"k": "handler", "handler": handler, "event": event, "key": key, "outcome": outcome,
+        record = {"k": RecordKind.HANDLER, "handler": handler, "event": event, "key": key, "outcome": outcome,
                   "duration": duration, "error": error, "rv": resource_version(new), "old_rv": resource_version(old)}
-        if event == "update" and isinstance(old, dict) and isinstance(new, dict):
+        if event == HandlerEvent.UPDATE and isinstance(old, dict) and isinstance(new, dict):
             self.last_updates.record(informer, key, handler=handler, old=old, new=new, old_rv=record["old_rv"],
                                      new_rv=record["rv"], at=self.clock.wall() * 1000)
         # A delete whose final state was missed (relist after a gap) carries the last known object in a
@@ -223,79 +233,54 @@ class TelemetryObserver(Observer):
         last_known = getattr(new, "obj", None)
         if last_known is not None and type(new).__name__ == "DeletedFinalStateUnknown":
             record.update(tombstone=True, rv=resource_version(last_known))
-        self._emit("informer", informer, record)
+        self._emit(TopicKind.INFORMER, informer, record)
         with self._counts_lock:
             c = self._informer(informer)
             c["handlers"] += 1
-            if outcome == "error":
+            if outcome == HandlerOutcome.ERROR:
                 c["handler_errors"] += 1
 
     # -- workqueue ---------------------------------------------------------------------------
     def on_queue(self, queue: str, *, op: str, key: str, depth: int, delay: float | None = None,
                  requeues: int | None = None, duration: float | None = None) -> None:
         now_ms = self.clock.wall() * 1000
-        self._emit("queue", queue, {"k": "queue", "op": op, "key": key, "depth": depth, "delay": delay,
+        self._emit(TopicKind.QUEUE, queue, {"k": RecordKind.QUEUE, "op": op, "key": key, "depth": depth, "delay": delay,
                                     "requeues": requeues, "duration": duration})
         if not key:
             return
-        topic = self.topic("queue", queue)
-        state = dict(self.publisher.state_value(topic, key) or {"requeues": 0})
-        if op in ("add", "requeue"):
-            state.pop("ready_at", None)
-            state.update(s="queued", since=state.get("since") or now_ms)
-        elif op == "defer":
-            state["dirty"] = True
-        elif op == "get":
-            state = {"requeues": state.get("requeues", 0), "s": "processing", "since": now_ms,
-                     **({"ready_at": state["ready_at"]} if "ready_at" in state else {})}
-        elif op in ("add_after", "add_rate_limited") and delay is not None and delay > 0:
-            # The delaying queue will add the key back at ready_at; a key being processed shows as
-            # waiting once its worker is done with it.
-            state["ready_at"] = now_ms + delay * 1000
-            if state.get("s") not in ("queued", "processing"):
-                state["s"] = "waiting"
-            if requeues is not None:  # the limiter's count, already including this retry
-                state["requeues"] = requeues
-        elif op == "forget":
-            state["requeues"] = 0
-        elif op == "done":
-            if state.pop("dirty", False):
-                state.update(s="queued", since=now_ms)
-            elif state.get("ready_at", 0) > now_ms:
-                state["s"] = "waiting"
-            else:
-                state = None if not state.get("requeues") else {"requeues": state["requeues"], "s": "idle"}
-        self.publisher.set_state(topic, key, state)
+        topic = self.topic(TopicKind.QUEUE, queue)
+        self.publisher.set_state(topic, key, fold_queue_op(self.publisher.state_value(topic, key), op, now_ms=now_ms,
+                                                           delay=delay, requeues=requeues))
 
     # -- controllers -------------------------------------------------------------------------
     def on_event(self, controller: str, *, event: str, key: str, requests: list[str],
                  filtered_by: str | None = None) -> None:
-        self._emit("controller", controller, {"k": "event", "event": event, "key": key,
+        self._emit(TopicKind.CONTROLLER, controller, {"k": RecordKind.EVENT, "event": event, "key": key,
                                               "requests": requests, "filtered_by": filtered_by})
 
     def on_controller(self, controller: str, *, watches: list[str], workers: int, started: bool) -> None:
-        self._component(controller, "controller", watches=list(watches), workers=workers, started=started)
+        self._component(controller, ComponentKind.CONTROLLER, watches=list(watches), workers=workers, started=started)
         with self._counts_lock:
             self._controller(controller)  # counters from zero, so the first sample already has them
 
     def on_reconcile_start(self, controller: str, *, key: str, worker: int) -> None:
         self._reconciling[threading.get_ident()] = controller
-        self._emit("controller", controller, {"k": "reconcile_start", "key": key, "worker": worker})
+        self._emit(TopicKind.CONTROLLER, controller, {"k": RecordKind.RECONCILE_START, "key": key, "worker": worker})
 
     def on_reconcile_end(self, controller: str, *, key: str, worker: int, duration: float, result: str,
                          requeue_after: float = 0.0, error: str | None = None) -> None:
-        self._emit("controller", controller, {"k": "reconcile", "key": key, "worker": worker,
+        self._emit(TopicKind.CONTROLLER, controller, {"k": RecordKind.RECONCILE, "key": key, "worker": worker,
                                               "duration": duration, "result": result,
                                               "requeue_after": requeue_after, "error": error})
         self._reconciling.pop(threading.get_ident(), None)
         summary = self._reconciles.setdefault((controller, key), {"attempts": 0})
         summary["attempts"] += 1
         summary.update(result=result, at=self.clock.wall() * 1000, duration=duration, error=error)
-        self.publisher.set_state(self.topic("controller", controller), key, dict(summary))
+        self.publisher.set_state(self.topic(TopicKind.CONTROLLER, controller), key, dict(summary))
         with self._counts_lock:
             self._controller(controller)["last_result"] = result
-        if f"controller/{controller}" not in self._components:
-            self._component(controller, "controller")
+        if f"{ComponentKind.CONTROLLER}/{controller}" not in self._components:
+            self._component(controller, ComponentKind.CONTROLLER)
 
     def on_request(self, *, method: str, path: str, code: int, duration: float) -> None:
         if method == "GET":
@@ -303,7 +288,7 @@ class TelemetryObserver(Observer):
         controller = self._reconciling.get(threading.get_ident())
         if controller is None:
             return  # not made from a Reconcile (an informer event handler, set-up code)
-        self._emit("controller", controller, {"k": "write", "method": method, "path": path, "code": code,
+        self._emit(TopicKind.CONTROLLER, controller, {"k": RecordKind.WRITE, "method": method, "path": path, "code": code,
                                               "duration": duration})
         with self._counts_lock:
             c = self._controller(controller)
@@ -314,15 +299,15 @@ class TelemetryObserver(Observer):
                 c["write_conflicts"] += 1
 
     def on_leader(self, name: str, *, identity: str, leader: bool, holder: str | None) -> None:
-        self._emit("controller", f"leader-{name}", {"k": "leader", "identity": identity, "leader": leader,
+        self._emit(TopicKind.CONTROLLER, f"{LEADER_PREFIX}{name}", {"k": RecordKind.LEADER, "identity": identity, "leader": leader,
                                                      "holder": holder})
-        self._component(name, "lease", identity=identity, leader=leader, holder=holder)
+        self._component(name, ComponentKind.LEASE, identity=identity, leader=leader, holder=holder)
 
 
     # -- controller-defined status ------------------------------------------------------------
     def on_status(self, table: str, *, key: str, value: dict[str, Any] | None) -> None:
         # State only: a page shows the current rows; the frame that carries a change is its history.
-        self.publisher.set_state(self.topic("status", table), key, None if value is None else dict(value))
+        self.publisher.set_state(self.topic(TopicKind.STATUS, table), key, None if value is None else dict(value))
 
 
 def resource_version(obj: Any) -> str | None:
