@@ -315,18 +315,24 @@ def fold_queue_op(state: dict[str, Any] | None, op: str, *, now_ms: float, delay
     item: dict[str, Any] = dict(state) if state else {"requeues": 0}
     if op in (QueueOp.ADD, QueueOp.REQUEUE):
         item.pop("ready_at", None)
-        item.update(s=QueueItemState.QUEUED.value, since=item.get("since") or now_ms)
+        # since: when the key entered the FIFO; an add of a key already queued does not move it.
+        queued_since = item.get("since") if item.get("s") == QueueItemState.QUEUED else None
+        item.update(s=QueueItemState.QUEUED.value, since=queued_since or now_ms)
     elif op == QueueOp.DEFER:
         item["dirty"] = True
     elif op == QueueOp.GET:
         item = {"requeues": item.get("requeues", 0), "s": QueueItemState.PROCESSING.value, "since": now_ms,
                 **({"ready_at": item["ready_at"]} if "ready_at" in item else {})}
-    elif op in (QueueOp.ADD_AFTER, QueueOp.ADD_RATE_LIMITED) and delay is not None and delay > 0:
-        # The delaying queue adds the key back at ready_at; a key being processed shows as waiting
-        # once its worker is done with it.
-        item["ready_at"] = now_ms + delay * 1000
-        if item.get("s") not in (QueueItemState.QUEUED, QueueItemState.PROCESSING):
-            item["s"] = QueueItemState.WAITING.value
+    elif op in (QueueOp.ADD_AFTER, QueueOp.ADD_RATE_LIMITED):
+        if delay is None or delay <= 0:
+            if state is None:
+                return None  # the queue adds it at once: that add is a record of its own
+        else:
+            # The delaying queue adds the key back at ready_at; a key being processed shows as
+            # waiting once its worker is done with it.
+            item["ready_at"] = now_ms + delay * 1000
+            if item.get("s") not in (QueueItemState.QUEUED, QueueItemState.PROCESSING):
+                item["s"] = QueueItemState.WAITING.value
         if requeues is not None:  # the limiter's count, already including this retry
             item["requeues"] = requeues
     elif op == QueueOp.FORGET:

@@ -280,8 +280,11 @@ class RedisPublisher:
                     changed = t.state
                     deleted: list[str] = []
                 else:
-                    changed = {k: t.state[k] for k in t.dirty if k in t.state}
-                    deleted = [k for k in t.dirty if k not in t.state]
+                    # Sorted: which keys share a frame is then the same in every run and every
+                    # implementation (protocol/vectors/encode/state-chunking.json fixes it).
+                    dirty = sorted(t.dirty)
+                    changed = {k: t.state[k] for k in dirty if k in t.state}
+                    deleted = [k for k in dirty if k not in t.state]
                 # A relist can change every key of a big cache at once: such a change goes out as
                 # several frames of at most STATE_KEYS_PER_FRAME keys, so that no frame (and no
                 # websocket message the dashboard makes of it) grows without bound.

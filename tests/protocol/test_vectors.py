@@ -1,0 +1,48 @@
+"""Every vector in protocol/vectors/ through the Python implementation (see tests/protocol/vectors.py)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from controllers.telemetry.topic_state import TopicState
+from tests.protocol import vectors
+
+ENCODE = vectors.load("encode")
+QUEUE = vectors.load("queue")
+DERIVE = vectors.load("derive")
+
+
+def test_there_are_vectors_of_every_family():
+    assert len(ENCODE) >= 5 and len(QUEUE) >= 4 and len(DERIVE) >= 4
+
+
+@pytest.mark.parametrize(("path", "vector"), ENCODE, ids=[p.stem for p, _ in ENCODE])
+def test_encode_vector(path, vector, redis_url, prefix):
+    frames, snapshots = vectors.run_encode(vector, redis_url, prefix)
+    for raw in (f for fs in frames.values() for f in fs):
+        vectors.check_frame_bytes(raw)
+    assert {t: [orjson.loads(f) for f in fs] for t, fs in frames.items()} == vector["frames"]
+    assert snapshots == vector["snapshots"]
+
+
+@pytest.mark.parametrize(("path", "vector"), QUEUE, ids=[p.stem for p, _ in QUEUE])
+def test_queue_vector(path, vector):
+    assert vectors.run_queue(vector) == vector["after"]
+
+
+@pytest.mark.parametrize(("path", "vector"), DERIVE, ids=[p.stem for p, _ in DERIVE])
+def test_derive_vector(path, vector):
+    topic = TopicState()
+    topic.snapshot(vector["snapshot"]["id"], vector["snapshot"]["state"])
+    handed_on = []
+    for entry_id, frame in vector["entries"]:
+        records = topic.apply(entry_id, frame)
+        if records:
+            handed_on.append([entry_id, records])
+    expect = vector["expect"]
+    assert topic.state == expect["state"]
+    assert topic.cursor == expect["cursor"]
+    assert handed_on == expect["records"]
+    assert (topic.duplicates, topic.dropped, topic.unknown_records, topic.unsupported) == (
+        expect["duplicates"], expect["dropped"], expect["unknown_records"], expect["unsupported"])
