@@ -18,14 +18,21 @@ Per topic (a string such as ``synthetic`` or ``informer:default/pods``):
 The object inspector's request/reply keys (``inspector.py`` explains the exchange), every one with a TTL:
 ``{prefix}inspect:alive:{worker}`` (heartbeat), ``{prefix}inspect:queue:{worker}`` (request ids),
 ``{prefix}inspect:req:{id}``, ``{prefix}inspect:reply:{id}`` and ``{prefix}inspect:rate:{worker}:{second}``.
+
+Writing is ``FRAME_SCRIPT``, the Lua script in ``protocol/frame.lua`` (its header documents KEYS, ARGV
+and replies); it is read from that file, not copied, so that publishers in other languages embed the
+very same script and share Redis' script cache with this one.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 SNAPSHOT_ID_FIELD = "__id__"
 RESET_PREFIX = b'{"reset":true'  # a reset frame starts with this, so readers need not decode
 NO_RECORDS_PREFIX = b'{"r":[],'  # a frame that carries only state changes (no records) starts with this
 FRAME_FIELD = b"f"
+FRAME_SCRIPT = (Path(__file__).resolve().parents[2] / "protocol" / "frame.lua").read_bytes().decode()
 
 
 class Keys:
@@ -69,37 +76,3 @@ def parse_id(stream_id: str | bytes) -> tuple[int, int]:
     if not sep or not ms.isdigit() or not seq.isdigit() or len(ms) > 20 or len(seq) > 20:
         raise ValueError(f"not a stream id: {stream_id!r}")
     return int(ms), int(seq)
-
-
-# KEYS: stream, snapshot, epoch, topics, pubseq
-# ARGV: epoch, maxlen, frame, topic, publisher, seq, reset(0|1), nset, set k/v pairs..., del keys...
-# Returns {1, id} on success, {2, ""} when this frame seq was already applied (retry after a lost
-# reply), {0, current_epoch_or_false} when the epoch differs (Redis lost its data: caller resets).
-FRAME_SCRIPT = """
-local epoch = redis.call('GET', KEYS[3])
-if epoch ~= ARGV[1] then return {0, epoch} end
-local seq = tonumber(ARGV[6])
-local last = tonumber(redis.call('HGET', KEYS[5], ARGV[5]) or '-1')
-if seq <= last then return {2, ''} end
-if ARGV[7] == '1' then redis.call('DEL', KEYS[2]) end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'f', ARGV[3])
-local nset = tonumber(ARGV[8])
-local i = 9
-local stop = 9 + 2 * nset
-while i < stop do
-  local j = math.min(i + 999, stop - 1)
-  redis.call('HSET', KEYS[2], unpack(ARGV, i, j))
-  i = j + 1
-end
-local n = #ARGV
-while i <= n do
-  local j = math.min(i + 999, n)
-  redis.call('HDEL', KEYS[2], unpack(ARGV, i, j))
-  i = j + 1
-end
-redis.call('HSET', KEYS[2], '__id__', id)
-redis.call('HSET', KEYS[5], ARGV[5], ARGV[6])
-redis.call('EXPIRE', KEYS[5], 86400)
-redis.call('SADD', KEYS[4], ARGV[4])
-return {1, id}
-"""
