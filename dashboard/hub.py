@@ -12,6 +12,9 @@ nobody gets one twice.
 
 When Redis goes away the hub tells every session (the page shows "reconnecting"), retries with
 backoff, and when Redis answers again resyncs every subscription: the outage is never silent.
+
+Every read (the tail's and the sessions' snapshots and catch-up reads, over the hub's one connection
+pool) goes through ``hub.reader``, the ``AsyncStreamReader`` of ``controllers/telemetry/streams.py``.
 """
 
 from __future__ import annotations
@@ -23,11 +26,9 @@ from typing import Protocol
 import redis
 import redis.asyncio as aredis
 
-from controllers.telemetry.streams import FRAME_FIELD, RESET_PREFIX, SNAPSHOT_ID_FIELD, Keys, parse_id
+from controllers.telemetry.streams import AsyncStreamReader, Entry, Keys, parse_id
 
 log = logging.getLogger(__name__)
-
-Entry = tuple[bytes, bytes]  # (stream id, frame JSON)
 
 TAIL_BLOCK_MS = 250  # well under redis-py's 5 s socket timeout; also how fast new topics join
 TAIL_COUNT = 2000
@@ -43,16 +44,13 @@ class Subscriber(Protocol):
     def topics_changed(self, topics: list[str]) -> None: ...
 
 
-class ResumeRefused(Exception):
-    """A session's cursor cannot be resumed without loss; the reason is shown to the user."""
-
-
 class StreamHub:
     """Tails Redis Streams once per process and fans entries out to subscribers."""
 
     def __init__(self, url: str, prefix: str) -> None:
         self.keys = Keys(prefix)
         self.redis = aredis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+        self.reader = AsyncStreamReader(self.redis, self.keys)
         self._subs: dict[str, set[Subscriber]] = {}
         self._members: set[Subscriber] = set()
         self._positions: dict[str, bytes] = {}
@@ -98,71 +96,6 @@ class StreamHub:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._tail_loop(), name="stream-hub")
 
-    # -- reads used by sessions --------------------------------------------------------------
-    async def epoch(self) -> str:
-        raw = await self.redis.get(self.keys.epoch)
-        return raw.decode() if raw else ""
-
-    async def known_topics(self) -> list[str]:
-        return sorted(t.decode() for t in await self.redis.smembers(self.keys.topics))
-
-    async def snapshot(self, topic: str) -> tuple[bytes, dict[bytes, bytes]]:
-        """The topic's state and the stream id it is exact for (``0-0`` if nothing yet)."""
-        state = await self.redis.hgetall(self.keys.snapshot(topic))
-        snap_id = state.pop(SNAPSHOT_ID_FIELD.encode(), b"0-0")
-        return snap_id, state
-
-    async def check_resume(self, topic: str, since: bytes, epoch: str) -> None:
-        """Raise ResumeRefused when ``since`` belongs to another epoch or a position never written.
-
-        Whether everything after ``since`` is still retained is checked by ``read_after`` on every
-        catch-up read, so it also covers a snapshot id that ages out while a client catches up.
-        """
-        if epoch != await self.epoch():
-            raise ResumeRefused("epoch-changed")
-        try:
-            info = await self.redis.xinfo_stream(self.keys.stream(topic))
-        except redis.ResponseError:  # no such stream: only the very beginning can be resumed
-            if since != b"0-0":
-                raise ResumeRefused("stream-missing") from None
-            return
-        if parse_id(since) > parse_id(info["last-generated-id"]):
-            raise ResumeRefused("unknown-position")
-
-    async def read_after(self, topic: str, after: bytes, count: int = 1000) -> list[Entry]:
-        """Entries strictly after ``after``; ResumeRefused("retention") if some may be trimmed.
-
-        Trimming (XADD MAXLEN) removes the oldest entries first, so if the entry ``after`` itself is
-        still there, nothing after it is gone: the read is inclusive and proves that with its first
-        row. (Redis' max-deleted-entry-id does not count trimming, so it cannot answer this.)
-        """
-        stream = self.keys.stream(topic)
-        if after == b"0-0":
-            info = await self.redis.xinfo_stream(stream) if await self.redis.exists(stream) else None
-            if info is not None and info.get("entries-added", info["length"]) != info["length"]:
-                raise ResumeRefused("retention")
-            if info is not None and "entries-added" not in info and info["length"]:
-                raise ResumeRefused("retention")  # Redis < 7 cannot tell: resync to be safe
-            rows = await self.redis.xrange(stream, min=b"-", max=b"+", count=count)
-        else:
-            rows = await self.redis.xrange(stream, min=after, max=b"+", count=count + 1)
-            if not rows or rows[0][0] != after:
-                raise ResumeRefused("retention")
-            rows = rows[1:]
-        return [(eid, fields.get(FRAME_FIELD, b"{}")) for eid, fields in rows]
-
-    async def read_before(self, topic: str, last: bytes, count: int) -> list[Entry]:
-        """The ``count`` entries up to and including ``last``, oldest first."""
-        if last == b"0-0":
-            return []
-        rows = await self.redis.xrevrange(self.keys.stream(topic), max=last, min=b"-", count=count)
-        return [(eid, fields.get(FRAME_FIELD, b"{}")) for eid, fields in reversed(rows)]
-
-    async def read_range(self, topic: str, first: bytes, last: bytes, limit: int = 20_000) -> list[Entry]:
-        """Entries with ``first`` ≤ id ≤ ``last`` (at most ``limit``)."""
-        rows = await self.redis.xrange(self.keys.stream(topic), min=first, max=last, count=limit)
-        return [(eid, fields.get(FRAME_FIELD, b"{}")) for eid, fields in rows]
-
     # -- the tail ----------------------------------------------------------------------------
     async def _tail_loop(self) -> None:
         backoff = 0.0
@@ -197,16 +130,9 @@ class StreamHub:
         for topic, subs in list(self._subs.items()):
             # A Redis that lost its data starts each stream with the worker's reset frame, which
             # carries the records the worker buffered during the outage: replay them with the resync.
-            replay_from = await self._leading_reset(topic)
+            replay_from = await self.reader.leading_reset(topic)
             for m in list(subs):
                 m.force_resync(topic, "redis-reconnected", replay_from=replay_from)
-
-    async def _leading_reset(self, topic: str) -> bytes | None:
-        """The id of the stream's first entry if it is a worker reset frame."""
-        rows = await self.redis.xrange(self.keys.stream(topic), min=b"-", max=b"+", count=1)
-        if rows and rows[0][1].get(FRAME_FIELD, b"").startswith(RESET_PREFIX):
-            return rows[0][0]
-        return None
 
     async def _refresh_topics(self) -> None:
         loop = asyncio.get_running_loop()
@@ -214,7 +140,7 @@ class StreamHub:
             return
         self._topics_checked = loop.time()
         await self._check_tail_retained()
-        topics = await self.known_topics()
+        topics = await self.reader.topics()
         if topics != self.topics:
             self.topics = topics
             for m in list(self._members):
@@ -230,11 +156,11 @@ class StreamHub:
         for topic, pos in list(self._positions.items()):
             if pos == b"0-0":
                 continue
-            if not await self.redis.xrange(self.keys.stream(topic), min=pos, max=pos):
+            if not await self.reader.retains(topic, pos):
                 del self._positions[topic]
                 # Either trimming passed the tail, or the stream was lost and begins again with a
                 # worker reset frame (whose frames can still be replayed).
-                reset = await self._leading_reset(topic)
+                reset = await self.reader.leading_reset(topic)
                 if reset is not None and parse_id(reset) > parse_id(pos):
                     reason = "worker-reset"
                 else:
@@ -247,18 +173,13 @@ class StreamHub:
         if not self._subs:
             await asyncio.sleep(TAIL_BLOCK_MS / 1000)
             return
-        streams = {self.keys.stream(t): pos for t, pos in self._positions.items()}
-        if not streams:
+        if not self._positions:
             await asyncio.sleep(TAIL_BLOCK_MS / 1000)
             return
-        reply = await self.redis.xread(streams, count=TAIL_COUNT, block=TAIL_BLOCK_MS)
-        prefix_len = len(self.keys.stream(""))
-        for stream, rows in reply or ():
-            topic = (stream.decode() if isinstance(stream, bytes) else stream)[prefix_len:]
-            if topic not in self._subs or not rows:
+        for topic, entries in await self.reader.tail(self._positions, count=TAIL_COUNT, block=TAIL_BLOCK_MS):
+            if topic not in self._subs:
                 continue
-            self._positions[topic] = rows[-1][0]
-            entries = [(eid, fields.get(FRAME_FIELD, b"{}")) for eid, fields in rows]
+            self._positions[topic] = entries[-1][0]
             for m in list(self._subs.get(topic, ())):
                 m.deliver(topic, entries)
 

@@ -33,8 +33,8 @@ from typing import Any
 import orjson
 import redis
 
-from controllers.telemetry.streams import RESET_PREFIX, parse_id
-from dashboard.hub import Entry, ResumeRefused, StreamHub
+from controllers.telemetry.streams import RESET_PREFIX, Entry, ResumeRefused, parse_id
+from dashboard.hub import StreamHub
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +107,8 @@ class ClientSession:
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        epoch = await self.hub.epoch()
-        topics = await self.hub.known_topics()
+        epoch = await self.hub.reader.epoch()
+        topics = await self.hub.reader.topics()
         self._queue_control({"t": "hello", "epoch": epoch, "topics": topics, "window": self.window,
                              "redis": "up" if self.hub.redis_up else "down"})
         self.hub.join(self)
@@ -173,7 +173,7 @@ class ClientSession:
         if not isinstance(topic, str) or not TOPIC_RE.match(topic):
             self._error("bad_topic", "topic must be a string of letters, digits and :/._@-")
             return
-        if topic not in self.hub.topics and topic not in await self.hub.known_topics():
+        if topic not in self.hub.topics and topic not in await self.hub.reader.topics():
             self._error("unknown_topic", f"no such topic: {topic}", topic=topic)
             return
         since_raw = msg.get("since")
@@ -312,7 +312,7 @@ class ClientSession:
         cursor_raw = sub.since
         if cursor_raw is not None:
             try:
-                await self.hub.check_resume(topic, cursor_raw, sub.epoch)
+                await self.hub.reader.check_resume(topic, cursor_raw, sub.epoch)
             except ResumeRefused as refused:
                 cursor_raw = None
                 sub.reason = str(refused)
@@ -320,15 +320,15 @@ class ClientSession:
             if sub.reason is not None:
                 self.resyncs += 1
                 await self._send(orjson.dumps({"t": "resync", "topic": topic, "reason": sub.reason}).decode())
-            snap_id, state = await self.hub.snapshot(topic)
-            epoch = await self.hub.epoch()
+            snap_id, state = await self.hub.reader.snapshot(topic)
+            epoch = await self.hub.reader.epoch()
             if sub.replay_from is not None:
                 await self._replay(topic, sub.replay_from, snap_id)
                 sub.replay_from = None
             elif sub.history:
                 # Recent frames up to the snapshot, so a fresh page starts with context. Like a
                 # replay they come before the snapshot, which then replaces the state they built.
-                rows = await self.hub.read_before(topic, snap_id, sub.history)
+                rows = await self.hub.reader.read_before(topic, snap_id, sub.history)
                 if rows:
                     await self._send_frames({topic: rows})
             sub.history = 0
@@ -345,7 +345,7 @@ class ClientSession:
         sub.cursor = parse_id(cursor_raw)
         while not sub.sync and self.subs.get(topic) is sub:
             try:
-                rows = await self.hub.read_after(topic, cursor_raw, self.catch_up_chunk)
+                rows = await self.hub.reader.read_after(topic, cursor_raw, self.catch_up_chunk)
             except ResumeRefused as refused:
                 self.force_resync(topic, str(refused))
                 return
@@ -366,7 +366,7 @@ class ClientSession:
 
     async def _replay(self, topic: str, first: bytes, last: bytes) -> None:
         """Send the frames ``first``..``last`` (inclusive) that a worker reset made a resync skip."""
-        rows = await self.hub.read_range(topic, first, last)
+        rows = await self.hub.reader.read_range(topic, first, last)
         for i in range(0, len(rows), self.catch_up_chunk):
             await self._send_frames({topic: rows[i:i + self.catch_up_chunk]})
 

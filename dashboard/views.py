@@ -13,7 +13,7 @@ from django.shortcuts import render
 
 from controllers.schema import TOPIC_SEGMENT as _SEGMENT
 from controllers.telemetry import inspector
-from controllers.telemetry.streams import FRAME_FIELD, NO_RECORDS_PREFIX, SNAPSHOT_ID_FIELD, Keys
+from controllers.telemetry.streams import NO_RECORDS_PREFIX, Keys, StreamReader
 from dashboard.access import can_view, is_operator
 from dashboard.fault_views import panel_context
 
@@ -57,9 +57,8 @@ def controller(request: HttpRequest, worker: str, controller: str) -> HttpRespon
     # Informer topics already known: the page starts loading their caches (snapshot.json) at once,
     # in parallel with opening the websocket, which shortens the first paint of a large cache.
     try:
-        known = _redis().smembers(Keys(settings.CTRLSCOPE_PREFIX).topics)
-        prefix = page["topics"]["informer_prefix"].encode()
-        page["informers"] = sorted(t.decode() for t in known if t.startswith(prefix))[:20]
+        prefix = page["topics"]["informer_prefix"]
+        page["informers"] = [t for t in _reader().topics() if t.startswith(prefix)][:20]
     except redis.RedisError:
         page["informers"] = []
     return render(request, "dashboard/controller.html", {**_shell_context(request), **panel_context(request), "page": page})
@@ -86,6 +85,10 @@ def _redis() -> redis.Redis:
         return _redis_client
 
 
+def _reader() -> StreamReader:
+    return StreamReader(_redis(), Keys(settings.CTRLSCOPE_PREFIX))
+
+
 def informer_snapshot(request: HttpRequest, worker: str, informer: str) -> HttpResponse:
     """The informer topic's snapshot (the cache as compact summaries) over plain HTTP.
 
@@ -102,18 +105,15 @@ def informer_snapshot(request: HttpRequest, worker: str, informer: str) -> HttpR
     except ValueError:
         history = 0
     topic = f"w/{worker}/informer/{informer}"
-    keys = Keys(settings.CTRLSCOPE_PREFIX)
     try:
-        client = _redis()
-        epoch = client.get(keys.epoch)
+        reader = _reader()
+        epoch = reader.epoch()
         # 200,000 bulk strings for a 100k-object cache: redis-py parses them with hiredis (C).
-        state = client.hgetall(keys.snapshot(topic))
-        snap_id = state.pop(SNAPSHOT_ID_FIELD.encode(), b"0-0")
+        snap_id, state = reader.snapshot(topic)
         rows: list[bytes] = []
-        if history and snap_id != b"0-0":
+        if history:
             size = 0
-            for eid, fields in client.xrevrange(keys.stream(topic), max=snap_id, min=b"-", count=history):
-                frame = fields.get(FRAME_FIELD, b"{}")
+            for eid, frame in reversed(reader.read_before(topic, snap_id, history)):  # newest first
                 if frame.startswith(NO_RECORDS_PREFIX):
                     # Only state changes, which the snapshot already contains: a relist of 100k
                     # objects is 100 such frames, several MB the page would parse for nothing.
@@ -126,7 +126,7 @@ def informer_snapshot(request: HttpRequest, worker: str, informer: str) -> HttpR
     except redis.RedisError as exc:
         return JsonResponse({"error": "redis", "detail": str(exc)}, status=503)
     body = b"".join((
-        b'{"topic":', orjson.dumps(topic), b',"id":"', snap_id, b'","epoch":', orjson.dumps((epoch or b"").decode()),
+        b'{"topic":', orjson.dumps(topic), b',"id":"', snap_id, b'","epoch":', orjson.dumps(epoch),
         b',"size":', str(len(state)).encode(),
         # Sorted by key: the page keeps its keys sorted, and sorting sorted input is nearly free there.
         b',"state":{', b",".join(orjson.dumps(k.decode()) + b":" + state[k] for k in sorted(state)),

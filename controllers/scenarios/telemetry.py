@@ -14,7 +14,7 @@ import orjson
 import redis
 
 from controllers.schema import topic_part
-from controllers.telemetry.streams import FRAME_FIELD, Keys
+from controllers.telemetry.streams import Keys, StreamReader
 
 Record = dict[str, Any]
 
@@ -24,7 +24,7 @@ class TelemetryReader:
 
     def __init__(self, url: str, *, prefix: str, worker: str) -> None:
         self.redis = redis.Redis.from_url(url, socket_timeout=5)
-        self.keys = Keys(prefix)
+        self.reader = StreamReader(self.redis, Keys(prefix))
         self.worker_prefix = f"w/{topic_part(worker)}/"
 
     def close(self) -> None:
@@ -32,25 +32,24 @@ class TelemetryReader:
 
     def cache_keys(self, since_ms: float, kind_suffix: str = "PodSet") -> set[str] | None:
         """Keys in the snapshot of the worker's informer cache for ``*{kind_suffix}``."""
-        topics = [t.decode() for t in self.redis.smembers(self.keys.topics)]
+        topics = self.reader.topics()
         matches = [t for t in topics if t.startswith(f"{self.worker_prefix}informer/") and t.endswith(kind_suffix)]
         if not matches:
             return None
-        fields = self.redis.hkeys(self.keys.snapshot(matches[0]))
-        return {f.decode() for f in fields} - {"__id__"}
+        _, state = self.reader.snapshot(matches[0])
+        return {k.decode() for k in state}
 
     def components(self) -> dict[str, Record]:
         """The worker's published components (informers, controllers, leases), by entry key."""
-        raw = self.redis.hgetall(self.keys.snapshot(f"{self.worker_prefix}components"))
-        return {k.decode(): orjson.loads(v) for k, v in raw.items() if k != b"__id__"}
+        _, state = self.reader.snapshot(f"{self.worker_prefix}components")
+        return {k.decode(): orjson.loads(v) for k, v in state.items()}
 
     def records(self, kind: str, since_ms: float, until_ms: float,
                 where: Callable[[Record], bool] = lambda r: True) -> list[Record]:
         """Records of every ``w/{worker}/{kind}/*`` topic published in [since_ms, until_ms]."""
         out: list[Record] = []
-        topics = [t.decode() for t in self.redis.smembers(self.keys.topics)]
-        for topic in sorted(t for t in topics if t.startswith(f"{self.worker_prefix}{kind}/")):
-            rows = self.redis.xrange(self.keys.stream(topic), min=f"{int(since_ms)}-0", max=f"{int(until_ms) + 1}-0")
-            for _, fields in rows:
-                out.extend(r for r in orjson.loads(fields[FRAME_FIELD])["r"] if where(r))
+        for topic in (t for t in self.reader.topics() if t.startswith(f"{self.worker_prefix}{kind}/")):
+            entries = self.reader.read_range(topic, f"{int(since_ms)}-0", f"{int(until_ms) + 1}-0", limit=None)
+            for _, frame in entries:
+                out.extend(r for r in orjson.loads(frame)["r"] if where(r))
         return out

@@ -9,8 +9,8 @@ A recording is gzip'd JSON lines:
 - ``{"topic": t, "ts": ms, "r": [...], "s": {...}}`` lines: every frame published while recording,
   in stream order per topic (frames carry the worker's wall-clock ``ts``).
 
-``Recorder`` reads Redis directly: the snapshot hashes (each exact as of a stream id), then every
-stream from those ids on, so nothing is missed between the two. Topics that appear while recording
+``Recorder`` reads Redis through ``streams.StreamReader``: the snapshot hashes (each exact as of a
+stream id), then every stream from those ids on, so nothing is missed between the two. Topics that appear while recording
 are picked up within half a second. A reset frame is handled like the dashboard handles it: its
 frames up to the current snapshot are kept for their records, then the snapshot replaces the state. ``replay`` publishes the frames again
 through a ``RedisPublisher`` at 1×, 4×, … on the recorded timing, under renamed topics
@@ -32,7 +32,7 @@ import redis
 
 from controllers.clock import Clock, RealClock
 from controllers.telemetry.publisher import RedisPublisher
-from controllers.telemetry.streams import FRAME_FIELD, RESET_PREFIX, SNAPSHOT_ID_FIELD, Keys, parse_id
+from controllers.telemetry.streams import RESET_PREFIX, Keys, StreamReader, parse_id
 
 FORMAT = "ctrlscope-recording"
 VERSION = 1
@@ -49,7 +49,7 @@ class Recorder:
 
     def __init__(self, url: str, *, prefix: str, topics: list[str] | None = None) -> None:
         self.redis = redis.Redis.from_url(url, socket_timeout=5)
-        self.keys = Keys(prefix)
+        self.reader = StreamReader(self.redis, Keys(prefix))
         self.topics = topics
         self.frames = 0
 
@@ -67,14 +67,11 @@ class Recorder:
                     checked = time.monotonic()
                     for topic in set(self._topics()) - positions.keys():
                         positions[topic] = b"0-0"  # new: its first frame is a reset frame
-                streams = {self.keys.stream(t): positions[t] for t in positions}
-                reply = self.redis.xread(streams, count=1000, block=200) if streams else None
-                for stream, rows in reply or ():
-                    topic = stream.decode()[len(self.keys.stream("")):]
-                    for eid, fields in rows:
+                batches = self.reader.tail(positions, count=1000, block=200) if positions else []
+                for topic, entries in batches:
+                    for eid, raw in entries:
                         if parse_id(eid) <= parse_id(positions[topic]):
                             continue  # already covered by a reset's catch-up below
-                        raw = fields.get(FRAME_FIELD, b"{}")
                         if raw.startswith(RESET_PREFIX):
                             positions[topic] = self._reset(out, topic, eid, orjson.loads(raw).get("ts", started))
                             continue
@@ -84,15 +81,16 @@ class Recorder:
         return self.frames
 
     def _topics(self) -> list[str]:
-        names = sorted(t.decode() for t in self.redis.smembers(self.keys.topics))
-        return [t for t in names if self.topics is None or t in self.topics]
+        return [t for t in self.reader.topics() if self.topics is None or t in self.topics]
 
     def _snapshot(self, out: Any, topic: str, ts: float) -> bytes:
-        state = self.redis.hgetall(self.keys.snapshot(topic))
-        snap_id = state.pop(SNAPSHOT_ID_FIELD.encode(), b"0-0")
+        snap_id, state = self.reader.snapshot(topic)
+        self._write_snapshot(out, topic, ts, state)
+        return snap_id
+
+    def _write_snapshot(self, out: Any, topic: str, ts: float, state: dict[bytes, bytes]) -> None:
         out.write(orjson.dumps({"snapshot": topic, "ts": ts,
                                 "state": {k.decode(): orjson.loads(v) for k, v in state.items()}}) + b"\n")
-        return snap_id
 
     def _frame(self, out: Any, topic: str, frame: dict[str, Any], with_state: bool = True) -> None:
         out.write(orjson.dumps({"topic": topic, "ts": frame.get("ts"), "r": frame.get("r", []),
@@ -100,11 +98,15 @@ class Recorder:
         self.frames += 1
 
     def _reset(self, out: Any, topic: str, reset_id: bytes, ts: float) -> bytes:
-        """Records of the frames from the reset to the current snapshot, then that snapshot."""
-        state_at = self.redis.hget(self.keys.snapshot(topic), SNAPSHOT_ID_FIELD) or reset_id
-        for _, fields in self.redis.xrange(self.keys.stream(topic), min=reset_id, max=state_at):
-            self._frame(out, topic, orjson.loads(fields.get(FRAME_FIELD, b"{}")), with_state=False)
-        return self._snapshot(out, topic, ts)
+        """Records of the frames from the reset to the current snapshot, then that snapshot.
+
+        The snapshot is read first and its id bounds the frames: a frame applied in between is then
+        read by the tail, after the snapshot, instead of being folded into it without its records."""
+        snap_id, state = self.reader.snapshot(topic)
+        for _, raw in self.reader.read_range(topic, reset_id, snap_id, limit=None):
+            self._frame(out, topic, orjson.loads(raw), with_state=False)
+        self._write_snapshot(out, topic, ts, state)
+        return snap_id
 
 
 def read_recording(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:

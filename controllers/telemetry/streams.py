@@ -1,4 +1,6 @@
-"""The Redis layout shared by the publisher (worker side) and the stream hub (dashboard side).
+"""The Redis layout shared by the publisher (worker side) and every reader (dashboard, recorder, scenarios).
+
+``protocol/redis-layout.md`` specifies it language-neutrally, for publishers written in other languages.
 
 Per topic (a string such as ``synthetic`` or ``informer:default/pods``):
 
@@ -18,14 +20,46 @@ Per topic (a string such as ``synthetic`` or ``informer:default/pods``):
 The object inspector's request/reply keys (``inspector.py`` explains the exchange), every one with a TTL:
 ``{prefix}inspect:alive:{worker}`` (heartbeat), ``{prefix}inspect:queue:{worker}`` (request ids),
 ``{prefix}inspect:req:{id}``, ``{prefix}inspect:reply:{id}`` and ``{prefix}inspect:rate:{worker}:{second}``.
+
+Writing is ``FRAME_SCRIPT``, the Lua script in ``protocol/frame.lua`` (its header documents KEYS, ARGV
+and replies); it is read from that file, not copied, so that publishers in other languages embed the
+very same script and share Redis' script cache with this one.
+
+Reading is done here once, for all readers: pure functions turn raw Redis replies into what readers
+use — ``(snapshot id, state)`` and entries ``(stream id, frame bytes)``, both left raw: the hot paths
+(hub, sessions, snapshot view) pass frames and state values to browsers without decoding them — and
+``StreamReader`` (sync: views, recorder, scenarios) and ``AsyncStreamReader`` (the dashboard's hub and
+sessions) issue the commands. The rules every reader relies on:
+
+- Snapshot, then stream: the hash is exact as of ``__id__``, so the state plus every entry after that
+  id is every change exactly once. A missing hash is the empty state as of ``0-0``.
+- Nothing after a cursor was trimmed while the cursor's own entry is still there (``MAXLEN``
+  trimming removes the oldest entries first). So ``read_after`` reads *inclusively* from the cursor
+  and its first row proves that no entry after it is lost; Redis' ``max-deleted-entry-id`` does not
+  count trimming and cannot answer this. Reading from ``0-0`` is safe only while nothing was ever
+  trimmed (``entries-added == length``).
+- A reset frame (the snapshot was rewritten) is recognised by its raw prefix ``RESET_PREFIX``, a
+  frame without records by ``NO_RECORDS_PREFIX``: publishers put ``reset``, else ``r``, first.
+- A cursor from another epoch, or beyond the stream's last generated id, means nothing: resync.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import redis
+import redis.asyncio as aredis
 
 SNAPSHOT_ID_FIELD = "__id__"
 RESET_PREFIX = b'{"reset":true'  # a reset frame starts with this, so readers need not decode
 NO_RECORDS_PREFIX = b'{"r":[],'  # a frame that carries only state changes (no records) starts with this
 FRAME_FIELD = b"f"
+START = b"0-0"  # the id before every entry: the position of an empty snapshot
+FRAME_SCRIPT = (Path(__file__).resolve().parents[2] / "protocol" / "frame.lua").read_bytes().decode()
+
+Entry = tuple[bytes, bytes]  # (stream id, frame JSON)
+Snapshot = tuple[bytes, dict[bytes, bytes]]  # (the id the state is exact as of, key → JSON value)
 
 
 class Keys:
@@ -71,35 +105,170 @@ def parse_id(stream_id: str | bytes) -> tuple[int, int]:
     return int(ms), int(seq)
 
 
-# KEYS: stream, snapshot, epoch, topics, pubseq
-# ARGV: epoch, maxlen, frame, topic, publisher, seq, reset(0|1), nset, set k/v pairs..., del keys...
-# Returns {1, id} on success, {2, ""} when this frame seq was already applied (retry after a lost
-# reply), {0, current_epoch_or_false} when the epoch differs (Redis lost its data: caller resets).
-FRAME_SCRIPT = """
-local epoch = redis.call('GET', KEYS[3])
-if epoch ~= ARGV[1] then return {0, epoch} end
-local seq = tonumber(ARGV[6])
-local last = tonumber(redis.call('HGET', KEYS[5], ARGV[5]) or '-1')
-if seq <= last then return {2, ''} end
-if ARGV[7] == '1' then redis.call('DEL', KEYS[2]) end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'f', ARGV[3])
-local nset = tonumber(ARGV[8])
-local i = 9
-local stop = 9 + 2 * nset
-while i < stop do
-  local j = math.min(i + 999, stop - 1)
-  redis.call('HSET', KEYS[2], unpack(ARGV, i, j))
-  i = j + 1
-end
-local n = #ARGV
-while i <= n do
-  local j = math.min(i + 999, n)
-  redis.call('HDEL', KEYS[2], unpack(ARGV, i, j))
-  i = j + 1
-end
-redis.call('HSET', KEYS[2], '__id__', id)
-redis.call('HSET', KEYS[5], ARGV[5], ARGV[6])
-redis.call('EXPIRE', KEYS[5], 86400)
-redis.call('SADD', KEYS[4], ARGV[4])
-return {1, id}
-"""
+
+
+class ResumeRefused(Exception):
+    """Reading on from a cursor could miss entries; the reason (shown to the user) names why."""
+
+
+# -- raw replies → what readers use ------------------------------------------------------------
+def snapshot_of(fields: dict[bytes, bytes]) -> Snapshot:
+    """An HGETALL of a snapshot hash as ``(id, state)``; no hash is the empty state as of ``0-0``."""
+    snap_id = fields.pop(SNAPSHOT_ID_FIELD.encode(), START)
+    return snap_id, fields
+
+
+def entries_of(rows: list[tuple[bytes, dict[bytes, bytes]]]) -> list[Entry]:
+    """XRANGE/XREAD rows as entries (``{}`` for an entry some other writer left without a frame)."""
+    return [(eid, fields.get(FRAME_FIELD, b"{}")) for eid, fields in rows]
+
+
+def entries_after(after: bytes, rows: list[tuple[bytes, dict[bytes, bytes]]]) -> list[Entry]:
+    """The rows of an XRANGE *from* ``after`` (inclusive) without it; its presence proves that nothing
+    after it was trimmed, its absence that something may have been: ResumeRefused("retention")."""
+    if not rows or rows[0][0] != after:
+        raise ResumeRefused("retention")
+    return entries_of(rows[1:])
+
+
+def check_untrimmed(info: dict[str, Any] | None) -> None:
+    """ResumeRefused("retention") unless a stream (XINFO STREAM, ``None`` if absent) never lost an
+    entry, which reading it from ``0-0`` needs."""
+    if info is None:
+        return
+    if "entries-added" not in info:
+        if info["length"]:
+            raise ResumeRefused("retention")  # Redis < 7 cannot tell: resync to be safe
+    elif info["entries-added"] != info["length"]:
+        raise ResumeRefused("retention")
+
+
+def check_position(since: bytes, info: dict[str, Any] | None) -> None:
+    """ResumeRefused unless ``since`` is a position the stream (XINFO STREAM, ``None`` if absent) has
+    reached: a cursor from the future belongs to data Redis no longer has."""
+    if info is None:
+        if since != START:  # no such stream: only the very beginning can be resumed
+            raise ResumeRefused("stream-missing")
+    elif parse_id(since) > parse_id(info["last-generated-id"]):
+        raise ResumeRefused("unknown-position")
+
+
+def reset_at_start(rows: list[tuple[bytes, dict[bytes, bytes]]]) -> bytes | None:
+    """The id of the first of ``rows`` (an XRANGE of the stream's start) if it is a reset frame."""
+    if rows and rows[0][1].get(FRAME_FIELD, b"").startswith(RESET_PREFIX):
+        return rows[0][0]
+    return None
+
+
+def tail_batches(keys: Keys, reply: Any) -> list[tuple[str, list[Entry]]]:
+    """An XREAD reply as ``(topic, entries)`` per stream that returned rows."""
+    prefix_len = len(keys.stream(""))
+    batches = []
+    for stream, rows in reply or ():
+        if rows:
+            name = stream.decode() if isinstance(stream, bytes) else stream
+            batches.append((name[prefix_len:], entries_of(rows)))
+    return batches
+
+
+# -- the commands ------------------------------------------------------------------------------
+class StreamReader:
+    """Reads snapshots and streams over a sync client (views, the recorder, scenarios)."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+
+    def epoch(self) -> str:
+        """The current epoch token (``""`` before the first frame, or after Redis lost its data)."""
+        raw = self.client.get(self.keys.epoch)
+        return raw.decode() if raw else ""
+
+    def topics(self) -> list[str]:
+        return sorted(t.decode() for t in self.client.smembers(self.keys.topics))
+
+    def snapshot(self, topic: str) -> Snapshot:
+        return snapshot_of(self.client.hgetall(self.keys.snapshot(topic)))
+
+    def read_before(self, topic: str, last: bytes, count: int) -> list[Entry]:
+        """The ``count`` entries up to and including ``last``, oldest first."""
+        if last == START:
+            return []
+        rows = self.client.xrevrange(self.keys.stream(topic), max=last, min=b"-", count=count)
+        return entries_of(rows[::-1])
+
+    def read_range(self, topic: str, first: bytes | str, last: bytes | str, limit: int | None = 20_000) -> list[Entry]:
+        """Entries with ``first`` ≤ id ≤ ``last`` (at most ``limit``; ``None``: all of them)."""
+        return entries_of(self.client.xrange(self.keys.stream(topic), min=first, max=last, count=limit))
+
+    def tail(self, positions: dict[str, bytes], *, count: int, block: int) -> list[tuple[str, list[Entry]]]:
+        """Entries after each topic's position, waiting up to ``block`` ms for the first."""
+        streams = {self.keys.stream(t): pos for t, pos in positions.items()}
+        return tail_batches(self.keys, self.client.xread(streams, count=count, block=block))
+
+
+class AsyncStreamReader:
+    """``StreamReader``'s twin over an asyncio client, plus the checks resumable sessions need."""
+
+    def __init__(self, client: aredis.Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+
+    async def epoch(self) -> str:
+        """The current epoch token (``""`` before the first frame, or after Redis lost its data)."""
+        raw = await self.client.get(self.keys.epoch)
+        return raw.decode() if raw else ""
+
+    async def topics(self) -> list[str]:
+        return sorted(t.decode() for t in await self.client.smembers(self.keys.topics))
+
+    async def snapshot(self, topic: str) -> Snapshot:
+        return snapshot_of(await self.client.hgetall(self.keys.snapshot(topic)))
+
+    async def read_before(self, topic: str, last: bytes, count: int) -> list[Entry]:
+        """The ``count`` entries up to and including ``last``, oldest first."""
+        if last == START:
+            return []
+        rows = await self.client.xrevrange(self.keys.stream(topic), max=last, min=b"-", count=count)
+        return entries_of(rows[::-1])
+
+    async def read_range(self, topic: str, first: bytes, last: bytes, limit: int | None = 20_000) -> list[Entry]:
+        """Entries with ``first`` ≤ id ≤ ``last`` (at most ``limit``; ``None``: all of them)."""
+        return entries_of(await self.client.xrange(self.keys.stream(topic), min=first, max=last, count=limit))
+
+    async def tail(self, positions: dict[str, bytes], *, count: int, block: int) -> list[tuple[str, list[Entry]]]:
+        """Entries after each topic's position, waiting up to ``block`` ms for the first."""
+        streams = {self.keys.stream(t): pos for t, pos in positions.items()}
+        return tail_batches(self.keys, await self.client.xread(streams, count=count, block=block))
+
+    async def check_resume(self, topic: str, since: bytes, epoch: str) -> None:
+        """Raise ResumeRefused when ``since`` belongs to another epoch or a position never written.
+
+        Whether everything after ``since`` is still retained is checked by ``read_after`` on every
+        catch-up read, so it also covers a snapshot id that ages out while a client catches up.
+        """
+        if epoch != await self.epoch():
+            raise ResumeRefused("epoch-changed")
+        check_position(since, await self._info(topic))
+
+    async def read_after(self, topic: str, after: bytes, count: int = 1000) -> list[Entry]:
+        """Entries strictly after ``after``; ResumeRefused("retention") if some may be trimmed."""
+        stream = self.keys.stream(topic)
+        if after == START:
+            check_untrimmed(await self._info(topic))
+            return entries_of(await self.client.xrange(stream, min=b"-", max=b"+", count=count))
+        return entries_after(after, await self.client.xrange(stream, min=after, max=b"+", count=count + 1))
+
+    async def leading_reset(self, topic: str) -> bytes | None:
+        """The id of the stream's first entry if it is a reset frame (a stream rebuilt by a worker)."""
+        return reset_at_start(await self.client.xrange(self.keys.stream(topic), min=b"-", max=b"+", count=1))
+
+    async def retains(self, topic: str, entry_id: bytes) -> bool:
+        """Whether the entry ``entry_id`` is still in the stream (so nothing after it was trimmed)."""
+        return bool(await self.client.xrange(self.keys.stream(topic), min=entry_id, max=entry_id))
+
+    async def _info(self, topic: str) -> dict[str, Any] | None:
+        try:
+            return await self.client.xinfo_stream(self.keys.stream(topic))
+        except redis.ResponseError:  # no such key
+            return None
