@@ -11,9 +11,10 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from controllers.schema import TOPIC_SEGMENT as _SEGMENT
+from controllers.schema import WORKER_PREFIX, TopicKind, worker_topic
 from controllers.telemetry import inspector
 from controllers.telemetry.streams import FRAME_FIELD, NO_RECORDS_PREFIX, SNAPSHOT_ID_FIELD, Keys
-from controllers.telemetry.telemetry_observer import TOPIC_SEGMENT as _SEGMENT
 from dashboard.access import can_view, is_operator
 from dashboard.fault_views import panel_context
 
@@ -48,10 +49,11 @@ def controller(request: HttpRequest, worker: str, controller: str) -> HttpRespon
         "cache": request.GET.get("cache", "")[:120],
         "obj": request.GET.get("obj", "")[:300],
         "topics": {
-            "components": f"w/{worker}/components",
-            "queue": f"w/{worker}/queue/{controller}",
-            "controller": f"w/{worker}/controller/{controller}",
-            "informer_prefix": f"w/{worker}/informer/",
+            "components": worker_topic(worker, TopicKind.COMPONENTS),
+            "metrics": worker_topic(worker, TopicKind.METRICS),
+            "queue": worker_topic(worker, TopicKind.QUEUE, controller),
+            "controller": worker_topic(worker, TopicKind.CONTROLLER, controller),
+            "informer_prefix": f"{WORKER_PREFIX}{worker}/{TopicKind.INFORMER}/",
         },
     }
     # Informer topics already known: the page starts loading their caches (snapshot.json) at once,
@@ -101,7 +103,7 @@ def informer_snapshot(request: HttpRequest, worker: str, informer: str) -> HttpR
         history = max(0, min(int(request.GET.get("history", "0")), MAX_SNAPSHOT_HISTORY))
     except ValueError:
         history = 0
-    topic = f"w/{worker}/informer/{informer}"
+    topic = worker_topic(worker, TopicKind.INFORMER, informer)
     keys = Keys(settings.CTRLSCOPE_PREFIX)
     try:
         client = _redis()

@@ -20,26 +20,26 @@
 (function () {
   "use strict";
   const UI = window.ctrlscopeUI;
-  const { el, topicPart, fmtDuration } = UI;
+  const { el, fmtDuration } = UI;
+  const P = window.ctrlscopeProtocol;
   const MAX_ROWS = 300;
   const STALE_MS = 30000;
   const GONE_MS = 10 * 60 * 1000;
   const RATE_WINDOW_MS = 3000;
   const MAX_SAMPLES = 10;
-  const COMPONENTS = /^w\/([^/]+)\/components$/;
-  const METRICS = /^w\/([^/]+)\/metrics$/;
-  const CONTROLLER_TOPIC = /^w\/([^/]+)\/controller\/([^/]+)$/;
+  // The parts of a worker topic of one of these kinds (P.TopicKind), else null.
+  function topicOf(topic, ...kinds) { const p = P.parseTopic(topic); return p && kinds.includes(p.kind) ? p : null; }
   const $ = (id) => document.getElementById(id);
   const dev = $("dev");
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   // History: the last components frame says when a worker last published, a few metric samples give
   // rates at once, and the developer view starts with some context.
   const client = new TelemetryClient(proto + "//" + location.host + "/ws/telemetry/",
-    { autoSubscribe: false, history: (topic) => (METRICS.test(topic) ? MAX_SAMPLES : COMPONENTS.test(topic) ? 1 : 50) });
+    { autoSubscribe: false, history: (topic) => (topicOf(topic, P.TopicKind.METRICS) ? MAX_SAMPLES : topicOf(topic, P.TopicKind.COMPONENTS) ? 1 : 50) });
   const LABELS = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", resyncing: "resyncing…", unauthorized: "not signed in" };
 
   // ---- subscriptions ------------------------------------------------------------------------
-  const wanted = (topic) => dev.open || COMPONENTS.test(topic) || METRICS.test(topic);
+  const wanted = (topic) => dev.open || topicOf(topic, P.TopicKind.COMPONENTS, P.TopicKind.METRICS) !== null;
   let syncing = false;
   // Deferred: "hello" resubscribes the topics the client already has right after its listeners ran.
   function syncSubscriptions() {
@@ -62,14 +62,14 @@
     return w;
   }
   function seen(topic, ts, live) {
-    const m = COMPONENTS.exec(topic) || METRICS.exec(topic);
+    const m = topicOf(topic, P.TopicKind.COMPONENTS, P.TopicKind.METRICS);
     if (!m || typeof ts !== "number") return;
-    const w = worker(m[1]);
+    const w = worker(m.worker);
     if (ts > w.lastTs) w.lastTs = ts;
     if (live) w.lastArrival = Date.now();
   }
   function addSample(name, rec) {
-    if (!rec || rec.k !== "metrics") return;
+    if (!rec || rec.k !== P.RecordKind.METRICS) return;
     const w = worker(name);
     const last = w.samples[w.samples.length - 1];
     if (last && rec.ts <= last.ts) return;
@@ -86,22 +86,22 @@
   client.on("redis", (up) => { const r = $("redis"); r.textContent = up ? "redis up" : "redis down"; r.className = "badge " + (up ? "ok" : "bad"); });
   client.on("topics", (topics) => {
     syncSubscriptions();
-    for (const t of topics) { const m = COMPONENTS.exec(t) || METRICS.exec(t) || CONTROLLER_TOPIC.exec(t); if (m) worker(m[1]); }
+    for (const t of topics) { const m = topicOf(t, P.TopicKind.COMPONENTS, P.TopicKind.METRICS, P.TopicKind.CONTROLLER); if (m) worker(m.worker); }
     $("topics").replaceChildren(...(topics.length ? topics.map((t) => el("li", null, t))
       : [el("li", { className: "muted" }, "waiting for a worker to publish…")]));
     overviewDirty = true; schedule();
   });
   client.on("snapshot", (topic, state) => {
     liveTopics.add(topic);
-    const m = METRICS.exec(topic);
-    if (m) { const latest = state.get("latest"); addSample(m[1], latest); if (latest) seen(topic, latest.ts, false); }
+    const m = topicOf(topic, P.TopicKind.METRICS);
+    if (m) { const latest = state.get("latest"); addSample(m.worker, latest); if (latest) seen(topic, latest.ts, false); }
     overviewDirty = true; schedule();
   });
   client.on("records", (topic, records, id, frame) => {
     seen(topic, frame.ts, liveTopics.has(topic));
-    const m = METRICS.exec(topic);
-    if (m) for (const r of records) addSample(m[1], r);
-    if (m || COMPONENTS.test(topic)) overviewDirty = true;
+    const m = topicOf(topic, P.TopicKind.METRICS);
+    if (m) for (const r of records) addSample(m.worker, r);
+    if (m || topicOf(topic, P.TopicKind.COMPONENTS)) overviewDirty = true;
     if (dev.open) onEvents(topic, records);
     schedule();
   });
@@ -127,7 +127,7 @@
     const samples = stale ? [] : w.samples;
     const latest = w.samples[w.samples.length - 1] || {};
     const stages = latest.stages || { informers: {}, controllers: {} };
-    const informers = [...comps.values()].filter((v) => v && v.kind === "informer");
+    const informers = [...comps.values()].filter((v) => v && v.kind === P.ComponentKind.INFORMER);
     const watched = ctl.watches ? informers.filter((v) => ctl.watches.includes(v.name)) : informers;
     const fam = (s) => (s.families || {})[ctl.name] || {};
     const inf = (s, name) => ((s.stages || {}).informers || {})[name] || {};
@@ -159,10 +159,10 @@
   function controllersOf(name, comps) {
     const ctls = new Map();
     for (const topic of client.knownTopics) {
-      const m = CONTROLLER_TOPIC.exec(topic);
-      if (m && m[1] === name && !m[2].startsWith("leader-")) ctls.set(m[2], { name: m[2] });
+      const m = topicOf(topic, P.TopicKind.CONTROLLER);
+      if (m && m.worker === name && m.leaderLock === null) ctls.set(m.name, { name: m.name });
     }
-    for (const v of comps.values()) if (v && v.kind === "controller") ctls.set(topicPart(v.name), v);
+    for (const v of comps.values()) if (v && v.kind === P.ComponentKind.CONTROLLER) ctls.set(P.topicPart(v.name), v);
     return ctls;
   }
 
@@ -208,7 +208,7 @@
     const known = lastSeen(w);
     const since = now - known;
     const stale = !known || since > STALE_MS;
-    const lease = [...comps.values()].find((v) => v && v.kind === "lease");
+    const lease = [...comps.values()].find((v) => v && v.kind === P.ComponentKind.LEASE);
     const ctls = controllersOf(w.name, comps);
     const cards = [...ctls].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([seg, ctl]) => controllerCard(w, seg, ctl, comps, lease, stale));
     const v = view("worker|" + w.name, () => {
@@ -264,10 +264,10 @@
     const now = Date.now();
     const clusters = new Map(); // key -> {info, workers: [root]}
     for (const name of [...workers.keys()].sort()) {
-      const t = client.topics.get("w/" + name + "/components");
+      const t = client.topics.get(P.workerTopic(name, P.TopicKind.COMPONENTS));
       const comps = t ? t.state : new Map();
       if (!comps.size && !workers.get(name).samples.length && !controllersOf(name, comps).size) continue;
-      const info = [...comps.values()].find((v) => v && v.kind === "cluster") || null;
+      const info = [...comps.values()].find((v) => v && v.kind === P.ComponentKind.CLUSTER) || null;
       const key = info ? info.server || info.name : "";
       if (!clusters.has(key)) clusters.set(key, { info: info, workers: [], gone: [] });
       const w = workers.get(name), known = lastSeen(w);

@@ -10,7 +10,8 @@
 (function () {
   "use strict";
   const UI = window.ctrlscopeUI;
-  const { el, fmtDuration, clock, topicPart } = UI;
+  const { el, fmtDuration, clock } = UI;
+  const P = window.ctrlscopeProtocol;
   const page = JSON.parse(document.getElementById("cs-page").textContent);
   const T = page.topics;
   const $ = (id) => document.getElementById(id);
@@ -21,13 +22,13 @@
   const MAX_KEYS = 2000;        // lanes remembered (only MAX_LANES drawn)
   const MAX_EVENT_ROWS = 300;   // drawn
   const MAX_EVENT_DATA = 2000;  // kept for re-filtering
-  const RESULTS = ["success", "error", "requeue", "requeue_after", "terminal", "panic"];
+  const RESULTS = Object.values(P.ReconcileResult); // an attempt bar's colour: anything else is drawn as an error
 
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   // History: 500 frames of context per topic; the metrics topic's frames are one sample a second, and
   // 6 minutes of them draw the 5-minute charts with their 1-minute quantile windows filled.
   const client = new TelemetryClient(proto + "//" + location.host + "/ws/telemetry/",
-    { autoSubscribe: false, history: (topic) => (topic === "w/" + page.worker + "/metrics" ? 360 : 500) });
+    { autoSubscribe: false, history: (topic) => (topic === T.metrics ? 360 : 500) });
   // The server refuses topics that do not exist yet ("unknown_topic"): wanted topics are subscribed
   // once they are listed (hello / topics), after the client has resumed the ones it already had.
   const wanted = new Set();
@@ -185,8 +186,8 @@
   // ---- components --------------------------------------------------------------------------
   function syncInformers() {
     for (const [k, v] of stateOf(T.components)) {
-      if (v && v.kind === "informer") {
-        const topic = T.informer_prefix + topicPart(v.name || k.slice("informer/".length));
+      if (v && v.kind === P.ComponentKind.INFORMER) {
+        const topic = T.informer_prefix + P.topicPart(v.name || k.slice(P.componentKey(P.ComponentKind.INFORMER, "").length));
         if (!informerTopics.has(topic) || informerTopics.get(topic) !== v.name) informerTopics.set(topic, v.name);
         want(topic);
       }
@@ -198,16 +199,16 @@
     const items = [];
     for (const [, v] of [...stateOf(T.components)].sort()) {
       if (!v) continue;
-      if (v.kind === "informer") {
-        const st = v.state || (v.synced ? "watching" : "starting");
+      if (v.kind === P.ComponentKind.INFORMER) {
+        const st = window.ctrlscopePipeline.reflectorState(v);
         items.push(el("span", { className: "comp informer", title: "informer " + v.name + " · " + (v.fifo || "") + " · rv " + (v.rv || "?") },
           "informer ", el("b", null, v.name), " ", el("span", { className: "badge st-" + st }, st),
           v.synced ? el("span", { className: "badge ok" }, "synced") : el("span", { className: "badge warn" }, "syncing")));
-      } else if (v.kind === "controller") {
-        const seg = topicPart(v.name);
+      } else if (v.kind === P.ComponentKind.CONTROLLER) {
+        const seg = P.topicPart(v.name);
         items.push(seg === page.controller ? el("span", { className: "comp controller current" }, "controller ", el("b", null, v.name))
           : el("a", { className: "comp controller", href: "/c/" + page.worker + "/" + seg + "/" }, "controller " + v.name));
-      } else if (v.kind === "lease") {
+      } else if (v.kind === P.ComponentKind.LEASE) {
         items.push(el("span", { className: "comp lease" }, "lease ", el("b", null, v.name || ""), " ",
           el("span", { className: "badge " + (v.leader ? "ok" : "") }, v.leader ? "leader" : "follower (" + (v.holder || "?") + ")")));
       }
@@ -227,7 +228,7 @@
   // This page's controller as the worker's components report it ({} until reported).
   function controllerComponent() {
     for (const v of stateOf(T.components).values()) {
-      if (v && v.kind === "controller" && topicPart(v.name) === page.controller) return v;
+      if (v && v.kind === P.ComponentKind.CONTROLLER && P.topicPart(v.name) === page.controller) return v;
     }
     return {};
   }
@@ -242,15 +243,15 @@
   // ---- workqueue ----------------------------------------------------------------------------
   function onQueue(records, frame) {
     for (const r of records) {
-      if (r.k !== "queue") continue;
+      if (r.k !== P.RecordKind.QUEUE) continue;
       const ts = r.ts || workerNow();
       queue.depth.add(ts, r.depth || 0);
       queue.lastDepth = r.depth || 0;
-      if (r.op === "add" || r.op === "dedup" || r.op === "defer") {
+      if (r.op === P.QueueOp.ADD || r.op === P.QueueOp.DEDUP || r.op === P.QueueOp.DEFER) {
         queue.adds.add(ts); queue.addCalls += 1;
-        if (r.op !== "add") queue.absorbed += 1;
-      } else if (r.op === "add_rate_limited") queue.retries.add(ts);
-      else if (r.op === "get") queue.gets += 1;
+        if (r.op !== P.QueueOp.ADD) queue.absorbed += 1;
+      } else if (r.op === P.QueueOp.ADD_RATE_LIMITED) queue.retries.add(ts);
+      else if (r.op === P.QueueOp.GET) queue.gets += 1;
     }
     if (frame && frame.s) queue.dirty = true;
   }
@@ -258,22 +259,23 @@
   function queueRow(key, v, kind) {
     const tr = el("tr", { dataset: { key: key } });
     if (key === focusKey) tr.className = "focus";
-    const time = el("td", { className: kind === "waiting" ? "countdown" : "age" });
-    if (kind === "waiting") time.dataset.ready = v.ready_at; else time.dataset.since = v.since || "";
+    const time = el("td", { className: kind === P.QueueItemState.WAITING ? "countdown" : "age" });
+    if (kind === P.QueueItemState.WAITING) time.dataset.ready = v.ready_at; else time.dataset.since = v.since || "";
     tr.append(el("td", { className: "key" }, key), time, el("td", { className: "num requeues" }, v.requeues || 0));
     return tr;
   }
 
   function renderQueue() {
-    const groups = { queued: [], processing: [], waiting: [] };
+    // The panel's groups (#q-queued, #q-processing, #q-waiting); an idle key is only counted.
+    const groups = { [P.QueueItemState.QUEUED]: [], [P.QueueItemState.PROCESSING]: [], [P.QueueItemState.WAITING]: [] };
     let idle = 0;
     for (const [key, v] of stateOf(T.queue)) {
       if (!v) continue;
       if (groups[v.s]) groups[v.s].push([key, v]); else idle += 1;
     }
-    groups.queued.sort((a, b) => (a[1].since || 0) - (b[1].since || 0));
-    groups.processing.sort((a, b) => (a[1].since || 0) - (b[1].since || 0));
-    groups.waiting.sort((a, b) => (a[1].ready_at || 0) - (b[1].ready_at || 0));
+    groups[P.QueueItemState.QUEUED].sort((a, b) => (a[1].since || 0) - (b[1].since || 0));
+    groups[P.QueueItemState.PROCESSING].sort((a, b) => (a[1].since || 0) - (b[1].since || 0));
+    groups[P.QueueItemState.WAITING].sort((a, b) => (a[1].ready_at || 0) - (b[1].ready_at || 0));
     for (const kind in groups) {
       const box = $("q-" + kind);
       const list = groups[kind];
@@ -342,25 +344,25 @@
   function onController(records, frame) {
     for (const r of records) {
       const ts = r.ts || workerNow();
-      if (r.k === "event") {
+      if (r.k === P.RecordKind.EVENT) {
         if (r.filtered_by) { filteredEvents += 1; queue.dirty = true; continue; }
         for (const req of r.requests || []) {
           const l = lane(req);
           l.pending.push({ ts: ts, event: r.event, key: r.key });
           if (l.pending.length > 20) l.pending.shift();
         }
-      } else if (r.k === "reconcile_start") {
+      } else if (r.k === P.RecordKind.RECONCILE_START) {
         const l = lane(r.key);
         l.running = { start: ts, worker: r.worker, events: l.pending };
         l.pending = [];
         l.last = Math.max(l.last, ts);
-      } else if (r.k === "reconcile") {
+      } else if (r.k === P.RecordKind.RECONCILE) {
         const l = lane(r.key);
         const started = l.running;
         const duration = Number(r.duration) || 0;
         const a = {
           id: ++attemptSeq, key: r.key, end: ts, start: ts - duration * 1000, duration: duration,
-          result: RESULTS.includes(r.result) ? r.result : "error", rawResult: r.result, error: r.error,
+          result: RESULTS.includes(r.result) ? r.result : P.ReconcileResult.ERROR, rawResult: r.result, error: r.error,
           requeue_after: r.requeue_after, worker: r.worker, events: started ? started.events : l.pending, el: null,
         };
         if (!started) l.pending = [];
@@ -455,7 +457,7 @@
         l.runEl.style.width = Math.max(0, x(now) - left) + "%";
         want.push(l.runEl);
       }
-      if (q && q.ready_at && q.ready_at > now && q.s === "waiting") {
+      if (q && q.ready_at && q.ready_at > now && q.s === P.QueueItemState.WAITING) {
         if (!l.nextEl) l.nextEl = el("div", { className: "next-retry" });
         l.nextEl.style.left = Math.min(99.5, x(q.ready_at)) + "%";
         l.nextEl.title = "next retry in " + fmtDuration(q.ready_at - now) + " (requeues " + (q.requeues || 0) + ")";
@@ -539,12 +541,12 @@
   // ones of one informer share a row ("BOOKMARK ×12", first → last rv) instead of flooding the list.
   function pushBookmark(ts, inf, rv) {
     const last = events.data[events.data.length - 1];
-    if (last && last.kind === "bookmark" && last.inf === inf) {
+    if (last && last.kind === P.RecordKind.BOOKMARK && last.inf === inf) {
       last.count = (last.count || 1) + 1;
       last.ts = ts;
-      last.type = "BOOKMARK ×" + last.count;
+      last.type = P.WatchEventType.BOOKMARK + " ×" + last.count;
       last.rv = last.firstRv + " → " + rv;
-      last.text = [inf, "bookmark", last.type, last.rv].join(" ");
+      last.text = [inf, P.RecordKind.BOOKMARK, last.type, last.rv].join(" ");
       last.lc = last.text.toLowerCase();
       if (last.tr && last.tr.isConnected) {
         last.tr.cells[0].textContent = clock(ts);
@@ -553,7 +555,7 @@
       }
       return;
     }
-    pushEvent({ ts: ts, inf: inf, kind: "bookmark", meta: true, type: "BOOKMARK", rv: rv, firstRv: rv, count: 1 });
+    pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.BOOKMARK, meta: true, type: P.WatchEventType.BOOKMARK, rv: rv, firstRv: rv, count: 1 });
   }
 
   function onInformer(topic, records) {
@@ -562,27 +564,27 @@
     for (const r of records) {
       const ts = r.ts || workerNow();
       switch (r.k) {
-        case "watch":
+        case P.RecordKind.WATCH:
           events.rate.add(ts);
-          pushEvent({ ts: ts, inf: inf, kind: "watch", type: r.type, key: r.key, rv: r.rv });
+          pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.WATCH, type: r.type, key: r.key, rv: r.rv });
           break;
-        case "handler":
+        case P.RecordKind.HANDLER:
           events.rate.add(ts);
-          pushEvent({ ts: ts, inf: inf, kind: "handler", type: r.event, key: r.key, rv: r.rv, handler: r.handler,
+          pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.HANDLER, type: r.event, key: r.key, rv: r.rv, handler: r.handler,
             outcome: r.outcome, error: r.error, duration: r.duration });
           break;
-        case "fifo":
-          if (r.delta === "Sync" && r.op === "queued") { syncs += 1; syncTs = ts; }
+        case P.RecordKind.FIFO:
+          if (r.delta === P.DeltaType.SYNC && r.op === P.FifoOp.QUEUED) { syncs += 1; syncTs = ts; }
           break;
-        case "list":
-          pushEvent({ ts: ts, inf: inf, kind: "list", meta: true, type: r.error ? "LIST failed" : "LIST " + r.items + " items", rv: r.rv,
+        case P.RecordKind.LIST:
+          pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.LIST, meta: true, type: r.error ? "LIST failed" : "LIST " + r.items + " items", rv: r.rv,
             error: r.error, outcome: r.duration !== undefined ? fmtDuration(r.duration * 1000) : "" });
           break;
-        case "watch_start": pushEvent({ ts: ts, inf: inf, kind: "watch_start", meta: true, type: "WATCH from", rv: r.rv }); break;
-        case "watch_end": pushEvent({ ts: ts, inf: inf, kind: "watch_end", meta: true, type: "watch ended", key: r.reason }); break;
-        case "bookmark": pushBookmark(ts, inf, r.rv); break;
-        case "backoff": pushEvent({ ts: ts, inf: inf, kind: "backoff", meta: true, type: "backoff " + fmtDuration((r.delay || 0) * 1000), key: r.reason }); break;
-        case "state": pushEvent({ ts: ts, inf: inf, kind: "state", meta: true, type: r.state }); break;
+        case P.RecordKind.WATCH_START: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.WATCH_START, meta: true, type: "WATCH from", rv: r.rv }); break;
+        case P.RecordKind.WATCH_END: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.WATCH_END, meta: true, type: "watch ended", key: r.reason }); break;
+        case P.RecordKind.BOOKMARK: pushBookmark(ts, inf, r.rv); break;
+        case P.RecordKind.BACKOFF: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.BACKOFF, meta: true, type: "backoff " + fmtDuration((r.delay || 0) * 1000), key: r.reason }); break;
+        case P.RecordKind.STATE: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.STATE, meta: true, type: r.state }); break;
         default: break;
       }
     }
@@ -591,11 +593,11 @@
       const lastRow = events.data[events.data.length - 1];
       if (lastRow && lastRow.marker === "resync" && lastRow.inf === inf && syncTs - lastRow.ts < 1000) {
         lastRow.count += syncs;
-        lastRow.text = "⟳ informer resync: " + lastRow.count + " cached objects re-delivered (Sync)";
+        lastRow.text = "⟳ informer resync: " + lastRow.count + " cached objects re-delivered (" + P.DeltaType.SYNC + ")";
         lastRow.lc = lastRow.text.toLowerCase();
         if (lastRow.tr) lastRow.tr.firstChild.textContent = clock(lastRow.ts) + "  " + inf + "  " + lastRow.text;
       } else {
-        pushEvent({ marker: "resync", ts: syncTs, inf: inf, count: syncs, text: "⟳ informer resync: " + syncs + " cached objects re-delivered (Sync)" });
+        pushEvent({ marker: "resync", ts: syncTs, inf: inf, count: syncs, text: "⟳ informer resync: " + syncs + " cached objects re-delivered (" + P.DeltaType.SYNC + ")" });
       }
     }
   }
@@ -625,12 +627,12 @@
     if (row.marker) {
       tr = el("tr", { className: "resync-marker marker-" + row.marker }, el("td", { colSpan: 8 }, clock(row.ts) + "  " + (row.inf || "") + "  " + row.text));
     } else {
-      const cls = "ev-" + row.kind + (row.meta ? " meta" : "") + (row.outcome === "error" ? " outcome-error" : "") + (row.key === focusKey && focusKey ? " focus" : "");
+      const cls = "ev-" + row.kind + (row.meta ? " meta" : "") + (row.outcome === P.HandlerOutcome.ERROR ? " outcome-error" : "") + (row.key === focusKey && focusKey ? " focus" : "");
       tr = el("tr", { className: cls },
         el("td", null, clock(row.ts)), el("td", null, row.inf || ""), el("td", null, row.kind),
         el("td", { className: "type type-" + String(row.type || "").split(" ")[0] }, row.type || ""), el("td", { className: "key" }, row.key || ""),
         el("td", null, row.rv || ""), el("td", null, row.handler || ""),
-        el("td", { className: "outcome", title: row.error || "" }, row.outcome === "error" ? "error: " + (row.error || "") : row.outcome || ""));
+        el("td", { className: "outcome", title: row.error || "" }, row.outcome === P.HandlerOutcome.ERROR ? "error: " + (row.error || "") : row.outcome || ""));
     }
     row.tr = tr;
     return tr;

@@ -16,7 +16,8 @@
  */
 (function () {
   "use strict";
-  const TOPIC = "cluster/faults";
+  const P = window.ctrlscopeProtocol;
+  const TOPIC = P.FAULTS_TOPIC;
   const MAX_LOG = 200;
   const { el, clock } = window.ctrlscopeUI;
 
@@ -131,7 +132,7 @@
     client.on("snapshot", (topic) => { if (topic === TOPIC) { renderRules(); renderLog(); } });
     client.on("records", (topic, records, id, frame) => {
       if (topic !== TOPIC) return;
-      for (const r of records) if (r.k === "fault") log.push(r);
+      for (const r of records) if (r.k === P.RecordKind.FAULT) log.push(r);
       if (log.length > MAX_LOG) log.splice(0, log.length - MAX_LOG);
       if (frame.s) renderRules();
       if (records.length) renderLog();
