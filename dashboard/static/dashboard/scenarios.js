@@ -6,8 +6,7 @@
   "use strict";
   const P = window.ctrlscopeProtocol;
   const TOPIC = P.SCENARIOS_TOPIC;
-  const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  const client = new TelemetryClient(proto + "//" + location.host + "/ws/telemetry/", { autoSubscribe: false, history: 200 });
+  const client = window.ctrlscopePage.client({ autoSubscribe: false, history: 200 });
   const sections = new Map([...document.querySelectorAll("section.scenario")].map((s) => [s.dataset.name, s]));
 
   function row(cells, cls) {
@@ -103,7 +102,7 @@
   client.on("snapshot", (topic) => renderBoard(topic));
   client.on("records", (topic, records, id, frame) => { if (frame.s && P.scoreboardTopic(topic)) renderBoard(topic); });
 
-  client.on("state", (s) => { const el = document.getElementById("conn"); el.textContent = s; el.dataset.state = s; el.className = "badge conn-" + s; });
+  window.ctrlscopePage.connectionBadge(client);
   client.on("topics", (topics) => { if (topics.includes(TOPIC) && !client.topics.has(TOPIC)) client.subscribe(TOPIC); });
   client.on("snapshot", (topic, state) => { if (topic === TOPIC) for (const [name, st] of state) show(name, st); });
   client.on("records", (topic, records, id, frame) => {
