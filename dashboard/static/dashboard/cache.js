@@ -1,6 +1,6 @@
 /*
  * The controller page's pipeline overview and cache panel. Registered in window.ctrlscopePanels and
- * started by controller.js (which owns the TelemetryClient) before the socket opens.
+ * started by controller_page.js (which owns the TelemetryClient) before the socket opens.
  *
  * Pipeline (drawn by pipeline.js): Reflector → FIFO → Cache → Handlers (per informer the controller
  * watches) → WorkQueue → Workers → Reconcile → API writes (this controller), each stage with a live
@@ -423,10 +423,8 @@
     }
 
     // ---- frame loop --------------------------------------------------------------------------
-    let scheduled = false;
-    function schedule() { if (!scheduled) { scheduled = true; requestAnimationFrame(render); } }
+    const schedule = window.ctrlscopePage.scheduler(render);
     function render() {
-      scheduled = false;
       const nowPerf = performance.now();
       // Page-wide records/s, once a second: above SUMMARISE_RATE the page summarises and says so.
       if (nowPerf - pageRate.last >= 1000) {

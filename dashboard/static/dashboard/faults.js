@@ -9,7 +9,7 @@
  * disables the controls for others). GET /cluster/faults/status says first whether the configured
  * cluster is a simulator at all; when it is not, the panel says so and offers no buttons.
  *
- * Registered in window.ctrlscopePanels: the page's script (controller.js, cluster.js) owns the
+ * Registered in window.ctrlscopePanels: the page's script (controller_page.js, cluster.js) owns the
  * TelemetryClient and starts the panels before the socket opens, so no message is missed.
  * window.ctrlscopeFaults.describe(record) is the one sentence per fault that the log and the
  * informer events' markers (fault_markers.js) both use.

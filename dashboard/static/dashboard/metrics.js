@@ -6,7 +6,7 @@
  * Data: the worker's w/{worker}/metrics topic — one sample set per second (records) and the latest as
  * state (see controllers/telemetry/metrics_sampler.py). The page subscribes with history, so a fresh
  * page draws the minutes the stream still holds at once; rates and quantiles are computed here from
- * consecutive samples (charts.js). Registered in window.ctrlscopePanels and started by controller.js.
+ * consecutive samples (charts.js). Registered in window.ctrlscopePanels and started by controller_page.js.
  * Charts are redrawn at most twice a second (once a second when nothing arrives: the time axis
  * moves on), and at once when the theme changes.
  */
