@@ -152,10 +152,8 @@
       note.textContent = samples.length + " samples, one a second from the worker's registry (the same series /metrics serves)";
     }
 
-    let scheduled = false;
-    function schedule() { if (!scheduled) { scheduled = true; requestAnimationFrame(render); } }
+    const schedule = window.ctrlscopePage.scheduler(render);
     function render() {
-      scheduled = false;
       const now = performance.now();
       if (!dirty) return;
       if (now - lastDraw >= 500) { lastDraw = now; draw(); } else setTimeout(schedule, 500 - (now - lastDraw));
