@@ -239,7 +239,7 @@ LEADER_PREFIX = "leader-"
 FAULTS_TOPIC = "cluster/faults"
 SCENARIOS_TOPIC = "scenarios"
 SYNTHETIC_TOPIC = "synthetic"
-SCOREBOARD_TABLE = "scoreboard"
+SCOREBOARD_TABLE = "podset-scoreboard"
 """The status table a scenario banner shows (``w/{worker}/status/scoreboard``)."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9:._@-]")
@@ -267,6 +267,13 @@ def worker_topic(worker: str, kind: TopicKind, name: str | None = None) -> str:
     if name is not None:
         raise ValueError(f"a {kind} topic has no name")
     return base
+
+
+def worker_topic_prefix(worker: str, kind: TopicKind) -> str:
+    """What every topic of one named kind of a worker starts with (``w/{worker}/informer/``)."""
+    if kind not in NAMED_KINDS:
+        raise ValueError(f"{kind} topics have no name")
+    return f"{WORKER_PREFIX}{topic_part(worker)}/{kind}/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,6 +389,7 @@ def browser_vocabulary() -> dict[str, Any]:
         **{name: {m.name: m.value for m in enum} for name, enum in VOCABULARY.items()},
         "QUEUE_ADDS": sorted(QUEUE_ADDS),
         "FAILED_RESULTS": sorted(FAILED_RESULTS),
+        "NAMED_KINDS": sorted(NAMED_KINDS),
         "topics": {"worker_prefix": WORKER_PREFIX, "leader_prefix": LEADER_PREFIX, "faults": FAULTS_TOPIC,
                    "scenarios": SCENARIOS_TOPIC, "scoreboard_table": SCOREBOARD_TABLE,
                    "segment": SEGMENT_PATTERN, "unsafe": _UNSAFE.pattern},

@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from controllers.schema import TOPIC_SEGMENT as _SEGMENT
+from controllers.schema import TopicKind, worker_topic, worker_topic_prefix
 from controllers.telemetry import inspector
 from controllers.telemetry.streams import NO_RECORDS_PREFIX, Keys, StreamReader
 from dashboard.access import can_view, is_operator
@@ -48,10 +49,11 @@ def controller(request: HttpRequest, worker: str, controller: str) -> HttpRespon
         "cache": request.GET.get("cache", "")[:120],
         "obj": request.GET.get("obj", "")[:300],
         "topics": {
-            "components": f"w/{worker}/components",
-            "queue": f"w/{worker}/queue/{controller}",
-            "controller": f"w/{worker}/controller/{controller}",
-            "informer_prefix": f"w/{worker}/informer/",
+            "components": worker_topic(worker, TopicKind.COMPONENTS),
+            "metrics": worker_topic(worker, TopicKind.METRICS),
+            "queue": worker_topic(worker, TopicKind.QUEUE, controller),
+            "controller": worker_topic(worker, TopicKind.CONTROLLER, controller),
+            "informer_prefix": worker_topic_prefix(worker, TopicKind.INFORMER),
         },
     }
     # Informer topics already known: the page starts loading their caches (snapshot.json) at once,
@@ -104,7 +106,7 @@ def informer_snapshot(request: HttpRequest, worker: str, informer: str) -> HttpR
         history = max(0, min(int(request.GET.get("history", "0")), MAX_SNAPSHOT_HISTORY))
     except ValueError:
         history = 0
-    topic = f"w/{worker}/informer/{informer}"
+    topic = worker_topic(worker, TopicKind.INFORMER, informer)
     try:
         reader = _reader()
         epoch = reader.epoch()

@@ -16,30 +16,32 @@
  * and the live event list; while it is open the page subscribes to every topic. DOM work happens
  * once per animation frame, whatever the message rate: event rows are queued as they arrive and the
  * newest MAX_ROWS are drawn; beyond that the page says how many it summarised.
+ *
+ * A worker that speaks another major version of the telemetry protocol (its components entry
+ * worker/{name} or its frames say so) is listed with a notice instead of its data; the runtime label
+ * of that entry ("python", "go", "kopf") is shown next to every worker that reports one.
  */
 (function () {
   "use strict";
   const UI = window.ctrlscopeUI;
-  const { el, topicPart, fmtDuration } = UI;
+  const { el, fmtDuration } = UI;
+  const P = window.ctrlscopeProtocol;
   const MAX_ROWS = 300;
   const STALE_MS = 30000;
   const GONE_MS = 10 * 60 * 1000;
   const RATE_WINDOW_MS = 3000;
   const MAX_SAMPLES = 10;
-  const COMPONENTS = /^w\/([^/]+)\/components$/;
-  const METRICS = /^w\/([^/]+)\/metrics$/;
-  const CONTROLLER_TOPIC = /^w\/([^/]+)\/controller\/([^/]+)$/;
+  // The parts of a worker topic of one of these kinds (P.TopicKind), else null.
+  function topicOf(topic, ...kinds) { const p = P.parseTopic(topic); return p && kinds.includes(p.kind) ? p : null; }
   const $ = (id) => document.getElementById(id);
+  const Page = window.ctrlscopePage;
   const dev = $("dev");
-  const proto = location.protocol === "https:" ? "wss:" : "ws:";
   // History: the last components frame says when a worker last published, a few metric samples give
   // rates at once, and the developer view starts with some context.
-  const client = new TelemetryClient(proto + "//" + location.host + "/ws/telemetry/",
-    { autoSubscribe: false, history: (topic) => (METRICS.test(topic) ? MAX_SAMPLES : COMPONENTS.test(topic) ? 1 : 50) });
-  const LABELS = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", resyncing: "resyncing…", unauthorized: "not signed in" };
+  const client = Page.client({ autoSubscribe: false, history: (topic) => (topicOf(topic, P.TopicKind.METRICS) ? MAX_SAMPLES : topicOf(topic, P.TopicKind.COMPONENTS) ? 1 : 50) });
 
   // ---- subscriptions ------------------------------------------------------------------------
-  const wanted = (topic) => dev.open || COMPONENTS.test(topic) || METRICS.test(topic);
+  const wanted = (topic) => dev.open || topicOf(topic, P.TopicKind.COMPONENTS, P.TopicKind.METRICS) !== null;
   let syncing = false;
   // Deferred: "hello" resubscribes the topics the client already has right after its listeners ran.
   function syncSubscriptions() {
@@ -62,14 +64,14 @@
     return w;
   }
   function seen(topic, ts, live) {
-    const m = COMPONENTS.exec(topic) || METRICS.exec(topic);
+    const m = topicOf(topic, P.TopicKind.COMPONENTS, P.TopicKind.METRICS);
     if (!m || typeof ts !== "number") return;
-    const w = worker(m[1]);
+    const w = worker(m.worker);
     if (ts > w.lastTs) w.lastTs = ts;
     if (live) w.lastArrival = Date.now();
   }
   function addSample(name, rec) {
-    if (!rec || rec.k !== "metrics") return;
+    if (!rec || rec.k !== P.RecordKind.METRICS) return;
     const w = worker(name);
     const last = w.samples[w.samples.length - 1];
     if (last && rec.ts <= last.ts) return;
@@ -77,31 +79,27 @@
     if (w.samples.length > MAX_SAMPLES) w.samples.shift();
   }
 
-  client.on("state", (s) => {
-    const c = $("conn");
-    c.textContent = LABELS[s] || s; c.dataset.state = s; c.className = "badge conn-" + s;
-    if (s === "unauthorized") location.href = "/accounts/login/?next=/";
-    if (s === "reconnecting") liveTopics.clear();
-  });
-  client.on("redis", (up) => { const r = $("redis"); r.textContent = up ? "redis up" : "redis down"; r.className = "badge " + (up ? "ok" : "bad"); });
+  Page.connectionBadge(client);
+  client.on("state", (s) => { if (s === "reconnecting") liveTopics.clear(); });
+  client.on("protocol", (topic) => { const m = P.parseTopic(topic); if (m) worker(m.worker); overviewDirty = true; schedule(); });
   client.on("topics", (topics) => {
     syncSubscriptions();
-    for (const t of topics) { const m = COMPONENTS.exec(t) || METRICS.exec(t) || CONTROLLER_TOPIC.exec(t); if (m) worker(m[1]); }
+    for (const t of topics) { const m = topicOf(t, P.TopicKind.COMPONENTS, P.TopicKind.METRICS, P.TopicKind.CONTROLLER); if (m) worker(m.worker); }
     $("topics").replaceChildren(...(topics.length ? topics.map((t) => el("li", null, t))
       : [el("li", { className: "muted" }, "waiting for a worker to publish…")]));
     overviewDirty = true; schedule();
   });
   client.on("snapshot", (topic, state) => {
     liveTopics.add(topic);
-    const m = METRICS.exec(topic);
-    if (m) { const latest = state.get("latest"); addSample(m[1], latest); if (latest) seen(topic, latest.ts, false); }
+    const m = topicOf(topic, P.TopicKind.METRICS);
+    if (m) { const latest = state.get("latest"); addSample(m.worker, latest); if (latest) seen(topic, latest.ts, false); }
     overviewDirty = true; schedule();
   });
   client.on("records", (topic, records, id, frame) => {
     seen(topic, frame.ts, liveTopics.has(topic));
-    const m = METRICS.exec(topic);
-    if (m) for (const r of records) addSample(m[1], r);
-    if (m || COMPONENTS.test(topic)) overviewDirty = true;
+    const m = topicOf(topic, P.TopicKind.METRICS);
+    if (m) for (const r of records) addSample(m.worker, r);
+    if (m || topicOf(topic, P.TopicKind.COMPONENTS)) overviewDirty = true;
     if (dev.open) onEvents(topic, records);
     schedule();
   });
@@ -127,7 +125,7 @@
     const samples = stale ? [] : w.samples;
     const latest = w.samples[w.samples.length - 1] || {};
     const stages = latest.stages || { informers: {}, controllers: {} };
-    const informers = [...comps.values()].filter((v) => v && v.kind === "informer");
+    const informers = [...comps.values()].filter((v) => v && v.kind === P.ComponentKind.INFORMER);
     const watched = ctl.watches ? informers.filter((v) => ctl.watches.includes(v.name)) : informers;
     const fam = (s) => (s.families || {})[ctl.name] || {};
     const inf = (s, name) => ((s.stages || {}).informers || {})[name] || {};
@@ -159,10 +157,10 @@
   function controllersOf(name, comps) {
     const ctls = new Map();
     for (const topic of client.knownTopics) {
-      const m = CONTROLLER_TOPIC.exec(topic);
-      if (m && m[1] === name && !m[2].startsWith("leader-")) ctls.set(m[2], { name: m[2] });
+      const m = topicOf(topic, P.TopicKind.CONTROLLER);
+      if (m && m.worker === name && m.leaderLock === null) ctls.set(m.name, { name: m.name });
     }
-    for (const v of comps.values()) if (v && v.kind === "controller") ctls.set(topicPart(v.name), v);
+    for (const v of comps.values()) if (v && v.kind === P.ComponentKind.CONTROLLER) ctls.set(P.topicPart(v.name), v);
     return ctls;
   }
 
@@ -204,20 +202,39 @@
   // When the worker was last heard from (0: never), what both "stale" and "stopped" are measured from.
   const lastSeen = (w) => w.lastArrival || w.lastTs;
 
-  function workerBox(w, comps, now) {
+  function workerBox(w, comps, now, unsupported) {
     const known = lastSeen(w);
     const since = now - known;
     const stale = !known || since > STALE_MS;
-    const lease = [...comps.values()].find((v) => v && v.kind === "lease");
+    const me = Page.workerEntry(comps);
+    const lease = [...comps.values()].find((v) => v && v.kind === P.ComponentKind.LEASE);
     const ctls = controllersOf(w.name, comps);
     const cards = [...ctls].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([seg, ctl]) => controllerCard(w, seg, ctl, comps, lease, stale));
     const v = view("worker|" + w.name, () => {
       const badge = el("span", { className: "badge" }), seen = el("span", { className: "muted last-seen" });
+      const runtime = el("span", { className: "badge runtime", title: "the runtime that publishes this worker's telemetry" });
       const cardsBox = el("div", { className: "ctl-cards" });
-      return { badge: badge, seen: seen, cards: cardsBox, empty: el("p", { className: "muted" }, "no controllers (yet)"),
+      return { badge: badge, seen: seen, runtime: runtime, cards: cardsBox, empty: el("p", { className: "muted" }, "no controllers (yet)"),
+        notice: el("p", { className: "notice protocol-notice", role: "status" }),
         root: el("div", { className: "worker", dataset: { worker: w.name } },
-          el("div", { className: "worker-head" }, "worker ", el("b", null, w.name), " ", badge, seen), cardsBox) };
+          el("div", { className: "worker-head" }, "worker ", el("b", null, w.name), " ", runtime, " ", badge, seen), cardsBox) };
     });
+    const runtime = me && me.runtime ? String(me.runtime) : "";
+    v.runtime.hidden = !runtime;
+    if (v.runtime.textContent !== runtime) v.runtime.textContent = runtime;
+    v.root.dataset.runtime = runtime;
+    v.root.dataset.protocol = unsupported || "";
+    if (unsupported) {
+      // Nothing of this worker's is interpreted: say so rather than draw stale or misread data.
+      v.root.classList.remove("stale");
+      v.badge.className = "badge bad";
+      v.badge.textContent = "protocol v" + (P.major(unsupported) === null ? unsupported : P.major(unsupported));
+      v.badge.title = "telemetry protocol " + unsupported + "; this dashboard speaks " + P.VERSION;
+      v.seen.textContent = "";
+      v.notice.textContent = Page.protocolNotice(w.name, unsupported);
+      syncChildren(v.cards, [v.notice]);
+      return v.root;
+    }
     v.root.classList.toggle("stale", stale);
     v.root.dataset.stale = String(stale);
     v.badge.className = "badge " + (stale ? "bad" : "ok");
@@ -264,14 +281,15 @@
     const now = Date.now();
     const clusters = new Map(); // key -> {info, workers: [root]}
     for (const name of [...workers.keys()].sort()) {
-      const t = client.topics.get("w/" + name + "/components");
+      const t = client.topics.get(P.workerTopic(name, P.TopicKind.COMPONENTS));
       const comps = t ? t.state : new Map();
-      if (!comps.size && !workers.get(name).samples.length && !controllersOf(name, comps).size) continue;
-      const info = [...comps.values()].find((v) => v && v.kind === "cluster") || null;
+      const unsupported = Page.unsupportedVersion(client, name, comps);
+      if (!unsupported && !comps.size && !workers.get(name).samples.length && !controllersOf(name, comps).size) continue;
+      const info = unsupported ? null : [...comps.values()].find((v) => v && v.kind === P.ComponentKind.CLUSTER) || null;
       const key = info ? info.server || info.name : "";
       if (!clusters.has(key)) clusters.set(key, { info: info, workers: [], gone: [] });
       const w = workers.get(name), known = lastSeen(w);
-      clusters.get(key)[known && now - known > GONE_MS ? "gone" : "workers"].push(workerBox(w, comps, now));
+      clusters.get(key)[known && now - known > GONE_MS ? "gone" : "workers"].push(workerBox(w, comps, now, unsupported));
     }
     const sections = [...clusters].sort((a, b) => (a[0] === "" ? 1 : b[0] === "" ? -1 : a[0] < b[0] ? -1 : 1))
       .map(([key, c]) => clusterSection(key, c.info, c.workers, c.gone));
@@ -322,10 +340,9 @@
   }
 
   // ---- frame loop ------------------------------------------------------------------------------
-  let scheduled = false, lastOverview = 0;
-  function schedule() { if (!scheduled) { scheduled = true; requestAnimationFrame(render); } }
+  let lastOverview = 0;
+  const schedule = Page.scheduler(render);
   function render() {
-    scheduled = false;
     const now = performance.now();
     // At most 4 redraws a second: samples come once a second, badges and ages move by the second.
     if (now - lastOverview >= 1000 || (overviewDirty && now - lastOverview >= 250)) { lastOverview = now; renderOverview(); }

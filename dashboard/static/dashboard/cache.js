@@ -1,6 +1,6 @@
 /*
  * The controller page's pipeline overview and cache panel. Registered in window.ctrlscopePanels and
- * started by controller.js (which owns the TelemetryClient) before the socket opens.
+ * started by controller_page.js (which owns the TelemetryClient) before the socket opens.
  *
  * Pipeline (drawn by pipeline.js): Reflector → FIFO → Cache → Handlers (per informer the controller
  * watches) → WorkQueue → Workers → Reconcile → API writes (this controller), each stage with a live
@@ -23,6 +23,7 @@
   "use strict";
   const UI = window.ctrlscopeUI;
   const { el, fmtDuration, clock } = UI;
+  const P = window.ctrlscopeProtocol;
   const $ = (id) => document.getElementById(id);
 
   const ROW_H = 22;           // px, must match .cache-scroll .cache-row height
@@ -177,24 +178,24 @@
       if (topic === T.components) { chooseInformer(); overviewDirty = true; }
       else if (topic === T.queue) {
         for (const r of records) {
-          if (r.k !== "queue") continue;
+          if (r.k !== P.RecordKind.QUEUE) continue;
           const ts = r.ts || now;
-          if (r.op === "add" || r.op === "dedup" || r.op === "defer" || r.op === "add_rate_limited" || r.op === "add_after") ctl.adds.add(ts);
-          else if (r.op === "get") ctl.gets.add(ts);
+          if (P.QUEUE_ADDS.has(r.op)) ctl.adds.add(ts);
+          else if (r.op === P.QueueOp.GET) ctl.gets.add(ts);
           ctl.depth = r.depth || 0;
         }
       } else if (topic === T.controller) {
         for (const r of records) {
-          if (r.k === "write") {
+          if (r.k === P.RecordKind.WRITE) {
             ctl.writes.add(r.ts || now);
             ctl.writeCount += 1;
             if (!r.code || r.code >= 400) ctl.writeErrors += 1;
             if (r.code === 409) ctl.writeConflicts += 1;
             continue;
           }
-          if (r.k !== "reconcile") continue;
+          if (r.k !== P.RecordKind.RECONCILE) continue;
           ctl.reconciles.add(r.ts || now);
-          if (r.result === "error" || r.result === "terminal" || r.result === "panic") ctl.errors.add(r.ts || now);
+          if (P.FAILED_RESULTS.has(r.result)) ctl.errors.add(r.ts || now);
           ctl.lastResult = r.result;
         }
       } else if (topic.startsWith(T.informer_prefix)) {
@@ -203,24 +204,24 @@
         for (const r of records) {
           const ts = r.ts || now;
           switch (r.k) {
-            case "watch":
+            case P.RecordKind.WATCH:
               s.watch.add(ts);
-              if (mine && r.key) remember(r.key, { ts: ts, kind: "watch", text: r.type + " rv " + (r.rv || "?") });
+              if (mine && r.key) remember(r.key, { ts: ts, kind: P.RecordKind.WATCH, text: r.type + " rv " + (r.rv || "?") });
               break;
-            case "handler":
+            case P.RecordKind.HANDLER:
               s.handlers.add(ts);
               s.handlerCalls += 1;
-              if (r.outcome === "error") s.handlerErrors += 1;
-              if (mine && r.key) remember(r.key, { ts: ts, kind: "handler", error: r.outcome === "error",
+              if (r.outcome === P.HandlerOutcome.ERROR) s.handlerErrors += 1;
+              if (mine && r.key) remember(r.key, { ts: ts, kind: P.RecordKind.HANDLER, error: r.outcome === P.HandlerOutcome.ERROR,
                 text: r.event + " → " + r.handler + " " + r.outcome + (r.old_rv ? " rv " + r.old_rv + "→" + (r.rv || "?") : r.rv ? " rv " + r.rv : "") +
                   (r.duration !== undefined && r.duration !== null ? " (" + fmtDuration(r.duration * 1000) + ")" : "") + (r.error ? ": " + r.error : "") });
               break;
-            case "fifo":
-              if (r.op === "queued") s.fifo.add(ts);
+            case P.RecordKind.FIFO:
+              if (r.op === P.FifoOp.QUEUED) s.fifo.add(ts);
               s.fifoDepth = r.depth || 0;
-              if (mine && r.key && r.delta === "Sync") remember(r.key, { ts: ts, kind: "fifo", text: "resync (Sync delta)" });
+              if (mine && r.key && r.delta === P.DeltaType.SYNC) remember(r.key, { ts: ts, kind: P.RecordKind.FIFO, text: "resync (" + P.DeltaType.SYNC + " delta)" });
               break;
-            case "list":
+            case P.RecordKind.LIST:
               if (!r.error) s.listItems = r.items;
               break;
             default: break;
@@ -405,7 +406,7 @@
       for (const topic of [...informerTopics.keys()].sort()) {
         const name = informerName(topic);
         if (watched && !watched.has(name)) continue;
-        const comp = comps.get("informer/" + name) || {};
+        const comp = comps.get(P.componentKey(P.ComponentKind.INFORMER, name)) || {};
         const s = stats(topic);
         informers.push({ name: name, state: comp.state, synced: comp.synced, fifo: comp.fifo, rv: comp.rv,
           size: stateOf(topic).size, listed: s.listItems !== null ? s.listItems : comp.listed, fifoDepth: s.fifoDepth, handlerCalls: s.handlerCalls,
@@ -413,7 +414,7 @@
           rates: { watch: s.watch.rate(now), fifo: s.fifo.rate(now), cache: s.cache.rate(now), handlers: s.handlers.rate(now) } });
       }
       let busy = 0;
-      for (const v of stateOf(T.queue).values()) if (v && v.s === "processing") busy += 1;
+      for (const v of stateOf(T.queue).values()) if (v && v.s === P.QueueItemState.PROCESSING) busy += 1;
       window.ctrlscopePipeline.render($("pipeline"), { informers: informers, controller: {
         depth: ctl.depth, busy: busy, workers: me.workers, lastResult: ctl.lastResult, writes: ctl.writeCount, writeErrors: ctl.writeErrors,
         writeConflicts: ctl.writeConflicts,
@@ -422,10 +423,8 @@
     }
 
     // ---- frame loop --------------------------------------------------------------------------
-    let scheduled = false;
-    function schedule() { if (!scheduled) { scheduled = true; requestAnimationFrame(render); } }
+    const schedule = window.ctrlscopePage.scheduler(render);
     function render() {
-      scheduled = false;
       const nowPerf = performance.now();
       // Page-wide records/s, once a second: above SUMMARISE_RATE the page summarises and says so.
       if (nowPerf - pageRate.last >= 1000) {

@@ -15,7 +15,7 @@
     api.client.on("records", (topic, records) => {
       if (topic !== faults.TOPIC || !live) return;
       for (const r of records) {
-        if (r.k === "fault") api.pushEvent({ marker: "fault", ts: r.ts, inf: "cluster", text: "⚡ fault: " + faults.describe(r) });
+        if (r.k === window.ctrlscopeProtocol.RecordKind.FAULT) api.pushEvent({ marker: "fault", ts: r.ts, inf: "cluster", text: "⚡ fault: " + faults.describe(r) });
       }
       api.schedule();
     });

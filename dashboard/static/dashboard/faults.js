@@ -9,14 +9,15 @@
  * disables the controls for others). GET /cluster/faults/status says first whether the configured
  * cluster is a simulator at all; when it is not, the panel says so and offers no buttons.
  *
- * Registered in window.ctrlscopePanels: the page's script (controller.js, cluster.js) owns the
+ * Registered in window.ctrlscopePanels: the page's script (controller_page.js, cluster.js) owns the
  * TelemetryClient and starts the panels before the socket opens, so no message is missed.
  * window.ctrlscopeFaults.describe(record) is the one sentence per fault that the log and the
  * informer events' markers (fault_markers.js) both use.
  */
 (function () {
   "use strict";
-  const TOPIC = "cluster/faults";
+  const P = window.ctrlscopeProtocol;
+  const TOPIC = P.FAULTS_TOPIC;
   const MAX_LOG = 200;
   const { el, clock } = window.ctrlscopeUI;
 
@@ -131,7 +132,7 @@
     client.on("snapshot", (topic) => { if (topic === TOPIC) { renderRules(); renderLog(); } });
     client.on("records", (topic, records, id, frame) => {
       if (topic !== TOPIC) return;
-      for (const r of records) if (r.k === "fault") log.push(r);
+      for (const r of records) if (r.k === P.RecordKind.FAULT) log.push(r);
       if (log.length > MAX_LOG) log.splice(0, log.length - MAX_LOG);
       if (frame.s) renderRules();
       if (records.length) renderLog();

@@ -6,7 +6,7 @@
  * Data: the worker's w/{worker}/metrics topic — one sample set per second (records) and the latest as
  * state (see controllers/telemetry/metrics_sampler.py). The page subscribes with history, so a fresh
  * page draws the minutes the stream still holds at once; rates and quantiles are computed here from
- * consecutive samples (charts.js). Registered in window.ctrlscopePanels and started by controller.js.
+ * consecutive samples (charts.js). Registered in window.ctrlscopePanels and started by controller_page.js.
  * Charts are redrawn at most twice a second (once a second when nothing arrives: the time axis
  * moves on), and at once when the theme changes.
  */
@@ -20,7 +20,9 @@
   const MAX_SAMPLES = 600;     // 10 minutes at one a second: what the worker retains
   const RATE_WINDOW = 10000;   // rate(...[10s])
   const QUANTILE_WINDOW = 60000; // histogram_quantile(..., rate(..._bucket[1m]))
-  const RESULTS = ["success", "error", "requeue", "requeue_after"];
+  const P = window.ctrlscopeProtocol;
+  // controller_runtime_reconcile_total's result labels (terminal and panic are counted as errors there).
+  const RESULTS = [P.ReconcileResult.SUCCESS, P.ReconcileResult.ERROR, P.ReconcileResult.REQUEUE, P.ReconcileResult.REQUEUE_AFTER];
 
   // Three significant digits at most, no trailing zeros: 12.5, 0.5, 1,234.
   const fmtNum = (v) => (v >= 100 ? Math.round(v).toLocaleString() : String(Number(v.toFixed(v >= 10 ? 1 : 2))));
@@ -34,7 +36,7 @@
 
   function init(api) {
     const { client, page } = api;
-    const topic = "w/" + page.worker + "/metrics";
+    const topic = page.topics.metrics;
     const box = document.getElementById("metrics-charts");
     const note = document.getElementById("metrics-note");
     if (!box) return;
@@ -45,11 +47,11 @@
       const fams = rec.families || {};
       if (fams[page.controller]) return fams[page.controller];
       // The controller's name may differ from its URL segment (names are made topic-safe).
-      for (const name in fams) if (UI.topicPart(name) === page.controller) return fams[name];
+      for (const name in fams) if (P.topicPart(name) === page.controller) return fams[name];
       return null;
     }
     function add(rec) {
-      if (!rec || rec.k !== "metrics" || typeof rec.ts !== "number") return;
+      if (!rec || rec.k !== P.RecordKind.METRICS || typeof rec.ts !== "number") return;
       seen = true;
       const f = mine(rec);
       if (!f) return;
@@ -150,10 +152,8 @@
       note.textContent = samples.length + " samples, one a second from the worker's registry (the same series /metrics serves)";
     }
 
-    let scheduled = false;
-    function schedule() { if (!scheduled) { scheduled = true; requestAnimationFrame(render); } }
+    const schedule = window.ctrlscopePage.scheduler(render);
     function render() {
-      scheduled = false;
       const now = performance.now();
       if (!dirty) return;
       if (now - lastDraw >= 500) { lastDraw = now; draw(); } else setTimeout(schedule, 500 - (now - lastDraw));

@@ -16,7 +16,10 @@
 (function (global) {
   "use strict";
   const { el } = global.ctrlscopeUI;
-  const STATE_LABEL = { "backing-off": "backing off" };
+  const P = global.ctrlscopeProtocol;
+  const STATE_LABEL = { [P.ReflectorState.BACKING_OFF]: "backing off" };
+  // An informer component's reflector state; "starting" (not a protocol state) until it reports one.
+  const reflectorState = (inf) => inf.state || (inf.synced ? P.ReflectorState.WATCHING : "starting");
 
   function fmtRate(r) {
     if (r === null || r === undefined || Number.isNaN(r)) return "–";
@@ -47,7 +50,7 @@
   }
 
   function informerChain(inf) {
-    const st = inf.state || (inf.synced ? "watching" : "starting");
+    const st = reflectorState(inf);
     const badges = [el("span", { className: "badge st-" + st }, STATE_LABEL[st] || st)];
     let progress = null;
     if (inf.synced) badges.push(el("span", { className: "badge ok" }, "synced"));
@@ -88,5 +91,5 @@
     box.replaceChildren(el("div", { className: "chains" }, ...chains), tail);
   }
 
-  global.ctrlscopePipeline = { render };
+  global.ctrlscopePipeline = { render, reflectorState };
 })(window);

@@ -10,8 +10,8 @@
  */
 (function () {
   "use strict";
-  const TOPIC = "scenarios";
-  const SCOREBOARD = /^w\/[^/]+\/status\/podset-scoreboard$/;
+  const P = window.ctrlscopeProtocol;
+  const TOPIC = P.SCENARIOS_TOPIC;
   const STALE_MS = 15 * 60 * 1000; // a "running" state older than this is a scenario that died
   const SHOW_RESULT_MS = 60 * 1000;
   if (document.body.dataset.page === "scenarios") return;
@@ -90,17 +90,17 @@
   }
 
   client.on("topics", (topics) => {
-    for (const t of topics) if ((t === TOPIC || SCOREBOARD.test(t)) && !client.topics.has(t)) client.subscribe(t);
+    for (const t of topics) if ((t === TOPIC || P.scoreboardTopic(t)) && !client.topics.has(t)) client.subscribe(t);
   });
   client.on("snapshot", (topic, state) => {
-    if (topic === TOPIC) { pick(state); render(); } else if (SCOREBOARD.test(topic)) { scoreboard(topic); render(); }
+    if (topic === TOPIC) { pick(state); render(); } else if (P.scoreboardTopic(topic)) { scoreboard(topic); render(); }
   });
   client.on("records", (topic, records, id, frame) => {
     if (topic === TOPIC) {
       if (frame.s) pick(client.topics.get(TOPIC).state);
-      for (const r of records) if (r.k === "narration" && (!current || r.scenario === current.name)) narration = r.text;
+      for (const r of records) if (r.k === P.RecordKind.NARRATION && (!current || r.scenario === current.name)) narration = r.text;
       render();
-    } else if (SCOREBOARD.test(topic) && frame.s) { scoreboard(topic); render(); }
+    } else if (P.scoreboardTopic(topic) && frame.s) { scoreboard(topic); render(); }
   });
   setInterval(() => { if (current) { if (client.topics.has(TOPIC)) pick(client.topics.get(TOPIC).state); render(); } }, 1000);
 })();

@@ -4,9 +4,9 @@
  */
 (function () {
   "use strict";
-  const TOPIC = "scenarios";
-  const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  const client = new TelemetryClient(proto + "//" + location.host + "/ws/telemetry/", { autoSubscribe: false, history: 200 });
+  const P = window.ctrlscopeProtocol;
+  const TOPIC = P.SCENARIOS_TOPIC;
+  const client = window.ctrlscopePage.client({ autoSubscribe: false, history: 200 });
   const sections = new Map([...document.querySelectorAll("section.scenario")].map((s) => [s.dataset.name, s]));
 
   function row(cells, cls) {
@@ -32,7 +32,6 @@
   }
 
   // ---- live scoreboard: w/<worker>/status/podset-scoreboard, one row per implementation ----------
-  const SCOREBOARD = /^w\/([^/]+)\/status\/podset-scoreboard$/;
   const boards = new Map(); // topic -> table element
   const fmtS = (v) => (v === null || v === undefined ? "—" : v < 1 ? Math.round(v * 1000) + " ms" : v.toFixed(1) + " s");
   const ROWS = [
@@ -50,7 +49,7 @@
   const STALE_MS = 15000;
   function renderBoard(topic) {
     const t = client.topics.get(topic);
-    const m = SCOREBOARD.exec(topic);
+    const m = P.scoreboardTopic(topic);
     if (!t || !m) return;
     const h = t.state.get("handlers"), r = t.state.get("reconciler");
     const fresh = Date.now() - ((h || r || {}).at || 0) < STALE_MS;
@@ -67,7 +66,7 @@
       root.appendChild(box);
     }
     const head = document.createElement("tr");
-    for (const c of ["worker " + m[1], "handler-only", "Reconciler"]) { const th = document.createElement("th"); th.textContent = c; head.appendChild(th); }
+    for (const c of ["worker " + m.worker, "handler-only", "Reconciler"]) { const th = document.createElement("th"); th.textContent = c; head.appendChild(th); }
     const body = ROWS.map(([label, fh, fr, good]) => {
       const tr = row([label, h ? fh(h) : "—", r ? fr(r) : "—"]);
       if (good) [h, r].forEach((v, i) => { if (v) tr.cells[i + 1].classList.add(good(v) ? "good" : "off"); });
@@ -98,19 +97,19 @@
     empty.textContent = "no worker is reporting a PodSet scoreboard right now (the PodSet example reports it while it leads)";
     empty.hidden = shown > 0 || boards.size === 0;
   }
-  setInterval(() => { for (const topic of client.topics.keys()) if (SCOREBOARD.test(topic)) renderBoard(topic); }, 2000);
-  client.on("topics", (topics) => { for (const t of topics) if (SCOREBOARD.test(t) && !client.topics.has(t)) client.subscribe(t); });
+  setInterval(() => { for (const topic of client.topics.keys()) if (P.scoreboardTopic(topic)) renderBoard(topic); }, 2000);
+  client.on("topics", (topics) => { for (const t of topics) if (P.scoreboardTopic(t) && !client.topics.has(t)) client.subscribe(t); });
   client.on("snapshot", (topic) => renderBoard(topic));
-  client.on("records", (topic, records, id, frame) => { if (frame.s && SCOREBOARD.test(topic)) renderBoard(topic); });
+  client.on("records", (topic, records, id, frame) => { if (frame.s && P.scoreboardTopic(topic)) renderBoard(topic); });
 
-  client.on("state", (s) => { const el = document.getElementById("conn"); el.textContent = s; el.dataset.state = s; el.className = "badge conn-" + s; });
+  window.ctrlscopePage.connectionBadge(client);
   client.on("topics", (topics) => { if (topics.includes(TOPIC) && !client.topics.has(TOPIC)) client.subscribe(TOPIC); });
   client.on("snapshot", (topic, state) => { if (topic === TOPIC) for (const [name, st] of state) show(name, st); });
   client.on("records", (topic, records, id, frame) => {
     if (topic !== TOPIC) return;
     for (const r of records) {
       const s = sections.get(r.scenario);
-      if (!s || r.k !== "narration") continue;
+      if (!s || r.k !== P.RecordKind.NARRATION) continue;
       const li = document.createElement("li");
       li.textContent = r.text;
       const list = s.querySelector(".live");

@@ -61,9 +61,6 @@
     ctx.globalAlpha = 0.15; ctx.fillStyle = color; ctx.fill(); ctx.globalAlpha = 1;
   }
 
-  // TelemetryObserver.topic_part in JS: a name made safe for one topic segment.
-  function topicPart(name) { return name.replace(/\//g, "_").replace(/[^A-Za-z0-9:/._@-]/g, "_") || "_"; }
-
   function fmtDuration(ms) {
     if (ms < 0) ms = 0;
     if (ms < 1000) return Math.round(ms) + " ms";
@@ -84,5 +81,5 @@
     return node;
   }
 
-  global.ctrlscopeUI = { Series, sparkline, topicPart, fmtDuration, clock, el, cssVar };
+  global.ctrlscopeUI = { Series, sparkline, fmtDuration, clock, el, cssVar };
 })(window);

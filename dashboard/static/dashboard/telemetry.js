@@ -7,11 +7,21 @@
  * answers "resync" + a fresh snapshot when that is impossible (retention, Redis restart, slow
  * client). Every data message is acked so the server can bound what it has in flight.
  *
- * Listeners: onState(state), onRecords(topic, records, entryId), onSnapshot(topic),
- * onResync(topic, reason), onTopics(list), onRedis(up), onError(err).
+ * Protocol versions (controllers/schema.py, window.ctrlscopeProtocol): every frame says "v":
+ * "MAJOR.MINOR" (none: 1.0, published before versioning). A frame of another major is not
+ * interpreted: its state changes are not applied and its records not emitted; the topic is listed in
+ * client.unsupported (topic → version), counted (stats.unsupported) and a "protocol" event tells the
+ * page, which says so instead of drawing nothing. The topic's state (its snapshot, written by that
+ * publisher) is dropped too: a "snapshot" event with an empty state, and later snapshots stay empty. A newer minor may add record kinds: a record whose
+ * "k" this page does not know is dropped before "records" and counted (stats.unknown, and per kind in
+ * stats.unknownKinds), so panels only ever see kinds they were written for.
+ *
+ * Listeners: onState(state), onRecords(topic, records, entryId, frame), onSnapshot(topic),
+ * onResync(topic, reason), onTopics(list), onRedis(up), onError(err), onProtocol(topic, version).
  */
 (function (global) {
   "use strict";
+  const P = global.ctrlscopeProtocol;
 
   function cmpId(a, b) {
     const [am, as] = a.split("-").map(Number);
@@ -28,7 +38,9 @@
       this.epoch = "";
       this.state = "connecting"; // connecting | live | reconnecting | resyncing | unauthorized
       this.listeners = {};
-      this.stats = { records: 0, frames: 0, resyncs: 0, duplicates: 0, dropped: 0, messages: 0, errors: 0, reconnects: 0 };
+      this.stats = { records: 0, frames: 0, resyncs: 0, duplicates: 0, dropped: 0, messages: 0, errors: 0, reconnects: 0,
+        unsupported: 0, unknown: 0, unknownKinds: new Map() };
+      this.unsupported = new Map(); // topic -> the version of its last frame, of a major this page does not speak
       this.backoff = 250;
       this.ws = null;
       this.closedByUser = false;
@@ -104,7 +116,7 @@
           if (!msg.part) t.incoming = new Map();
           for (const k in msg.state) t.incoming.set(k, msg.state[k]);
           if (msg.more) { this.topics.set(msg.topic, t); this.ack(msg.seq); break; }
-          t.state = t.incoming;
+          t.state = this.unsupported.has(msg.topic) ? new Map() : t.incoming;
           t.incoming = null;
           t.cursor = msg.id;
           this.topics.set(msg.topic, t);
@@ -151,15 +163,43 @@
         if (t.cursor !== null && cmpId(id, t.cursor) <= 0) { this.stats.duplicates += 1; continue; }
         t.cursor = id;
         this.stats.frames += 1;
+        if (!P.speaks(frame.v)) {
+          this.stats.unsupported += 1;
+          const version = String(frame.v);
+          if (this.unsupported.get(topic) !== version) {
+            this.unsupported.set(topic, version);
+            t.state = new Map();
+            this.emit("snapshot", topic, t.state);
+            this.emit("protocol", topic, version);
+          }
+          continue;
+        }
+        if (this.unsupported.delete(topic)) this.emit("protocol", topic, frame.v === undefined ? P.VERSION : frame.v);
         if (frame.s) {
           for (const k in frame.s) {
             if (frame.s[k] === null) t.state.delete(k); else t.state.set(k, frame.s[k]);
           }
         }
         if (frame.dropped) this.stats.dropped += frame.dropped;
-        this.stats.records += frame.r.length;
-        this.emit("records", topic, frame.r, id, frame);
+        const records = this.knownRecords(frame.r);
+        this.stats.records += records.length;
+        this.emit("records", topic, records, id, frame);
       }
+    }
+
+    // The records of kinds this page knows (the same array when all are: the common case costs one scan).
+    knownRecords(records) {
+      let unknown = 0;
+      for (const r of records) if (!r || !P.KNOWN_KINDS.has(r.k)) unknown += 1;
+      if (!unknown) return records;
+      this.stats.unknown += unknown;
+      const kept = [];
+      for (const r of records) {
+        if (r && P.KNOWN_KINDS.has(r.k)) { kept.push(r); continue; }
+        const k = String(r && r.k);
+        this.stats.unknownKinds.set(k, (this.stats.unknownKinds.get(k) || 0) + 1);
+      }
+      return kept;
     }
 
     ack(seq) { if (typeof seq === "number") this.send({ op: "ack", seq: seq }); }

@@ -1,0 +1,253 @@
+/*
+ * One controller's page (/c/{worker}/{controller}/): the bootstrap every panel of it shares. Loaded
+ * last; the panels' scripts register in window.ctrlscopePanels before it runs (queue_panel.js,
+ * timeline_panel.js, events_panel.js, cache.js, metrics.js, faults.js, fault_markers.js) and are
+ * started here, before the socket opens, so they see every message.
+ *
+ * Owns what the panels share: the cs-page JSON (worker, controller, its topics), the tab's
+ * TelemetryClient and which topics it subscribes to (informer caches load over HTTP first), the
+ * worker-clock estimate (workerNow), the header (components, connection badges, the protocol notice),
+ * the focused key, the keyboard, and one frame loop: records update the panels' small models as they
+ * arrive; the DOM is touched once per animation frame, plus a 100 ms tick that keeps ages, countdowns
+ * and the timeline's moving time axis current. Every list is capped, so the DOM stays bounded whatever
+ * the event rate; what is not drawn is counted and said.
+ *
+ * The api a panel's init(api) gets: client, page, topics, informerTopics, workerNow, stateOf,
+ * schedule, want, controllerComponent, watchedInformers, focusKey, setFocus, onFocus, onKey,
+ * onRender, onComponents, and what the panels add for each other (queue, events, pushEvent).
+ */
+(function () {
+  "use strict";
+  const { el } = window.ctrlscopeUI;
+  const P = window.ctrlscopeProtocol;
+  const Page = window.ctrlscopePage;
+  const page = JSON.parse(document.getElementById("cs-page").textContent);
+  const T = page.topics;
+  const $ = (id) => document.getElementById(id);
+
+  // History: 500 frames of context per topic; the metrics topic's frames are one sample a second, and
+  // 6 minutes of them draw the 5-minute charts with their 1-minute quantile windows filled.
+  const client = Page.client({ autoSubscribe: false, history: (topic) => (topic === T.metrics ? 360 : 500) });
+  // The server refuses topics that do not exist yet ("unknown_topic"): wanted topics are subscribed
+  // once they are listed (hello / topics), after the client has resumed the ones it already had.
+  const wanted = new Set();
+  const subscribed = new Set();
+  let known = new Set();
+  function want(topic) { wanted.add(topic); if (known.has(topic)) subscribeLater(); }
+  let subscribing = false;
+  function subscribeLater() {
+    if (subscribing) return;
+    subscribing = true;
+    Promise.resolve().then(() => {
+      subscribing = false;
+      for (const t of wanted) {
+        if (!known.has(t) || subscribed.has(t)) continue;
+        subscribed.add(t);
+        if (t.startsWith(T.informer_prefix) && !client.topics.has(t)) loadInformer(t); else client.subscribe(t);
+      }
+    });
+  }
+  // An informer topic's state is the whole cache: 100,000 objects are ~8 MB, more than one websocket
+  // message may carry (daphne caps messages at 1 MiB). Its snapshot (plus recent frames, for context)
+  // comes over HTTP; the socket subscription then resumes from the snapshot's stream id.
+  let connGen = 0;
+  function fetchSnapshot(topic) {
+    const marks = (window.ctrlscopeTimings = window.ctrlscopeTimings || {})[topic] = { fetch: performance.now() };
+    const url = "/c/" + page.worker + "/informer/" + encodeURIComponent(topic.slice(T.informer_prefix.length)) + "/snapshot.json?history=500";
+    return fetch(url, { credentials: "same-origin", cache: "no-store" })
+      .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); marks.response = performance.now(); return r.json(); })
+      .then((snap) => { marks.parsed = performance.now(); return snap; });
+  }
+  // Informers the server already knew when it rendered the page: start loading their caches now.
+  const prefetched = new Map();
+  for (const t of page.informers || []) { const p = fetchSnapshot(t); p.catch(() => {}); prefetched.set(t, p); }
+  function loadInformer(topic) {
+    const gen = connGen;
+    const pre = prefetched.get(topic);
+    prefetched.delete(topic);
+    (pre || fetchSnapshot(topic))
+      .then((snap) => {
+        if (gen !== connGen || !subscribed.has(topic)) return; // the socket dropped meanwhile: reloaded on reconnect
+        const t = { cursor: null, state: new Map() };
+        client.topics.set(topic, t);
+        if (snap.history.length) client.applyEntries(topic, snap.history);
+        t.state = client.unsupported.has(topic) ? new Map() : new Map(Object.entries(snap.state));
+        t.cursor = snap.id;
+        if (snap.epoch && !client.epoch) client.epoch = snap.epoch;
+        client.emit("snapshot", topic, t.state);
+        window.ctrlscopeTimings[topic].applied = performance.now();
+        client.subscribe(topic);
+      })
+      .catch((err) => {
+        console.warn("informer snapshot", topic, err);
+        setTimeout(() => { if (gen === connGen) { subscribed.delete(topic); subscribeLater(); } }, 1000);
+      });
+  }
+  client.on("state", (s) => {
+    if (s !== "reconnecting") return;
+    // Reload informer caches over HTTP after a reconnect: a resume the server refuses would answer
+    // with a fresh snapshot over the socket, too big for one message when the cache is large.
+    connGen += 1;
+    for (const t of [...subscribed]) {
+      if (!t.startsWith(T.informer_prefix)) continue;
+      subscribed.delete(t); client.topics.delete(t);
+      if (informerTopics.has(t) && api.pushEvent) api.pushEvent({ marker: "stream", ts: workerNow(), inf: informerTopics.get(t), text: "⟳ reconnected: cache reloaded from a fresh snapshot" });
+    }
+  });
+  client.on("error", (err) => {
+    if (err && err.code === "unknown_topic" && err.topic) { subscribed.delete(err.topic); client.topics.delete(err.topic); known.delete(err.topic); }
+  });
+
+  const informerTopics = new Map(); // topic -> informer name
+  let componentsDirty = true;
+
+  Page.connectionBadge(client);
+  client.on("topics", (topics) => {
+    known = new Set(topics);
+    subscribeLater();
+    // Informer topics can appear before the components entry that names them.
+    for (const t of topics) if (t.startsWith(T.informer_prefix) && !informerTopics.has(t)) { informerTopics.set(t, t.slice(T.informer_prefix.length)); want(t); }
+    componentsDirty = true; schedule();
+  });
+  client.on("snapshot", (topic) => {
+    liveTopics.add(topic);
+    if (topic === T.components) { syncInformers(); componentsDirty = true; }
+    schedule();
+  });
+  client.on("resync", (topic) => { liveTopics.delete(topic); schedule(); });
+  client.on("records", (topic, records, id, frame) => {
+    noteFrame(topic, frame);
+    if (topic === T.components) { syncInformers(); componentsDirty = true; }
+    schedule();
+  });
+  client.on("protocol", () => { componentsDirty = true; schedule(); });
+
+  // Times in the data (ts, since, ready_at) are the worker's wall clock. Estimate how far the
+  // browser's clock is from it as the smallest (arrival − frame.ts) over recent live frames: latency
+  // only adds to that difference. History and replayed frames (before a topic's snapshot) are old
+  // by design and are not sampled. Below 250 ms the offset is noise and is ignored.
+  const liveTopics = new Set();
+  const skewSamples = [];
+  let skew = 0;
+  function noteFrame(topic, frame) {
+    if (!liveTopics.has(topic) || !frame || typeof frame.ts !== "number") return;
+    skewSamples.push(Date.now() - frame.ts);
+    if (skewSamples.length > 50) skewSamples.shift();
+    const min = Math.min(...skewSamples);
+    skew = Math.abs(min) < 250 ? 0 : min;
+  }
+  function workerNow() { return Date.now() - skew; }
+
+  function stateOf(topic) { const t = client.topics.get(topic); return t ? t.state : new Map(); }
+
+  // ---- components (the page header) --------------------------------------------------------
+  function syncInformers() {
+    for (const [k, v] of stateOf(T.components)) {
+      if (v && v.kind === P.ComponentKind.INFORMER) {
+        const topic = T.informer_prefix + P.topicPart(v.name || k.slice(P.componentKey(P.ComponentKind.INFORMER, "").length));
+        if (!informerTopics.has(topic) || informerTopics.get(topic) !== v.name) informerTopics.set(topic, v.name);
+        want(topic);
+      }
+    }
+  }
+
+  function renderComponents() {
+    const box = $("components");
+    const items = [];
+    for (const [, v] of [...stateOf(T.components)].sort()) {
+      if (!v) continue;
+      if (v.kind === P.ComponentKind.INFORMER) {
+        const st = window.ctrlscopePipeline.reflectorState(v);
+        items.push(el("span", { className: "comp informer", title: "informer " + v.name + " · " + (v.fifo || "") + " · rv " + (v.rv || "?") },
+          "informer ", el("b", null, v.name), " ", el("span", { className: "badge st-" + st }, st),
+          v.synced ? el("span", { className: "badge ok" }, "synced") : el("span", { className: "badge warn" }, "syncing")));
+      } else if (v.kind === P.ComponentKind.CONTROLLER) {
+        const seg = P.topicPart(v.name);
+        items.push(seg === page.controller ? el("span", { className: "comp controller current" }, "controller ", el("b", null, v.name))
+          : el("a", { className: "comp controller", href: "/c/" + page.worker + "/" + seg + "/" }, "controller " + v.name));
+      } else if (v.kind === P.ComponentKind.LEASE) {
+        items.push(el("span", { className: "comp lease" }, "lease ", el("b", null, v.name || ""), " ",
+          el("span", { className: "badge " + (v.leader ? "ok" : "") }, v.leader ? "leader" : "follower (" + (v.holder || "?") + ")")));
+      }
+    }
+    if (!items.length) items.push(el("span", { className: "muted" }, "waiting for the worker's components…"));
+    box.replaceChildren(...items);
+    renderProtocolNotice();
+  }
+
+  // A worker of another protocol major: nothing on this page is its data, and the page says so.
+  function renderProtocolNotice() {
+    const version = Page.unsupportedVersion(client, page.worker, stateOf(T.components));
+    let note = $("protocol-notice");
+    if (!note && !version) return;
+    if (!note) {
+      note = el("div", { id: "protocol-notice", className: "notice protocol-notice", role: "status" });
+      $("components").before(note);
+    }
+    note.hidden = !version;
+    note.textContent = version ? Page.protocolNotice(page.worker, version) : "";
+  }
+
+  // This page's controller as the worker's components report it ({} until reported).
+  function controllerComponent() {
+    for (const v of stateOf(T.components).values()) {
+      if (v && v.kind === P.ComponentKind.CONTROLLER && P.topicPart(v.name) === page.controller) return v;
+    }
+    return {};
+  }
+  // The informers this controller watches (null: not reported yet, so every informer of the worker
+  // counts). The events panel and the pipeline show only these; the cache panel can still browse
+  // every informer of the worker.
+  function watchedInformers() {
+    const w = controllerComponent().watches;
+    return Array.isArray(w) ? new Set(w) : null;
+  }
+
+  // ---- the focused key -----------------------------------------------------------------------
+  // Focus one key: its lane and queue row are highlighted, the events are filtered to it and the
+  // URL becomes the key's deep link (?key=…), ready to share. An empty key clears the focus.
+  let focusKey = page.key || "";
+  const focusListeners = [];
+  function setFocus(key) {
+    focusKey = key || "";
+    const url = new URL(location.href);
+    if (focusKey) url.searchParams.set("key", focusKey); else url.searchParams.delete("key");
+    history.replaceState(null, "", url);
+    for (const fn of focusListeners) fn(focusKey);
+    schedule();
+  }
+
+  // ---- keyboard --------------------------------------------------------------------------------
+  const keys = new Map(); // key -> handler(event)
+  document.addEventListener("keydown", (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    const typing = e.target instanceof HTMLElement && e.target.matches("input, textarea, select, [contenteditable]");
+    if (typing) { if (e.key === "Escape") e.target.blur(); return; }
+    const fn = keys.get(e.key);
+    if (fn) fn(e);
+  });
+
+  // ---- frame loop ------------------------------------------------------------------------------
+  const renderers = [];
+  const componentListeners = [];
+  const schedule = Page.scheduler(() => {
+    const now = workerNow();
+    if (componentsDirty) {
+      componentsDirty = false;
+      renderComponents();
+      for (const fn of componentListeners) fn();
+    }
+    for (const fn of renderers) fn(now);
+  });
+
+  // Countdowns, ages and the timeline's time axis move even when nothing arrives: 10 frames/s.
+  setInterval(schedule, 100);
+  want(T.components); want(T.queue); want(T.controller);
+  window.ctrlscope = { client: client, skew: () => skew, page: page };
+  const api = { client: client, page: page, topics: T, informerTopics: informerTopics, workerNow: workerNow,
+    stateOf: stateOf, schedule: schedule, want: want, controllerComponent: controllerComponent, watchedInformers: watchedInformers,
+    focusKey: () => focusKey, setFocus: setFocus, onFocus: (fn) => focusListeners.push(fn),
+    onKey: (key, fn) => keys.set(key, fn), onRender: (fn) => renderers.push(fn), onComponents: (fn) => componentListeners.push(fn) };
+  for (const init of window.ctrlscopePanels || []) { try { init(api); } catch (e) { console.error(e); } }
+  client.connect();
+})();

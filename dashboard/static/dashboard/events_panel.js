@@ -1,0 +1,219 @@
+/*
+ * The controller page's Informer events: the watch events and handler calls of the informers this
+ * controller watches, newest first, with the reflector's own story (LIST, WATCH from, watch ended,
+ * backoff, state changes) as muted rows, consecutive bookmarks folded into one row, periodic resyncs
+ * and stream resyncs as marker rows (fault_markers.js adds the injected faults). Filter (/), pause (p).
+ *
+ * Data: every informer topic of the worker (w/{worker}/informer/{name}). At most MAX_EVENT_ROWS rows
+ * are drawn and MAX_EVENT_DATA kept for re-filtering; what arrives faster than a frame is counted.
+ * Registered in window.ctrlscopePanels, started by controller_page.js; api.pushEvent(row) adds a row.
+ */
+(function () {
+  "use strict";
+  const UI = window.ctrlscopeUI;
+  const { el, fmtDuration, clock } = UI;
+  const P = window.ctrlscopeProtocol;
+  const $ = (id) => document.getElementById(id);
+  const MAX_EVENT_ROWS = 300;   // drawn
+  const MAX_EVENT_DATA = 2000;  // kept for re-filtering
+
+  function init(api) {
+    const { client, informerTopics, workerNow, schedule } = api;
+    const events = api.events = { data: [], paused: false, heldSince: 0, filter: [], rate: new UI.Series(60), fresh: [], rebuild: true, summarised: 0 };
+    // The worker's informers this controller does not watch, as of the last components update: their
+    // rows stay out of the events panel (rows about anything else, e.g. fault markers, always show).
+    let hiddenInformers = new Set();
+    api.pushEvent = pushEvent;
+    Object.assign(window.ctrlscope, { events: events, setPaused: setPaused });
+
+    client.on("resync", (topic, reason) => {
+      if (!informerTopics.has(topic)) return;
+      pushEvent({ marker: "stream", ts: workerNow(), inf: informerTopics.get(topic),
+        text: "⟳ stream resynced (" + reason + "): cache state reloaded from a fresh snapshot" });
+    });
+    client.on("records", (topic, records) => { if (informerTopics.has(topic)) onInformer(topic, records); });
+    api.onComponents(() => {
+      const mine = api.watchedInformers();
+      const names = [...new Set(informerTopics.values())];
+      const others = names.filter((n) => mine && !mine.has(n));
+      if (String(others) !== String([...hiddenInformers])) { hiddenInformers = new Set(others); events.rebuild = true; }
+      $("ev-informers").textContent = names.filter((n) => !hiddenInformers.has(n)).join(", ");
+    });
+    api.onFocus((key) => {
+      filterBox.value = key;
+      events.filter = key ? [key.toLowerCase()] : [];
+      events.rebuild = true;
+    });
+    api.onKey("p", (e) => { e.preventDefault(); setPaused(!events.paused); });
+    api.onKey("/", (e) => { e.preventDefault(); filterBox.focus(); filterBox.select(); });
+    let lastSpark = 0;
+    api.onRender((now) => {
+      renderEvents();
+      if (now - lastSpark >= 250) {
+        lastSpark = now;
+        const evs = events.rate.values(now);
+        UI.sparkline($("spark-events"), evs, "--accent");
+        $("v-events").textContent = evs[evs.length - 2] || 0; // the last complete second
+      }
+    });
+    function pushEvent(row) {
+      row.text = row.text || [row.inf, row.kind, row.type, row.key, row.rv, row.handler, row.outcome, row.error].filter(Boolean).join(" ");
+      row.lc = row.text.toLowerCase();
+      events.data.push(row);
+      if (events.data.length > MAX_EVENT_DATA) events.data.splice(0, events.data.length - MAX_EVENT_DATA);
+      if (events.paused) events.heldSince += 1;
+      else {
+        events.fresh.push(row);
+        // A hidden tab gets no animation frames: keep only what one frame could draw, count the rest.
+        if (events.fresh.length > 2 * MAX_EVENT_ROWS) { events.summarised += events.fresh.length - MAX_EVENT_ROWS; events.fresh.splice(0, events.fresh.length - MAX_EVENT_ROWS); }
+      }
+    }
+
+    // Bookmarks arrive every few seconds per informer and only move the resourceVersion: consecutive
+    // ones of one informer share a row ("BOOKMARK ×12", first → last rv) instead of flooding the list.
+    function pushBookmark(ts, inf, rv) {
+      const last = events.data[events.data.length - 1];
+      if (last && last.kind === P.RecordKind.BOOKMARK && last.inf === inf) {
+        last.count = (last.count || 1) + 1;
+        last.ts = ts;
+        last.type = P.WatchEventType.BOOKMARK + " ×" + last.count;
+        last.rv = last.firstRv + " → " + rv;
+        last.text = [inf, P.RecordKind.BOOKMARK, last.type, last.rv].join(" ");
+        last.lc = last.text.toLowerCase();
+        if (last.tr && last.tr.isConnected) {
+          last.tr.cells[0].textContent = clock(ts);
+          last.tr.cells[3].textContent = last.type;
+          last.tr.cells[5].textContent = last.rv;
+        }
+        return;
+      }
+      pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.BOOKMARK, meta: true, type: P.WatchEventType.BOOKMARK, rv: rv, firstRv: rv, count: 1 });
+    }
+
+    function onInformer(topic, records) {
+      const inf = informerTopics.get(topic);
+      let syncs = 0, syncTs = 0;
+      for (const r of records) {
+        const ts = r.ts || workerNow();
+        switch (r.k) {
+          case P.RecordKind.WATCH:
+            events.rate.add(ts);
+            pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.WATCH, type: r.type, key: r.key, rv: r.rv });
+            break;
+          case P.RecordKind.HANDLER:
+            events.rate.add(ts);
+            pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.HANDLER, type: r.event, key: r.key, rv: r.rv, handler: r.handler,
+              outcome: r.outcome, error: r.error, duration: r.duration });
+            break;
+          case P.RecordKind.FIFO:
+            if (r.delta === P.DeltaType.SYNC && r.op === P.FifoOp.QUEUED) { syncs += 1; syncTs = ts; }
+            break;
+          case P.RecordKind.LIST:
+            pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.LIST, meta: true, type: r.error ? "LIST failed" : "LIST " + r.items + " items", rv: r.rv,
+              error: r.error, outcome: r.duration !== undefined ? fmtDuration(r.duration * 1000) : "" });
+            break;
+          case P.RecordKind.WATCH_START: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.WATCH_START, meta: true, type: "WATCH from", rv: r.rv }); break;
+          case P.RecordKind.WATCH_END: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.WATCH_END, meta: true, type: "watch ended", key: r.reason }); break;
+          case P.RecordKind.BOOKMARK: pushBookmark(ts, inf, r.rv); break;
+          case P.RecordKind.BACKOFF: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.BACKOFF, meta: true, type: "backoff " + fmtDuration((r.delay || 0) * 1000), key: r.reason }); break;
+          case P.RecordKind.STATE: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.STATE, meta: true, type: r.state }); break;
+          default: break;
+        }
+      }
+      if (syncs) {
+        // Periodic resync: the FIFO re-delivers every cached object as a Sync delta. One marker per burst.
+        const lastRow = events.data[events.data.length - 1];
+        if (lastRow && lastRow.marker === "resync" && lastRow.inf === inf && syncTs - lastRow.ts < 1000) {
+          lastRow.count += syncs;
+          lastRow.text = "⟳ informer resync: " + lastRow.count + " cached objects re-delivered (" + P.DeltaType.SYNC + ")";
+          lastRow.lc = lastRow.text.toLowerCase();
+          if (lastRow.tr) lastRow.tr.firstChild.textContent = clock(lastRow.ts) + "  " + inf + "  " + lastRow.text;
+        } else {
+          pushEvent({ marker: "resync", ts: syncTs, inf: inf, count: syncs, text: "⟳ informer resync: " + syncs + " cached objects re-delivered (" + P.DeltaType.SYNC + ")" });
+        }
+      }
+    }
+
+    // Filter terms: plain words must all appear in the row; field:value terms match one field
+    // (type:added, kind:handler, ns:default, name:web, key:, rv:, handler:, outcome:error, informer:).
+    const FIELDS = {
+      type: (r) => r.type, kind: (r) => r.kind, key: (r) => r.key, rv: (r) => r.rv, handler: (r) => r.handler,
+      outcome: (r) => r.outcome, informer: (r) => r.inf,
+      ns: (r) => (r.key && r.key.includes("/") ? r.key.split("/")[0] : ""),
+      name: (r) => (r.key ? r.key.split("/").pop() : ""),
+    };
+    function matches(row) {
+      if (hiddenInformers.has(row.inf)) return false; // another controller's informer
+      if (row.marker) return true; // markers stay visible whatever the filter: they explain gaps
+      for (const term of events.filter) {
+        const colon = term.indexOf(":");
+        const field = colon > 0 ? FIELDS[term.slice(0, colon)] : null;
+        if (field) { if (!String(field(row) || "").toLowerCase().includes(term.slice(colon + 1))) return false; }
+        else if (!row.lc.includes(term)) return false;
+      }
+      return true;
+    }
+
+    function eventRow(row) {
+      let tr;
+      if (row.marker) {
+        tr = el("tr", { className: "resync-marker marker-" + row.marker }, el("td", { colSpan: 8 }, clock(row.ts) + "  " + (row.inf || "") + "  " + row.text));
+      } else {
+        const cls = "ev-" + row.kind + (row.meta ? " meta" : "") + (row.outcome === P.HandlerOutcome.ERROR ? " outcome-error" : "") + (row.key === api.focusKey() && api.focusKey() ? " focus" : "");
+        tr = el("tr", { className: cls },
+          el("td", null, clock(row.ts)), el("td", null, row.inf || ""), el("td", null, row.kind),
+          el("td", { className: "type type-" + String(row.type || "").split(" ")[0] }, row.type || ""), el("td", { className: "key" }, row.key || ""),
+          el("td", null, row.rv || ""), el("td", null, row.handler || ""),
+          el("td", { className: "outcome", title: row.error || "" }, row.outcome === P.HandlerOutcome.ERROR ? "error: " + (row.error || "") : row.outcome || ""));
+      }
+      row.tr = tr;
+      return tr;
+    }
+
+    function renderEvents() {
+      const tbody = $("ievents");
+      if (events.paused) {
+        $("paused-note").textContent = "paused: " + events.heldSince.toLocaleString() + " new events held (p to resume)";
+        return;
+      }
+      if (events.rebuild) {
+        events.rebuild = false;
+        events.fresh = [];
+        const rows = [];
+        for (let i = events.data.length - 1; i >= 0 && rows.length < MAX_EVENT_ROWS; i--) if (matches(events.data[i])) rows.push(eventRow(events.data[i]));
+        tbody.replaceChildren(...rows);
+      } else if (events.fresh.length) {
+        const frag = document.createDocumentFragment();
+        let n = 0;
+        for (let i = events.fresh.length - 1; i >= 0 && n < MAX_EVENT_ROWS; i--) {
+          if (matches(events.fresh[i])) { frag.appendChild(eventRow(events.fresh[i])); n += 1; }
+        }
+        if (events.fresh.length > MAX_EVENT_ROWS) events.summarised += events.fresh.length - MAX_EVENT_ROWS;
+        events.fresh = [];
+        tbody.insertBefore(frag, tbody.firstChild);
+        while (tbody.rows.length > MAX_EVENT_ROWS) tbody.deleteRow(-1);
+      }
+      $("paused-note").textContent = events.summarised ? "(newest " + MAX_EVENT_ROWS + " shown; " + events.summarised.toLocaleString() + " arrived faster than a frame: counted, not drawn)" : "";
+    }
+
+    function setPaused(p) {
+      events.paused = p;
+      const b = $("pause");
+      b.textContent = p ? "resume (p)" : "pause (p)";
+      b.setAttribute("aria-pressed", String(p));
+      b.classList.toggle("on", p);
+      $("events-panel").classList.toggle("paused", p);
+      if (!p) { events.heldSince = 0; events.rebuild = true; }
+      schedule();
+    }
+    $("pause").addEventListener("click", () => setPaused(!events.paused));
+    const filterBox = $("filter");
+    filterBox.addEventListener("input", () => {
+      events.filter = filterBox.value.toLowerCase().split(/\s+/).filter(Boolean);
+      events.rebuild = true; schedule();
+    });
+    if (api.focusKey()) { filterBox.value = api.focusKey(); events.filter = [api.focusKey().toLowerCase()]; }
+  }
+
+  (window.ctrlscopePanels = window.ctrlscopePanels || []).push(init);
+})();

@@ -1,0 +1,94 @@
+/*
+ * window.ctrlscopeProtocol: telemetry protocol v1's vocabulary, as the server hands it to the page.
+ *
+ * controllers/schema.py is the one definition of every name a publisher and the dashboard share
+ * (record kinds, queue ops, reconcile results, delta and watch event types, topic layout, the protocol
+ * version). base.html embeds its browser_vocabulary() as <script id="cs-protocol">, and this script
+ * (loaded before every other one) turns it into frozen enums and the topic helpers the panels use:
+ *
+ *   const P = window.ctrlscopeProtocol;
+ *   if (r.k === P.RecordKind.QUEUE && P.QUEUE_ADDS.has(r.op)) ...
+ *   P.workerTopic(worker, P.TopicKind.QUEUE, name)  // "w/{worker}/queue/{name}"
+ *   P.parseTopic(topic)                              // {worker, kind, name, leaderLock} | null
+ *
+ * Scripts spell no protocol string themselves: tests/protocol/test_js_vocabulary.py fails on a raw
+ * literal compared with a record field, and on a P.<Enum>.<MEMBER> the schema does not define.
+ */
+(function (global) {
+  "use strict";
+  const V = JSON.parse(document.getElementById("cs-protocol").textContent);
+  const T = V.topics;
+
+  // Every {MEMBER: value} object of the vocabulary is an enum (RecordKind, QueueOp, ...).
+  const P = { VERSION: V.version, MAJOR: V.major, ENUMS: [] };
+  for (const name in V) {
+    const v = V[name];
+    if (name === "topics" || !v || typeof v !== "object" || Array.isArray(v)) continue;
+    P[name] = Object.freeze(Object.assign({}, v));
+    P.ENUMS.push(name);
+  }
+  P.QUEUE_ADDS = new Set(V.QUEUE_ADDS);        // ops that are an Add by someone: the queue's input
+  P.FAILED_RESULTS = new Set(V.FAILED_RESULTS); // reconcile results counted as errors
+  P.KNOWN_KINDS = new Set(Object.values(P.RecordKind));
+  P.WORKER_PREFIX = T.worker_prefix;
+  P.LEADER_PREFIX = T.leader_prefix;
+  P.FAULTS_TOPIC = T.faults;
+  P.SCENARIOS_TOPIC = T.scenarios;
+  P.SCOREBOARD_TABLE = T.scoreboard_table;
+  const NAMED_KINDS = new Set(V.NAMED_KINDS);
+  const UNSAFE = new RegExp(T.unsafe, "g");
+  const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const WORKER_TOPIC = new RegExp("^" + escape(T.worker_prefix) + "(" + T.segment + ")/([a-z]+)(?:/(" + T.segment + "))?$");
+  const KINDS = new Set(Object.values(P.TopicKind));
+
+  // schema.topic_part: a name made safe for one topic segment ("/" and other unsafe characters → "_").
+  P.topicPart = (name) => String(name).replace(UNSAFE, "_").slice(0, 120) || "_";
+
+  // schema.worker_topic: w/{worker}/{kind}[/{name}] from raw names.
+  P.workerTopic = function (worker, kind, name) {
+    if (!KINDS.has(kind)) throw new Error("not a topic kind: " + kind);
+    const base = T.worker_prefix + P.topicPart(worker) + "/" + kind;
+    const named = NAMED_KINDS.has(kind);
+    if (named !== (name !== undefined && name !== null)) throw new Error("a " + kind + " topic " + (named ? "needs a name" : "has no name"));
+    return named ? base + "/" + P.topicPart(name) : base;
+  };
+
+  // The prefix every topic of one kind of a worker starts with ("w/{worker}/informer/").
+  P.workerTopicPrefix = (worker, kind) => T.worker_prefix + P.topicPart(worker) + "/" + kind + "/";
+
+  // "leader-{lock}" → the lock's name; null for any other controller name.
+  P.leaderLock = (name) => (typeof name === "string" && name.startsWith(T.leader_prefix) ? name.slice(T.leader_prefix.length) : null);
+
+  // schema.parse_topic: {worker, kind, name, leaderLock} of a worker topic; null for a global topic
+  // or anything unknown (a reader skips topics it does not understand instead of failing).
+  P.parseTopic = function (topic) {
+    const m = WORKER_TOPIC.exec(topic);
+    if (!m || !KINDS.has(m[2])) return null;
+    const name = m[3] === undefined ? null : m[3];
+    if ((name === null) === NAMED_KINDS.has(m[2])) return null;
+    return { worker: m[1], kind: m[2], name: name,
+      leaderLock: m[2] === P.TopicKind.CONTROLLER ? P.leaderLock(name) : null };
+  };
+
+  // w/{worker}/status/{table} of the scenario scoreboard.
+  P.scoreboardTopic = function (topic) {
+    const p = P.parseTopic(topic);
+    return p && p.kind === P.TopicKind.STATUS && p.name === T.scoreboard_table ? p : null;
+  };
+
+  // A w/{worker}/components state entry is keyed {kind}/{name}.
+  P.componentKey = (kind, name) => kind + "/" + name;
+
+  // schema.version_major: the major of "MAJOR.MINOR"; a frame without "v" predates versioning (1);
+  // null for anything unreadable (which no reader interprets either).
+  P.major = function (v) {
+    if (v === undefined || v === null) return 1;
+    if (typeof v !== "string") return null;
+    const m = /^(\d+)(?:\.(\d+))?$/.exec(v);
+    return m ? Number(m[1]) : null;
+  };
+  // Whether this page can interpret data of version v (same major; a newer minor only adds).
+  P.speaks = (v) => P.major(v) === P.MAJOR;
+
+  global.ctrlscopeProtocol = Object.freeze(P);
+})(window);
