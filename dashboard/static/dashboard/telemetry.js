@@ -174,7 +174,12 @@
           }
           continue;
         }
-        if (this.unsupported.delete(topic)) this.emit("protocol", topic, frame.v === undefined ? P.VERSION : frame.v);
+        if (this.unsupported.delete(topic)) {
+          // Readable again (the worker went back to our major): what was built meanwhile is
+          // partial, so ask for a fresh snapshot, which replaces it (protocol/README.md §7).
+          this.emit("protocol", topic, frame.v === undefined ? P.VERSION : frame.v);
+          this.send({ op: "sub", topic: topic });
+        }
         if (frame.s) {
           for (const k in frame.s) {
             if (frame.s[k] === null) t.state.delete(k); else t.state.set(k, frame.s[k]);

@@ -1,0 +1,31 @@
+"""protocol/vectors/derive/ through the dashboard's own browser client (telemetry.js) under Node."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from controllers.schema import browser_vocabulary
+from tests.conftest import ROOT
+from tests.protocol import vectors
+
+NODE = shutil.which("node")
+DERIVE = vectors.load("derive")
+
+
+@pytest.mark.skipif(NODE is None, reason="needs node (Debian nodejs) to run the browser's client")
+def test_the_browser_client_derives_what_every_derive_vector_says(tmp_path):
+    vocabulary = tmp_path / "vocabulary.json"
+    vocabulary.write_text(json.dumps(browser_vocabulary()))
+    out = subprocess.run([NODE, str(ROOT / "tests" / "protocol" / "derive_vectors.js"),
+                          str(ROOT / "dashboard" / "static" / "dashboard"), str(vocabulary),
+                          *(str(p) for p, _ in DERIVE)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    results = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["name"] for r in results] == [v["name"] for _, v in DERIVE]
+    for (_, vector), got in zip(DERIVE, results, strict=True):
+        expect = dict(vector["expect"])
+        assert {k: got[k] for k in expect} == expect, vector["name"]
