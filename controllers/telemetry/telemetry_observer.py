@@ -39,8 +39,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from controllers.clock import Clock, RealClock
+from controllers.observer import Observer
+from controllers.schema import WatchEndReason
 from controllers.telemetry.last_updates import LastUpdates
-from controllers.telemetry.observer import Observer
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redaction import redact
 
@@ -170,8 +171,8 @@ class TelemetryObserver(Observer):
         self._emit("informer", informer, {"k": "bookmark", "rv": resource_version})
         self._component(informer, "informer", rv=resource_version)
 
-    def on_watch_end(self, informer: str, *, reason: str) -> None:
-        self._emit("informer", informer, {"k": "watch_end", "reason": reason})
+    def on_watch_end(self, informer: str, *, reason: WatchEndReason, error: str | None = None) -> None:
+        self._emit("informer", informer, {"k": "watch_end", "reason": reason, "error": error})
 
     def on_backoff(self, informer: str, *, delay: float, reason: str) -> None:
         self._emit("informer", informer, {"k": "backoff", "delay": delay, "reason": reason})
