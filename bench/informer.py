@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controllers.informers import SharedInformer  # noqa: E402
 from controllers.informers.http_client import KubernetesClient  # noqa: E402
+from controllers.observer import Observer  # noqa: E402
 from controllers.reconcile import Request  # noqa: E402
-from controllers.telemetry.observer import Observer  # noqa: E402
 from controllers.workqueue import RateLimitingQueue  # noqa: E402
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controllers.telemetry.observer import Observer  # noqa: E402
+from controllers.observer import Observer  # noqa: E402
 from controllers.workqueue import Queue, RateLimitingQueue  # noqa: E402
 
 

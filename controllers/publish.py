@@ -41,6 +41,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from controllers.clock import Clock, RealClock
+from controllers.observer import FanoutObserver
 from controllers.reconcile.metrics import FAMILIES, MetricsObserver
 from controllers.schema import (
     HandlerEvent,
@@ -55,7 +56,6 @@ from controllers.schema import (
     fold_queue_op,
 )
 from controllers.telemetry.metrics_sampler import MetricsSampler
-from controllers.telemetry.observer import FanoutObserver
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.telemetry_observer import TelemetryObserver
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from django import forms
 
-from controllers.scenarios import SimFaults
 from controllers.sim.faults import VERBS
+from controllers.sim.faults_client import SimFaults
 
 MAX_LATENCY_MS = 30_000
 MAX_KILL = 50

@@ -19,7 +19,7 @@ from django.conf import settings
 
 from controllers.informers import ApiError
 from controllers.informers.http_client import KubernetesClient
-from controllers.scenarios import SimFaults
+from controllers.sim.faults_client import SimFaults
 
 TIMEOUT = 5.0  # seconds: a sync view waits at most this long for the simulator
 NOT_A_SIMULATOR = (401, 403, 404)

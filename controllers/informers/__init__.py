@@ -1,6 +1,9 @@
 """Informers, after client-go ``tools/cache``: a ``Reflector`` lists and watches into a
 ``DeltaFIFO``; a ``SharedInformer`` pops it into an indexed ``Store`` and fans changes out to event
 handlers; a ``SharedInformerFactory`` shares one informer per resource.
+
+``DeltaType`` (a ``Delta``'s type) and ``WatchEventType`` (a ``WatchEvent``'s) are the protocol's
+enums, re-exported so that handler and test code need not know where the vocabulary lives.
 """
 
 from controllers.informers.backoff import Backoff
@@ -11,6 +14,7 @@ from controllers.informers.listwatch import ApiError, ListResult, ListWatch, Wat
 from controllers.informers.reflector import Reflector
 from controllers.informers.shared_informer import HandlerRegistration, SharedInformer
 from controllers.informers.store import Indexer, Store
+from controllers.schema import DeltaType, WatchEventType
 
 __all__ = [
     "FIFO_MODEL",
@@ -19,6 +23,7 @@ __all__ = [
     "DeletedFinalStateUnknown",
     "Delta",
     "DeltaFIFO",
+    "DeltaType",
     "HandlerRegistration",
     "Indexer",
     "ListResult",
@@ -29,6 +34,7 @@ __all__ = [
     "SharedInformerFactory",
     "Store",
     "WatchEvent",
+    "WatchEventType",
     "object_key",
     "split_key",
 ]

@@ -33,15 +33,10 @@ from typing import Any, NamedTuple
 
 from controllers.informers.keys import DeletedFinalStateUnknown, KeyFunc, object_key
 from controllers.informers.store import Store
-from controllers.telemetry.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.schema import DeltaType, FifoOp
 
 FIFO_MODEL = "DeltaFIFO"
-
-ADDED = "Added"
-UPDATED = "Updated"
-DELETED = "Deleted"
-REPLACED = "Replaced"
-SYNC = "Sync"
 
 POP_BATCH = 512
 """Most keys one ``pop_batch`` takes: bounds how long the reflector waits on the FIFO lock."""
@@ -50,7 +45,7 @@ POP_BATCH = 512
 class Delta(NamedTuple):
     """One change to one object: ``type`` is Added/Updated/Deleted/Replaced/Sync."""
 
-    type: str
+    type: DeltaType
     obj: Any
 
 
@@ -106,12 +101,12 @@ class DeltaFIFO:
     def add(self, obj: Any) -> None:
         with self._lock:
             self._populated = True
-            self._queue_action(ADDED, obj)
+            self._queue_action(DeltaType.ADDED, obj)
 
     def update(self, obj: Any) -> None:
         with self._lock:
             self._populated = True
-            self._queue_action(UPDATED, obj)
+            self._queue_action(DeltaType.UPDATED, obj)
 
     def delete(self, obj: Any) -> None:
         """Queue a deletion, unless neither the cache nor the queue knows the key (already gone)."""
@@ -121,11 +116,11 @@ class DeltaFIFO:
             known = self.known_objects is not None and key in self.known_objects
             if not known and key not in self._items:
                 return
-            self._queue_action(DELETED, obj)
+            self._queue_action(DeltaType.DELETED, obj)
 
     def replace(self, objs: Iterable[Any], resource_version: str = "") -> None:
         """A LIST result: queue Replaced for each object and tombstones for the missing keys."""
-        action = REPLACED if self.emit_delta_type_replaced else SYNC
+        action = DeltaType.REPLACED if self.emit_delta_type_replaced else DeltaType.SYNC
         with self._cond:
             keys: set[str] = set()
             for obj in objs:
@@ -139,7 +134,7 @@ class DeltaFIFO:
                 if type(last) is DeletedFinalStateUnknown:
                     last = last.obj
                 queued_deletions += 1
-                self._queue_action(DELETED, DeletedFinalStateUnknown(key, last))
+                self._queue_action(DeltaType.DELETED, DeletedFinalStateUnknown(key, last))
             if self.known_objects is not None:
                 for key in self.known_objects.list_keys():
                     if key in keys or self._items.get(key):
@@ -148,7 +143,7 @@ class DeltaFIFO:
                     if last is None:
                         continue
                     queued_deletions += 1
-                    self._queue_action(DELETED, DeletedFinalStateUnknown(key, last))
+                    self._queue_action(DeltaType.DELETED, DeletedFinalStateUnknown(key, last))
             if not self._populated:
                 self._populated = True
                 self._initial_population_count = len(keys) + queued_deletions
@@ -170,9 +165,9 @@ class DeltaFIFO:
                     continue
                 obj = self.known_objects.get_by_key(key)
                 if obj is not None:
-                    self._queue_action(SYNC, obj)
+                    self._queue_action(DeltaType.SYNC, obj)
 
-    def _queue_action(self, delta_type: str, obj: Any) -> None:
+    def _queue_action(self, delta_type: DeltaType, obj: Any) -> None:
         key = self.key_func(obj)
         deltas = self._items.get(key)
         if deltas is None:
@@ -180,11 +175,11 @@ class DeltaFIFO:
             self._items[key] = [_new_delta(Delta, (delta_type, obj))]
             self._queue.append(key)
         else:
-            if delta_type == DELETED and deltas[-1].type == DELETED:
+            if delta_type is DeltaType.DELETED and deltas[-1].type is DeltaType.DELETED:
                 # The only compression: two trailing deletions collapse, keeping the one that
                 # knows the final state (a tombstone loses to a real Deleted).
                 if type(obj) is not DeletedFinalStateUnknown:
-                    deltas[-1] = Delta(DELETED, obj)
+                    deltas[-1] = Delta(DeltaType.DELETED, obj)
             else:
                 deltas.append(_new_delta(Delta, (delta_type, obj)))
         if self._poppers > self._notified:
@@ -193,7 +188,7 @@ class DeltaFIFO:
         if not self._synced_reported:
             self._report_synced()
         if self._obs is not None:
-            self._obs.on_fifo(self.name, op="queued", key=key, delta=delta_type, depth=len(self._queue))
+            self._obs.on_fifo(self.name, op=FifoOp.QUEUED, key=key, delta=delta_type, depth=len(self._queue))
 
     # -- consumer (the informer) ---------------------------------------------------------------
     def pop(self, process: Callable[[list[Delta], bool], None]) -> list[Delta]:
@@ -210,7 +205,7 @@ class DeltaFIFO:
                 self._initial_population_count -= 1
             deltas = self._items.pop(key)
             if self._obs is not None:
-                self._obs.on_fifo(self.name, op="popped", key=key, delta=deltas[-1].type,
+                self._obs.on_fifo(self.name, op=FifoOp.POPPED, key=key, delta=deltas[-1].type,
                                   depth=len(self._queue))
             process(deltas, is_initial)
             if is_initial:
@@ -247,7 +242,7 @@ class DeltaFIFO:
                     initial = True
                 deltas = items.pop(key)
                 if obs is not None:
-                    obs.on_fifo(self.name, op="popped", key=key, delta=deltas[-1].type, depth=len(queue))
+                    obs.on_fifo(self.name, op=FifoOp.POPPED, key=key, delta=deltas[-1].type, depth=len(queue))
                 batch.append((key, deltas, is_initial))
             process(batch)
             if initial:

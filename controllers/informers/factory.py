@@ -16,7 +16,7 @@ from typing import Protocol
 from controllers.clock import Clock, RealClock
 from controllers.informers.listwatch import ListWatch
 from controllers.informers.shared_informer import SharedInformer
-from controllers.telemetry.observer import NOOP_OBSERVER, Observer
+from controllers.observer import NOOP_OBSERVER, Observer
 
 InformerKey = tuple[str, str, str | None]
 

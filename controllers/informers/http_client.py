@@ -30,7 +30,7 @@ from kubernetes import config as k8s_config
 
 from controllers.clock import Clock, RealClock
 from controllers.informers.listwatch import ApiError, ListResult, WatchEvent
-from controllers.telemetry.observer import Observer, active_observer
+from controllers.observer import Observer, active_observer
 
 Obj = dict[str, Any]
 

@@ -14,12 +14,6 @@ from typing import Any, NamedTuple, Protocol
 
 Obj = dict[str, Any]
 
-ADDED = "ADDED"
-MODIFIED = "MODIFIED"
-DELETED = "DELETED"
-BOOKMARK = "BOOKMARK"
-ERROR = "ERROR"
-
 INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
 
 
@@ -62,7 +56,8 @@ class ListResult:
 
 
 class WatchEvent(NamedTuple):
-    """One decoded watch event: ``type`` ADDED/MODIFIED/DELETED/BOOKMARK/ERROR, ``obj`` raw dict."""
+    """One decoded watch event: ``type`` as the server sent it (one of ``WatchEventType``'s values,
+    compared by value; decoders keep the wire string), ``obj`` the raw dict."""
 
     type: str
     obj: Obj

@@ -40,23 +40,18 @@ from typing import Any, Protocol
 from controllers.clock import Clock, RealClock, StopSignal
 from controllers.informers.backoff import Backoff
 from controllers.informers.keys import object_key, resource_version
-from controllers.informers.listwatch import (
-    ADDED,
-    BOOKMARK,
-    DELETED,
-    ERROR,
-    INITIAL_EVENTS_END_ANNOTATION,
-    MODIFIED,
-    ApiError,
-    ListWatch,
-    WatchStream,
-)
-from controllers.telemetry.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.informers.listwatch import INITIAL_EVENTS_END_ANNOTATION, ApiError, ListWatch, WatchStream
+from controllers.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.schema import ReflectorState, WatchEndReason, WatchEventType
 
 log = logging.getLogger("ctrlscope.reflector")
 
 PAGE_SIZE = 500
 MIN_WATCH_TIMEOUT = 300.0
+
+_OBJECT_EVENTS = frozenset({WatchEventType.ADDED, WatchEventType.MODIFIED, WatchEventType.DELETED})
+_EVENT_TYPES: dict[str, WatchEventType] = {t.value: t for t in WatchEventType}
+"""A watch event's wire ``type`` to its member (one dict lookup per event, cheaper than ``WatchEventType(t)``)."""
 
 
 class ReflectorStore(Protocol):
@@ -108,8 +103,8 @@ class Reflector:
         self._watch: WatchStream | None = None
         self.lists = 0
         self.use_watch_list = use_watch_list
-        # Last reported state: listing, relisting, watching, backing-off, stopped (for snapshots).
-        self.state = "new"
+        # Last reported state, for snapshots; None until the first cycle starts.
+        self.state: ReflectorState | None = None
 
     # -- resource versions ---------------------------------------------------------------------
     @property
@@ -146,7 +141,7 @@ class Reflector:
             if self._stop.stopped:
                 break
             self._back_off(reason)
-        self._state("stopped")
+        self._state(ReflectorState.STOPPED)
 
     def stop(self) -> None:
         """Stop: interrupts an open watch and any backoff wait."""
@@ -158,12 +153,12 @@ class Reflector:
 
     def _back_off(self, reason: str) -> None:
         delay = self.backoff.next()
-        self._state("backing-off")
+        self._state(ReflectorState.BACKING_OFF)
         if self._obs is not None:
             self._obs.on_backoff(self.name, delay=delay, reason=reason)
         self._stop.wait(delay)
 
-    def _state(self, state: str) -> None:
+    def _state(self, state: ReflectorState) -> None:
         self.state = state
         if self._obs is not None:
             self._obs.on_reflector_state(self.name, state=state)
@@ -194,7 +189,7 @@ class Reflector:
     def list(self) -> None:
         """LIST (paginated) and replace the store; raises ``ApiError``/``ConnectionError``."""
         rv = self.relist_resource_version()
-        self._state("relisting" if self.lists else "listing")
+        self._state(ReflectorState.RELISTING if self.lists else ReflectorState.LISTING)
         start = self.clock.now()
         try:
             try:
@@ -278,28 +273,30 @@ class Reflector:
                     stream.close()
                     return
                 self._watch = stream
-            self._state("watching")
+            self._state(ReflectorState.WATCHING)
             if self._obs is not None:
                 self._obs.on_watch_start(self.name, resource_version=rv)
             initial: dict[str, Any] | None = {} if initial_events else None
             try:
-                reason = self._handle_watch(stream, initial)
-                initial_events = initial_events and reason == "initial events incomplete"
+                reason, error = self._handle_watch(stream, initial)
+                initial_events = initial_events and reason is WatchEndReason.INITIAL_EVENTS_INCOMPLETE
             finally:
                 with self._watch_lock:
                     self._watch = None
                 stream.close()
             if self._obs is not None:
-                self._obs.on_watch_end(self.name, reason=reason)
-            if reason == "429":
+                self._obs.on_watch_end(self.name, reason=reason, error=error)
+            if reason is WatchEndReason.TOO_MANY_REQUESTS:
                 self._back_off("watch returned 429")
                 continue
-            if reason not in ("closed",):
+            if reason is not WatchEndReason.CLOSED:
                 return
 
-    def _handle_watch(self, stream: WatchStream, initial: dict[str, Any] | None = None) -> str:
-        """Apply a watch's events to the store. While ``initial`` is a dict (WatchList), events
-        build the initial state there instead, until the initial-events-end bookmark."""
+    def _handle_watch(self, stream: WatchStream,
+                      initial: dict[str, Any] | None = None) -> tuple[WatchEndReason, str | None]:
+        """Apply a watch's events to the store; returns why the watch ended and, for an API error,
+        its text. While ``initial`` is a dict (WatchList), events build the initial state there
+        instead, until the initial-events-end bookmark."""
         start = self.clock.now()
         count = 0
         store = self.store
@@ -307,23 +304,24 @@ class Reflector:
         try:
             for event in stream:
                 if self._stop.stopped:
-                    return "stopped"
-                etype, obj = event
-                if etype == ERROR:
+                    return WatchEndReason.STOPPED, None
+                raw_type, obj = event
+                etype = _EVENT_TYPES.get(raw_type)
+                if etype is WatchEventType.ERROR:
                     raise ApiError.from_status(obj)
                 rv = resource_version(obj)
-                if initial is not None and etype in (ADDED, MODIFIED, DELETED):
-                    if etype == DELETED:
+                if initial is not None and etype in _OBJECT_EVENTS:
+                    if etype is WatchEventType.DELETED:
                         initial.pop(object_key(obj), None)
                     else:
                         initial[object_key(obj)] = obj
-                elif etype == ADDED:
+                elif etype is WatchEventType.ADDED:
                     store.add(obj)
-                elif etype == MODIFIED:
+                elif etype is WatchEventType.MODIFIED:
                     store.update(obj)
-                elif etype == DELETED:
+                elif etype is WatchEventType.DELETED:
                     store.delete(obj)
-                elif etype == BOOKMARK:
+                elif etype is WatchEventType.BOOKMARK:
                     if obs is not None:
                         obs.on_bookmark(self.name, resource_version=rv)
                     annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -331,24 +329,24 @@ class Reflector:
                         self._replace(list(initial.values()), rv, start)
                         initial = None
                 else:
-                    log.warning("reflector %s: unknown watch event type %r", self.name, etype)
+                    log.warning("reflector %s: unknown watch event type %r", self.name, raw_type)
                     continue
-                if obs is not None and etype != BOOKMARK:
+                if obs is not None and etype is not WatchEventType.BOOKMARK:
                     obs.on_watch_event(self.name, event_type=etype, key=object_key(obj), resource_version=rv)
                 # A str attribute store is atomic; readers never see a torn value.
                 self._last_sync_rv = rv
                 count += 1
         except ApiError as exc:
             if exc.is_expired:
-                return "expired"
+                return WatchEndReason.EXPIRED, None
             if exc.is_too_many_requests:
-                return "429"
-            return str(exc)
+                return WatchEndReason.TOO_MANY_REQUESTS, str(exc)
+            return WatchEndReason.ERROR, str(exc)
         if self._stop.stopped:
-            return "stopped"
+            return WatchEndReason.STOPPED, None
         if initial is not None:
-            return "initial events incomplete"
+            return WatchEndReason.INITIAL_EVENTS_INCOMPLETE, None
         if count == 0 and self.clock.now() - start < 1.0:
             # Upstream treats this as an error (a server closing watches at once): relist after backoff.
-            return "very short watch"
-        return "closed"
+            return WatchEndReason.VERY_SHORT, None
+        return WatchEndReason.CLOSED, None

@@ -54,13 +54,14 @@ from collections.abc import Callable
 from typing import Any
 
 from controllers.clock import Clock, RealClock
-from controllers.informers.delta_fifo import DELETED, REPLACED, SYNC, Delta, DeltaFIFO, FIFOClosedError
+from controllers.informers.delta_fifo import Delta, DeltaFIFO, FIFOClosedError
 from controllers.informers.gc_freeze import CACHE_FREEZER, CacheFreezer
 from controllers.informers.keys import object_key, resource_version
 from controllers.informers.listwatch import ListWatch
 from controllers.informers.reflector import Reflector
 from controllers.informers.store import IndexFunc, Store, decode_entry
-from controllers.telemetry.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.schema import DeltaType, HandlerEvent, HandlerOutcome, ReflectorState
 
 log = logging.getLogger("ctrlscope.informer")
 
@@ -97,9 +98,9 @@ class HandlerRegistration:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         # Unbounded on purpose: upstream never drops a notification for backpressure.
-        self._buffer: deque[tuple[str, Any, Any]] = deque()
+        self._buffer: deque[tuple[HandlerEvent, Any, Any]] = deque()
         # The batch being delivered; only the handler thread touches it.
-        self._batch: deque[tuple[str, Any, Any]] = deque()
+        self._batch: deque[tuple[HandlerEvent, Any, Any]] = deque()
         self._waiting = False
         self._stopped = False
         self.delivered = 0
@@ -109,7 +110,7 @@ class HandlerRegistration:
     def start(self) -> None:
         self._thread.start()
 
-    def add(self, event: str, old: Any, new: Any) -> None:
+    def add(self, event: HandlerEvent, old: Any, new: Any) -> None:
         """Buffer one notification (called by the informer thread)."""
         with self._lock:
             self._buffer.append((event, old, new))
@@ -118,7 +119,7 @@ class HandlerRegistration:
                 self._waiting = False
                 self._cond.notify()
 
-    def add_many(self, notifications: list[tuple[str, Any, Any]]) -> None:
+    def add_many(self, notifications: list[tuple[HandlerEvent, Any, Any]]) -> None:
         """Buffer several notifications, in order, in one lock round-trip (one informer batch)."""
         with self._lock:
             self._buffer.extend(notifications)
@@ -165,10 +166,10 @@ class HandlerRegistration:
         while batch and not self._stopped:
             event, old, new = pop()
             try:
-                if event == "update":
+                if event is HandlerEvent.UPDATE:
                     if on_update is not None:
                         on_update(decode_entry(old), new)
-                elif event == "add":
+                elif event is HandlerEvent.ADD:
                     if on_add is not None:
                         on_add(new)
                 elif on_delete is not None:
@@ -178,12 +179,12 @@ class HandlerRegistration:
                 log.exception("informer %s: handler %s failed on %s", self.informer, self.name, event)
             self.delivered += 1
 
-    def _deliver(self, event: str, old: Any, new: Any) -> None:
+    def _deliver(self, event: HandlerEvent, old: Any, new: Any) -> None:
         obs = self._obs
         start = self.clock.now() if obs is not None else 0.0
         error = None
         try:
-            if event == "update":
+            if event is HandlerEvent.UPDATE:
                 # The informer buffers the old object as its Store entry (see _apply); decode
                 # it only if someone looks at it.
                 if self.on_update is not None:
@@ -191,7 +192,7 @@ class HandlerRegistration:
                     self.on_update(old, new)
                 elif obs is not None:
                     old = decode_entry(old)
-            elif event == "add":
+            elif event is HandlerEvent.ADD:
                 if self.on_add is not None:
                     self.on_add(new)
             elif self.on_delete is not None:
@@ -203,7 +204,7 @@ class HandlerRegistration:
         self.delivered += 1
         if obs is not None:
             obs.on_handler(self.informer, handler=self.name, event=event, key=object_key(new),
-                           outcome="ok" if error is None else "error", duration=self.clock.now() - start,
+                           outcome=HandlerOutcome.OK if error is None else HandlerOutcome.ERROR, duration=self.clock.now() - start,
                            error=error, old=old, new=new)
 
 
@@ -269,7 +270,7 @@ class SharedInformer:
             self._handlers.append(reg)
             if self._started:
                 for obj in self.indexer.list():
-                    reg.add("add", None, obj)
+                    reg.add(HandlerEvent.ADD, None, obj)
             reg.start()
         return reg
 
@@ -305,7 +306,7 @@ class SharedInformer:
             self._synced = True
             self._sync_cond.notify_all()
         if self._obs is not None:
-            self._obs.on_reflector_state(self.name, state="synced")
+            self._obs.on_reflector_state(self.name, state=ReflectorState.SYNCED)
         if self._freezer is not None:
             self._freezer.freeze()
 
@@ -385,7 +386,7 @@ class SharedInformer:
         every handler in one buffer append per handler (one lock round-trip and at most one
         wake-up per handler per batch, instead of one per notification)."""
         # (event, old, new, is_sync) in processing order.
-        notes: list[tuple[str, Any, Any, bool]] = []
+        notes: list[tuple[HandlerEvent, Any, Any, bool]] = []
         with self._block:
             for key, deltas, _ in batch:
                 try:
@@ -396,25 +397,25 @@ class SharedInformer:
         if self._freezer is not None:
             self._freezer.wrote(len(notes))
 
-    def _apply(self, key: str, deltas: list[Delta], notes: list[tuple[str, Any, Any, bool]]) -> None:
+    def _apply(self, key: str, deltas: list[Delta], notes: list[tuple[HandlerEvent, Any, Any, bool]]) -> None:
         indexer = self.indexer
         for delta_type, obj in deltas:
-            if delta_type == DELETED:
+            if delta_type is DeltaType.DELETED:
                 indexer.delete(obj)  # not remove(key): that would decode the dropped entry
-                notes.append(("delete", None, obj, False))
+                notes.append((HandlerEvent.DELETE, None, obj, False))
                 continue
             # ``old`` stays encoded: each handler thread decodes it right before delivering, so
             # the decoded copy lives for one handler call instead of sitting in buffers (where
             # the GC would walk it), and no informer-thread time is spent on it.
             old = indexer.upsert_entry(key, obj)
             if old is None:
-                notes.append(("add", None, obj, False))
+                notes.append((HandlerEvent.ADD, None, obj, False))
                 continue
-            is_sync = delta_type == SYNC or (
-                delta_type == REPLACED and resource_version(decode_entry(old)) == resource_version(obj))
-            notes.append(("update", old, obj, is_sync))
+            is_sync = delta_type is DeltaType.SYNC or (
+                delta_type is DeltaType.REPLACED and resource_version(decode_entry(old)) == resource_version(obj))
+            notes.append((HandlerEvent.UPDATE, old, obj, is_sync))
 
-    def _distribute(self, notes: list[tuple[str, Any, Any, bool]]) -> None:
+    def _distribute(self, notes: list[tuple[HandlerEvent, Any, Any, bool]]) -> None:
         if not notes:
             return
         if not any(note[3] for note in notes):

@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 
 from controllers.informers.keys import KeyFunc, Obj, object_key
-from controllers.telemetry.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.observer import NOOP_OBSERVER, Observer, active_observer
 
 IndexFunc = Callable[[Obj], list[str]]
 

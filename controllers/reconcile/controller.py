@@ -34,10 +34,11 @@ from typing import Any, Protocol
 
 from controllers.clock import Clock, RealClock
 from controllers.informers.keys import DeletedFinalStateUnknown, object_key
+from controllers.observer import NOOP_OBSERVER, Observer, active_observer
 from controllers.reconcile.handlers import EnqueueRequestForObject, EventHandler
 from controllers.reconcile.predicates import Predicate
 from controllers.reconcile.request import Reconciler, Request, Result, TerminalError
-from controllers.telemetry.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.schema import ControllerEvent, ReconcileResult
 from controllers.workqueue import RateLimiter, RateLimitingQueue, default_controller_rate_limiter
 
 log = logging.getLogger("ctrlscope.controller")
@@ -67,8 +68,8 @@ class ControllerMetrics:
     """controller-runtime's reconcile counters for one controller, kept in-process for code and tests;
     the Prometheus series come from ``MetricsObserver``."""
 
-    reconcile_total: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("success", "error", "requeue", "requeue_after"), 0))
+    reconcile_total: dict[ReconcileResult, int] = field(default_factory=lambda: dict.fromkeys(
+        (ReconcileResult.SUCCESS, ReconcileResult.ERROR, ReconcileResult.REQUEUE, ReconcileResult.REQUEUE_AFTER), 0))
     reconcile_errors_total: int = 0
     terminal_reconcile_errors_total: int = 0
     reconcile_panics_total: int = 0
@@ -108,7 +109,7 @@ class Controller:
         handler = handler or EnqueueRequestForObject()
         predicates = tuple(predicates)
 
-        def dispatch(event: str, obj: Any, requests: Callable[[], list[Request]],
+        def dispatch(event: ControllerEvent, obj: Any, requests: Callable[[], list[Request]],
                      passes: Callable[[Predicate], bool]) -> None:
             obs = self._obs
             for p in predicates:
@@ -124,17 +125,17 @@ class Controller:
                 self.queue.add(request)
 
         def on_add(obj: Any) -> None:
-            dispatch("create", obj, lambda: handler.create(obj), lambda p: p.create(obj))
+            dispatch(ControllerEvent.CREATE, obj, lambda: handler.create(obj), lambda p: p.create(obj))
 
         def on_update(old: Any, new: Any) -> None:
-            dispatch("update", new, lambda: handler.update(old, new), lambda p: p.update(old, new))
+            dispatch(ControllerEvent.UPDATE, new, lambda: handler.update(old, new), lambda p: p.update(old, new))
 
         def on_delete(obj: Any) -> None:
             # The final state may be unknown (deleted while disconnected): reconcile the last
             # state the cache knew, like controller-runtime's DeleteEvent.DeleteStateUnknown.
             if type(obj) is DeletedFinalStateUnknown:
                 obj = obj.obj
-            dispatch("delete", obj, lambda: handler.delete(obj), lambda p: p.delete(obj))
+            dispatch(ControllerEvent.DELETE, obj, lambda: handler.delete(obj), lambda p: p.delete(obj))
 
         informer.add_event_handler(on_add=on_add, on_update=on_update, on_delete=on_delete,
                                    name=f"controller/{self.name}")
@@ -235,21 +236,22 @@ class Controller:
 
         requeue_after = 0.0
         if error is not None:
-            label = "terminal" if terminal else "panic" if panicked else "error"
+            label = (ReconcileResult.TERMINAL if terminal else ReconcileResult.PANIC if panicked
+                     else ReconcileResult.ERROR)
             if not terminal:
                 self.queue.add_rate_limited(request)
-            metric_label = "error"
+            metric_label = ReconcileResult.ERROR
         elif result.requeue_after > 0:
             requeue_after = result.requeue_after
             self.queue.forget(request)
             self.queue.add_after(request, requeue_after)
-            label = metric_label = "requeue_after"
+            label = metric_label = ReconcileResult.REQUEUE_AFTER
         elif result.requeue:
             self.queue.add_rate_limited(request)
-            label = metric_label = "requeue"
+            label = metric_label = ReconcileResult.REQUEUE
         else:
             self.queue.forget(request)
-            label = metric_label = "success"
+            label = metric_label = ReconcileResult.SUCCESS
 
         with self._metrics_lock:
             m = self.metrics

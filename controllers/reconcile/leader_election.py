@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from controllers.clock import Clock, RealClock, StopSignal
 from controllers.informers.http_client import KubernetesClient
 from controllers.informers.listwatch import ApiError
-from controllers.telemetry.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.observer import NOOP_OBSERVER, Observer, active_observer
 
 log = logging.getLogger("ctrlscope.leaderelection")
 

@@ -6,7 +6,7 @@ exports (``controller_runtime_reconcile_total{controller,result}``, ``workqueue_
 Like client-go's metrics provider it is just another observer: nothing is measured unless a
 Manager (or you) installs it. ``serve(port)`` exposes ``/metrics``.
 
-Reconcile results "terminal" and "panic" (ctrlscope's finer observer labels) are counted as
+Reconcile results ``terminal`` and ``panic`` (ctrlscope's finer observer labels) are counted as
 ``result="error"`` plus the terminal/panic counters, as controller-runtime does.
 """
 
@@ -18,7 +18,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from controllers.clock import Clock, RealClock
-from controllers.telemetry.observer import Observer
+from controllers.observer import Observer
+from controllers.schema import FAILED_RESULTS, QueueOp, ReconcileResult
 
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8,
                      0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30,
@@ -33,6 +34,8 @@ FAMILIES = (
     "workqueue_longest_running_processor_seconds", "workqueue_retries_total",
 )
 """Every family ``MetricsObserver`` exports, by the name ``/metrics`` shows (what a Grafana panel queries)."""
+_METRIC_RESULTS = (ReconcileResult.ERROR, ReconcileResult.REQUEUE_AFTER, ReconcileResult.REQUEUE, ReconcileResult.SUCCESS)
+"""The ``result`` label values controller-runtime exports (terminal and panic count as error)."""
 
 
 class MetricsObserver(Observer):
@@ -83,7 +86,7 @@ class MetricsObserver(Observer):
     def register_controller(self, name: str, max_concurrent_reconciles: int) -> None:
         """Create a controller's series at zero, as controller-runtime's ``initMetrics`` and client-go's
         queue metrics do, so that ``rate()`` starts from 0 rather than from a series' first increment."""
-        for result in ("error", "requeue_after", "requeue", "success"):
+        for result in _METRIC_RESULTS:
             self.reconcile_total.labels(name, result)
         for counter in (self.reconcile_errors, self.terminal_errors, self.panics):
             counter.labels(name)
@@ -108,37 +111,37 @@ class MetricsObserver(Observer):
         return max((now - t for t in self._started(queue)), default=0.0)
 
     # -- hooks ---------------------------------------------------------------------------------
-    def on_queue(self, queue: str, *, op: str, key: str, depth: int, delay: float | None = None,
+    def on_queue(self, queue: str, *, op: QueueOp, key: str, depth: int, delay: float | None = None,
                  requeues: int | None = None, duration: float | None = None) -> None:
         self.depth.labels(queue, queue).set(depth)
-        if op in ("add", "defer"):
+        if op in (QueueOp.ADD, QueueOp.DEFER):
             self.adds.labels(queue, queue).inc()
-        elif op == "get":
+        elif op == QueueOp.GET:
             with self._lock:
                 self._processing.setdefault(queue, {})[key] = self.clock.now()
             if duration is not None:
                 self.queue_duration.labels(queue, queue).observe(duration)
-        elif op == "done":
+        elif op == QueueOp.DONE:
             with self._lock:
                 self._processing.get(queue, {}).pop(key, None)
             if duration is not None:
                 self.work_duration.labels(queue, queue).observe(duration)
-        elif op == "add_rate_limited":
+        elif op == QueueOp.ADD_RATE_LIMITED:
             self.retries.labels(queue, queue).inc()
 
     def on_reconcile_start(self, controller: str, *, key: str, worker: int) -> None:
         self.active_workers.labels(controller).inc()
 
-    def on_reconcile_end(self, controller: str, *, key: str, worker: int, duration: float, result: str,
-                         requeue_after: float = 0.0, error: str | None = None) -> None:
+    def on_reconcile_end(self, controller: str, *, key: str, worker: int, duration: float,
+                         result: ReconcileResult, requeue_after: float = 0.0, error: str | None = None) -> None:
         self.active_workers.labels(controller).dec()
         self.reconcile_time.labels(controller).observe(duration)
-        if result in ("error", "terminal", "panic"):
-            self.reconcile_total.labels(controller, "error").inc()
+        if result in FAILED_RESULTS:
+            self.reconcile_total.labels(controller, ReconcileResult.ERROR).inc()
             self.reconcile_errors.labels(controller).inc()
-            if result == "terminal":
+            if result == ReconcileResult.TERMINAL:
                 self.terminal_errors.labels(controller).inc()
-            elif result == "panic":
+            elif result == ReconcileResult.PANIC:
                 self.panics.labels(controller).inc()
         else:
             self.reconcile_total.labels(controller, result).inc()

@@ -7,7 +7,7 @@ endpoints — never through the controllers — so it runs the same against a wo
 It assumes the PodSet example controllers (``controllers.examples.podset:setup``) are running.
 """
 
-from controllers.scenarios.base import Claim, Scenario, ScenarioContext, ScenarioResult, SimFaults
+from controllers.scenarios.base import Claim, Scenario, ScenarioContext, ScenarioResult
 from controllers.scenarios.library import SCENARIOS
 
-__all__ = ["SCENARIOS", "Claim", "Scenario", "ScenarioContext", "ScenarioResult", "SimFaults"]
+__all__ = ["SCENARIOS", "Claim", "Scenario", "ScenarioContext", "ScenarioResult"]

@@ -2,6 +2,8 @@
 
 Timings in a scenario are written at demo speed (e.g. "50 % errors for 20 s") and multiplied by
 ``ScenarioContext.time_scale``: tests run the same script at 0.1–0.25× and still check the same claims.
+All waiting and time-stamping goes through the context's ``clock`` (and the helpers here take one),
+so a scenario's timing is as injectable as the runtime's.
 """
 
 from __future__ import annotations
@@ -9,17 +11,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import quote
 
 from controllers.clock import Clock, RealClock
 from controllers.examples.podset import API_VERSION, podset
 from controllers.informers import ApiError
-from controllers.sim.faults import ACTOR_HEADER
+from controllers.sim.faults_client import SimFaults
 
 
 @dataclass
@@ -45,69 +45,6 @@ class ScenarioResult:
         self.claims.append(Claim(text, bool(held), detail))
 
 
-class SimFaults:
-    """The simulator's ``/_sim/`` fault endpoints, over the same client as the API calls.
-
-    Each call returns the simulator's JSON answer and raises ``ApiError`` with the simulator's message
-    when it refuses (a real cluster has no ``/_sim/``: 404) or ``ConnectionRefusedError`` when it is
-    not there at all. Scenarios and the dashboard's fault panel both drive the simulator through it.
-    With an ``actor`` (``as_actor``) every fault is sent with ``ACTOR_HEADER``, and the simulator's
-    fault record says who injected it.
-    """
-
-    def __init__(self, client: Any, *, timeout: float = 60.0, actor: str = "") -> None:
-        self.client = client
-        self.timeout = timeout
-        self.actor = actor
-
-    def as_actor(self, actor: str) -> SimFaults:
-        """The same client, recording ``actor`` (a dashboard user, a scenario) as who injects."""
-        return SimFaults(self.client, timeout=self.timeout, actor=actor)
-
-    def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        # Percent-encoded: a header carries Latin-1 at most, a user name may be anything.
-        headers = {ACTOR_HEADER: quote(self.actor, safe=" @.+-_")} if self.actor else None
-        return self.client.send_json(method, path, body, timeout=self.timeout, headers=headers)
-
-    def status(self) -> Any:
-        """Active rules and the fault log (``GET /_sim/faults``)."""
-        return self.client.get_json("/_sim/faults", timeout=self.timeout)
-
-    def errors(self, *, verb: str, resource: str, rate: float, code: int = 500) -> Any:
-        return self._send("POST", "/_sim/errors", {"verb": verb, "resource": resource, "rate": rate, "code": code})
-
-    def clear_errors(self) -> Any:
-        return self._send("DELETE", "/_sim/errors")
-
-    def drop_watches(self) -> Any:
-        return self._send("POST", "/_sim/watches/drop", {})
-
-    def end_watches(self) -> Any:
-        return self._send("POST", "/_sim/watches/end", {})
-
-    def compact_history(self) -> Any:
-        return self._send("POST", "/_sim/history/compact", {})
-
-    def latency(self, *, verb: str, resource: str, ms: float) -> Any:
-        return self._send("POST", "/_sim/latency", {"verb": verb, "resource": resource, "ms": ms})
-
-    def clear_latency(self) -> Any:
-        return self._send("DELETE", "/_sim/latency")
-
-    def pause_kubelet(self) -> Any:
-        return self._send("POST", "/_sim/kubelet/pause", {})
-
-    def resume_kubelet(self) -> Any:
-        return self._send("POST", "/_sim/kubelet/resume", {})
-
-    def kill_pods(self, count: int, namespace: str | None = None) -> Any:
-        return self._send("POST", "/_sim/pods/kill", {"count": count, "namespace": namespace})
-
-    def reset(self) -> Any:
-        """Clear every fault and every object; all watches end."""
-        return self._send("POST", "/_sim/reset", {})
-
-
 class WorkerControl(Protocol):
     """Kill the worker running the controllers, and wait until it runs again."""
 
@@ -119,8 +56,9 @@ class WorkerControl(Protocol):
 class PidFileWorker:
     """The demo's supervised worker: its pid is in ``run/worker.pid``; the demo restarts it."""
 
-    def __init__(self, pid_file: Path) -> None:
+    def __init__(self, pid_file: Path, *, clock: Clock | None = None) -> None:
         self.pid_file = pid_file
+        self.clock: Clock = clock or RealClock()
         self._killed: int | None = None
 
     def _pid(self) -> int | None:
@@ -137,8 +75,8 @@ class PidFileWorker:
         self._killed = pid
 
     def wait_restarted(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        deadline = self.clock.now() + timeout
+        while self.clock.now() < deadline:
             pid = self._pid()
             if pid is not None and pid != self._killed:
                 try:
@@ -146,7 +84,7 @@ class PidFileWorker:
                     return True
                 except OSError:
                     pass
-            time.sleep(0.1)
+            self.clock.sleep(0.1)
         return False
 
 
@@ -201,9 +139,10 @@ class DemoStandby:
     synced and its elector observing the Lease.
     """
 
-    def __init__(self, run_dir: Path, telemetry: Callable[[str], Any]) -> None:
+    def __init__(self, run_dir: Path, telemetry: Callable[[str], Any], *, clock: Clock | None = None) -> None:
         self.run_dir = run_dir
         self.telemetry = telemetry  # worker name -> TelemetryReader
+        self.clock: Clock = clock or RealClock()
 
     def _demo(self) -> dict[str, Any]:
         try:
@@ -221,14 +160,14 @@ class DemoStandby:
         (self.run_dir / STANDBY_WANT).touch()
         reader = self.telemetry(STANDBY_WORKER)
         try:
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
+            deadline = self.clock.now() + timeout
+            while self.clock.now() < deadline:
                 comps = reader.components()
                 informers = [c for c in comps.values() if c.get("kind") == "informer"]
                 leases = [c for c in comps.values() if c.get("kind") == "lease"]
                 if informers and all(c.get("synced") for c in informers) and leases and leases[0].get("holder"):
                     return True
-                time.sleep(0.2)
+                self.clock.sleep(0.2)
         finally:
             reader.close()
         self.remove_standby()
@@ -258,7 +197,12 @@ class ScenarioContext:
         return SimFaults(self.client, actor=self.actor)
 
     def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` of demo time (scaled by ``time_scale``)."""
         self.clock.sleep(seconds * self.time_scale)
+
+    def wall_ms(self) -> float:
+        """The clock's wall time in ms: the unit telemetry records are stamped in."""
+        return self.clock.wall() * 1000
 
     # -- PodSet helpers ------------------------------------------------------------------------
     def podsets_path(self) -> str:
@@ -316,17 +260,17 @@ class ScenarioContext:
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float) -> float | None:
         """Seconds until ``predicate`` held (polling the API), or None after ``timeout`` (scaled)."""
-        start = time.monotonic()
+        start = self.clock.now()
         deadline = start + timeout * max(self.time_scale, 0.2)
         while True:
             try:
                 if predicate():
-                    return time.monotonic() - start
+                    return self.clock.now() - start
             except ApiError:
                 pass  # a fault may hit our own reads too
-            if time.monotonic() > deadline:
+            if self.clock.now() > deadline:
                 return None
-            time.sleep(0.05)
+            self.clock.sleep(0.05)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ back) and leader failover (two replicas on a Lease; the holder is killed).
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 from controllers.scenarios.base import Scenario, ScenarioContext, ScenarioResult
@@ -60,15 +59,15 @@ def burst_coalescing(ctx: ScenarioContext) -> ScenarioResult:
     if ctx.telemetry is None:
         raise RuntimeError("burst-coalescing counts handler calls and reconciles from telemetry: no reader given")
     by_handlers, by_reconciler = _prepare(ctx, "burst", 1)
-    time.sleep(0.5)  # let the set-up events drain so the window below counts only the burst
-    start_ms = time.time() * 1000
+    ctx.clock.sleep(0.5)  # let the set-up events drain so the window below counts only the burst
+    start_ms = ctx.wall_ms()
     ctx.say("200 spec updates to each PodSet within about a second, from 8 concurrent writers.")
     templates = {name: ctx.client.get_json(f"{ctx.podsets_path()}/{name}") for name in (by_handlers, by_reconciler)}
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda job: _touch(ctx, templates[job[0]], job[1]),
                       [(name, i) for i in range(200) for name in templates]))
     ctx.sleep(3)
-    end_ms = time.time() * 1000
+    end_ms = ctx.wall_ms()
     key_h, key_r = f"{ctx.namespace}/{by_handlers}", f"{ctx.namespace}/{by_reconciler}"
     handler_calls = len(ctx.telemetry.records("informer", start_ms, end_ms, lambda r: r.get("k") == "handler"
                                               and r.get("handler") == "podset-handlers" and r.get("key") == key_h))
@@ -98,8 +97,8 @@ def watch_break(ctx: ScenarioContext) -> ScenarioResult:
         raise RuntimeError("watch-break reads handler calls and the cache from telemetry: no reader given")
     kept, doomed = "gap-kept", "gap-doomed"
     _fresh_podsets(ctx, [(kept, HANDLERS), (doomed, HANDLERS)], 1)
-    time.sleep(0.5)
-    start_ms = time.time() * 1000
+    ctx.clock.sleep(0.5)
+    start_ms = ctx.wall_ms()
     ctx.say("Watches on PodSets are dropped, and re-watching is held up for 2 s (API latency).")
     ctx.faults.latency(verb="watch", resource="podsets", ms=2000)
     try:
@@ -115,7 +114,7 @@ def watch_break(ctx: ScenarioContext) -> ScenarioResult:
     key_kept, key_doomed = f"{ctx.namespace}/{kept}", f"{ctx.namespace}/{doomed}"
 
     def handler_records() -> list[dict]:
-        return ctx.telemetry.records("informer", start_ms, time.time() * 1000,
+        return ctx.telemetry.records("informer", start_ms, ctx.wall_ms(),
                                      lambda r: r.get("k") == "handler" and r.get("handler") == "podset-handlers")
 
     ctx.wait_for(lambda: any(r["key"] == key_doomed and r["event"] == "delete" for r in handler_records()), timeout=20)
@@ -123,13 +122,13 @@ def watch_break(ctx: ScenarioContext) -> ScenarioResult:
     records = handler_records()
     kept_updates = [r for r in records if r["key"] == key_kept and r["event"] == "update"]
     tombstones = [r for r in records if r["key"] == key_doomed and r.get("tombstone")]
-    relisted = ctx.telemetry.records("informer", start_ms, time.time() * 1000,
+    relisted = ctx.telemetry.records("informer", start_ms, ctx.wall_ms(),
                                      lambda r: r.get("k") == "list" and not r.get("error"))
     def is_expiry(r: dict) -> bool:
         reason = str(r.get("reason", "")).lower()
         return r.get("k") in ("watch_end", "backoff") and ("410" in reason or "expired" in reason)
 
-    expired = ctx.telemetry.records("informer", start_ms, time.time() * 1000, is_expiry)
+    expired = ctx.telemetry.records("informer", start_ms, ctx.wall_ms(), is_expiry)
     result.measurements.update(updates_seen=len(kept_updates), tombstones=len(tombstones), relists=len(relisted))
     result.claim("the watch ended with 410 Expired and the informer relisted", bool(relisted) and bool(expired),
                  f"{len(expired)} expiry records, {len(relisted)} lists")
@@ -188,7 +187,7 @@ def _failover(ctx: ScenarioContext, result: ScenarioResult) -> ScenarioResult:
     by_handlers, by_reconciler = _prepare(ctx, "failover", 2)
     before = ctx.lease.holder()  # type: ignore[union-attr]
     ctx.say(f"The leader {before} is killed (SIGKILL): it cannot release its Lease.")
-    killed_at = time.monotonic()
+    killed_at = ctx.clock.now()
     ctx.lease.kill()  # type: ignore[union-attr]
     ctx.say("Both PodSets are scaled to 4 while nobody leads. The standby has a warm cache but must wait "
             "for the Lease to expire before it may act.")
@@ -197,7 +196,7 @@ def _failover(ctx: ScenarioContext, result: ScenarioResult) -> ScenarioResult:
     took_over = ctx.wait_for(lambda: ctx.lease.holder() not in ("", before), timeout=60)  # type: ignore[union-attr]
     converged = ctx.wait_for(lambda: len(ctx.pods_of(by_reconciler)) == 4, timeout=60)
     after = ctx.lease.holder()  # type: ignore[union-attr]
-    total = time.monotonic() - killed_at
+    total = ctx.clock.now() - killed_at
     ctx.say(f"{after} took over; the reconciled PodSet converged {total:.1f} s after the kill.")
     ctx.say("The new leader's handler-only controller starts with an on_add for every cached PodSet — it "
             "creates 4 pods for a PodSet that already has 2.")

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from controllers.schema import WatchEventType
 from controllers.sim import codec, reviews
 from controllers.sim.apply import server_side_apply
 from controllers.sim.discovery import AGGREGATED_CONTENT_TYPE, Discovery, wants_aggregated
@@ -40,7 +41,7 @@ from controllers.sim.store import Store, copy_obj, rfc3339
 from controllers.sim.strategic import StrategicMerge
 from controllers.sim.tables import jsonpath_value, table
 from controllers.sim.validation import check_name_match, check_namespace_match, check_type, too_large
-from controllers.sim.watch import Watcher, WatchEvent
+from controllers.sim.watch import CloseReason, Watcher, WatchEvent
 
 if TYPE_CHECKING:
     from controllers.sim.faults import FaultInjector
@@ -345,11 +346,11 @@ class KubeAPI:
                 raise
             # A real API server answers an expired watch with 200 and one ERROR event.
             await response.prepare(request)
-            await response.write(codec.dumps({"type": "ERROR", "object": e.status()}) + b"\n")
+            await response.write(codec.dumps({"type": WatchEventType.ERROR, "object": e.status()}) + b"\n")
             await response.write_eof()
             return response
         if send_initial:
-            watcher.pending.append(("BOOKMARK", None, self._bookmark(rt, self.store.rv, initial_end=True)))
+            watcher.pending.append((WatchEventType.BOOKMARK, None, self._bookmark(rt, self.store.rv, initial_end=True)))
             watcher.wake.set()
         self.streams.add(response)
         try:
@@ -369,9 +370,9 @@ class KubeAPI:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
         return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
 
-    def _encode(self, rt: ResourceType, type: str, event: WatchEvent | None, obj: dict[str, Any],
+    def _encode(self, rt: ResourceType, type: WatchEventType, event: WatchEvent | None, obj: dict[str, Any],
                 as_table: bool, first: bool) -> bytes:
-        if as_table and type != "BOOKMARK":
+        if as_table and type is not WatchEventType.BOOKMARK:
             t = table(rt, [obj], now=self.store.clock.wall(), resource_version=obj["metadata"]["resourceVersion"],
                       headers=first)
             return codec.dumps({"type": type, "object": t}) + b"\n"
@@ -395,12 +396,12 @@ class KubeAPI:
                         continue
                     type, event, obj = item
                     chunk.append(self._encode(rt, type, event, obj, as_table, first))
-                    if type != "BOOKMARK":
+                    if type is not WatchEventType.BOOKMARK:
                         first = False
                 await response.write(b"".join(chunk))
                 continue
             if w.closed:
-                if w.close_reason == "abort":
+                if w.close_reason is CloseReason.ABORT:
                     if request.transport is not None:
                         request.transport.abort()
                     return
@@ -421,7 +422,7 @@ class KubeAPI:
                     await asyncio.wait_for(w.wake.wait(), wait)
             except TimeoutError:
                 if bookmarks and not w.pending and not w.closed:
-                    await response.write(codec.dumps({"type": "BOOKMARK",
+                    await response.write(codec.dumps({"type": WatchEventType.BOOKMARK,
                                                       "object": self._bookmark(rt, self.store.rv)}) + b"\n")
                 continue
             if self.flush_delay and not w.closed:

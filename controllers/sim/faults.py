@@ -40,6 +40,7 @@ from aiohttp import web
 
 from controllers.sim.errors import StatusError, bad_request
 from controllers.sim.store import Store, rfc3339
+from controllers.sim.watch import CloseReason
 
 if TYPE_CHECKING:
     from controllers.sim.kubelet import Kubelet
@@ -111,7 +112,7 @@ class FaultInjector:
     def close_watches(self, abort: bool) -> int:
         watchers = self.store.all_watchers()
         for w in watchers:
-            w.close("abort" if abort else "clean")
+            w.close(CloseReason.ABORT if abort else CloseReason.CLEAN)
         self.record("drop-watches" if abort else "end-watches", count=len(watchers))
         return len(watchers)
 
@@ -173,7 +174,7 @@ class FaultInjector:
         self.latency.clear()
         self.kubelet.resume()
         for w in self.store.all_watchers():
-            w.close("clean")
+            w.close(CloseReason.CLEAN)
         if self._reset_cluster is not None:
             self._reset_cluster()
         self.record("reset")

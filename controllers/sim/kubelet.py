@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from controllers.clock import Clock
+from controllers.schema import WatchEventType
 from controllers.sim.background import BackgroundLoop
 from controllers.sim.errors import StatusError
 from controllers.sim.events import EventRecorder
@@ -43,7 +44,7 @@ from controllers.sim.nodes import (
 )
 from controllers.sim.resources import ResourceType
 from controllers.sim.store import Store, copy_obj, rfc3339
-from controllers.sim.watch import ADDED, DELETED, MODIFIED, WatchEvent
+from controllers.sim.watch import WatchEvent
 
 log = logging.getLogger(__name__)
 _POD_KEY = ("", "pods")
@@ -102,18 +103,18 @@ class Kubelet(BackgroundLoop):
             return
         meta = ev.obj["metadata"]
         uid = meta["uid"]
-        if ev.type == DELETED:
+        if ev.type is WatchEventType.DELETED:
             self._pods.pop(uid, None)
             self._started.pop(uid, None)
             self._place(uid, None)
             return
         self._place(uid, (ev.obj.get("spec") or {}).get("nodeName"))
-        if ev.type == ADDED:
+        if ev.type is WatchEventType.ADDED:
             self._pods[uid] = (meta.get("namespace", ""), meta["name"])
             phase = (ev.obj.get("status") or {}).get("phase")
             if phase in (None, "Pending"):
                 self._schedule(uid, self.schedule_delay, "scheduled")
-        elif ev.type == MODIFIED and meta.get("deletionTimestamp") and ev.old is not None \
+        elif ev.type is WatchEventType.MODIFIED and meta.get("deletionTimestamp") and ev.old is not None \
                 and not ev.old["metadata"].get("deletionTimestamp"):
             self._schedule(uid, self.stop_delay, "terminate")
 

@@ -32,6 +32,7 @@ import yaml
 from aiohttp import web
 
 from controllers.clock import Clock, RealClock
+from controllers.schema import WatchEventType
 from controllers.sim.api import KubeAPI
 from controllers.sim.codec import MAX_BODY
 from controllers.sim.controlplane import ControlPlane
@@ -44,6 +45,7 @@ from controllers.sim.kubelet import Kubelet
 from controllers.sim.nodes import LEASE_RENEW_INTERVAL
 from controllers.sim.resources import Registry
 from controllers.sim.store import Store, copy_obj
+from controllers.sim.watch import CloseReason
 
 T = TypeVar("T")
 
@@ -128,7 +130,7 @@ class SimCluster:
         """Serve a CRD's kinds the moment it is written; drop them (and their objects) when it goes."""
         if ev.key != ("apiextensions.k8s.io", "customresourcedefinitions"):
             return
-        if ev.type == "DELETED":
+        if ev.type is WatchEventType.DELETED:
             name = ev.obj["metadata"]["name"]
             self.store.defer(lambda: self._remove_crd(name))
         else:
@@ -199,7 +201,7 @@ class SimCluster:
 
     async def stop_async(self) -> None:
         for w in self.store.all_watchers():
-            w.close("clean")
+            w.close(CloseReason.CLEAN)
         await asyncio.sleep(0)
         await self.kubelet.stop()
         if self.control_plane is not None:

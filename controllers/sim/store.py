@@ -33,12 +33,13 @@ from typing import Any
 import orjson
 
 from controllers.clock import Clock, RealClock
+from controllers.schema import WatchEventType
 from controllers.sim import defaults, managedfields
 from controllers.sim.errors import StatusError, already_exists, bad_request, conflict, expired, not_found
 from controllers.sim.resources import Registry, ResourceType
 from controllers.sim.selectors import Matcher
 from controllers.sim.validation import validate_object
-from controllers.sim.watch import ADDED, DELETED, MODIFIED, Watcher, WatchEvent
+from controllers.sim.watch import Watcher, WatchEvent
 
 Listener = Callable[[WatchEvent], None]
 ObjKey = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
@@ -190,11 +191,11 @@ class Store:
         self.rv += 1
         return self.rv
 
-    def _commit(self, rt: ResourceType, type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def _commit(self, rt: ResourceType, type: WatchEventType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         meta = obj["metadata"]
         k = (meta.get("namespace", ""), meta["name"])
         bucket = self.bucket(rt.key)
-        if type == DELETED:
+        if type == WatchEventType.DELETED:
             bucket.remove(k)
             self._index_owners(rt.key, k, old, None)
         else:
@@ -365,7 +366,7 @@ class Store:
         if dry_run:
             return obj
         meta["resourceVersion"] = str(self._next_rv())
-        self._commit(rt, ADDED, obj, None)
+        self._commit(rt, WatchEventType.ADDED, obj, None)
         return obj
 
     def update(self, rt: ResourceType, ns: str | None, name: str, obj: dict[str, Any], *,
@@ -472,10 +473,10 @@ class Store:
             return new, False
         new_meta["resourceVersion"] = str(self._next_rv())
         if new_meta.get("deletionTimestamp") and not new_meta.get("finalizers") and self._finalizable(rt, new):
-            self._commit(rt, DELETED, new, current)
+            self._commit(rt, WatchEventType.DELETED, new, current)
             self._after_delete(rt, new)
             return new, False
-        self._commit(rt, MODIFIED, new, current)
+        self._commit(rt, WatchEventType.MODIFIED, new, current)
         return new, False
 
     def _finalizable(self, rt: ResourceType, obj: dict[str, Any]) -> bool:
@@ -544,13 +545,13 @@ class Store:
             if namespace_pending:
                 new.setdefault("status", {})["phase"] = "Terminating"
             new_meta["resourceVersion"] = str(self._next_rv())
-            self._commit(rt, MODIFIED, new, current)
+            self._commit(rt, WatchEventType.MODIFIED, new, current)
             for hook in self._terminating_hooks:
                 hook(rt, new)
             return new, False
         new = copy_obj(current)
         new["metadata"]["resourceVersion"] = str(self._next_rv())
-        self._commit(rt, DELETED, new, current)
+        self._commit(rt, WatchEventType.DELETED, new, current)
         self._after_delete(rt, new)
         return new, True
 
@@ -576,7 +577,7 @@ class Store:
         if initial:
             items, _, _, _ = self.list(rt, ns, w.matches if filtered else None)
             for obj in items:
-                w.pending.append((ADDED, None, obj))
+                w.pending.append((WatchEventType.ADDED, None, obj))
         else:
             try:
                 since = int(resource_version or "0")

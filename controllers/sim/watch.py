@@ -15,15 +15,21 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from enum import Enum
 from typing import Any
 
 import orjson
 
+from controllers.schema import WatchEventType
 from controllers.sim.selectors import Matcher
 
-ADDED = "ADDED"
-MODIFIED = "MODIFIED"
-DELETED = "DELETED"
+
+class CloseReason(Enum):
+    """Why a watcher was closed: what the HTTP handler does with the connection afterwards."""
+
+    CLEAN = "clean"  # end the stream normally (write EOF): the client simply watches again
+    ABORT = "abort"  # drop the TCP connection without EOF (fault injection: a network failure)
+    OVERFLOW = "overflow"  # a client too slow to keep up, which the API server also disconnects
 
 
 class WatchEvent:
@@ -31,7 +37,7 @@ class WatchEvent:
 
     __slots__ = ("rv", "type", "key", "obj", "old", "namespace", "_line")
 
-    def __init__(self, rv: int, type: str, key: tuple[str, str], obj: dict[str, Any],
+    def __init__(self, rv: int, type: WatchEventType, key: tuple[str, str], obj: dict[str, Any],
                  old: dict[str, Any] | None) -> None:
         self.rv = rv
         self.type = type
@@ -68,25 +74,24 @@ class Watcher:
         # Without selectors every event passes unchanged; skip matching on the hot path.
         self.filtered = filtered
         self.max_backlog = max_backlog
-        self.pending: deque[bytes | tuple[str, WatchEvent | None, dict[str, Any]]] = deque()
+        self.pending: deque[bytes | tuple[WatchEventType, WatchEvent | None, dict[str, Any]]] = deque()
         # Set by the HTTP layer when events can be sent as the store encoded them (plain JSON in
         # the storage version); then fan-out is one deque append per watcher.
         self.raw_lines = False
         self.wake = asyncio.Event()
         self.closed = False
-        # "clean" ends the stream normally; "abort" drops the TCP connection (fault injection);
-        # "overflow" is a client too slow to keep up, which the API server also disconnects.
-        self.close_reason = ""
+        # Set with ``closed``.
+        self.close_reason: CloseReason | None = None
 
     def matches(self, obj: dict[str, Any]) -> bool:
         return self.label_match(obj) and self.field_match(obj)
 
-    def push(self, type: str, obj: dict[str, Any], event: WatchEvent | None = None) -> None:
+    def push(self, type: WatchEventType, obj: dict[str, Any], event: WatchEvent | None = None) -> None:
         if self.closed:
             return
         self.pending.append((type, event, obj))
         if len(self.pending) > self.max_backlog:
-            self.close("overflow")
+            self.close(CloseReason.OVERFLOW)
             return
         self.wake.set()
 
@@ -98,25 +103,25 @@ class Watcher:
             if self.raw_lines and not self.closed:
                 self.pending.append(ev.line())
                 if len(self.pending) > self.max_backlog:
-                    self.close("overflow")
+                    self.close(CloseReason.OVERFLOW)
                 else:
                     self.wake.set()
             else:
                 self.push(ev.type, ev.obj, ev)
             return
         now = self.matches(ev.obj)
-        if ev.type == MODIFIED and ev.old is not None:
+        if ev.type is WatchEventType.MODIFIED and ev.old is not None:
             before = self.matches(ev.old)
             if now and before:
-                self.push(MODIFIED, ev.obj, ev)
+                self.push(WatchEventType.MODIFIED, ev.obj, ev)
             elif now:
-                self.push(ADDED, ev.obj)
+                self.push(WatchEventType.ADDED, ev.obj)
             elif before:
-                self.push(DELETED, ev.obj)
+                self.push(WatchEventType.DELETED, ev.obj)
         elif now:
             self.push(ev.type, ev.obj, ev)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: CloseReason) -> None:
         if not self.closed:
             self.closed = True
             self.close_reason = reason

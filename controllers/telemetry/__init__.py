@@ -1,10 +1,8 @@
-"""Telemetry: how the runtime reports every step, and how those reports reach Redis.
+"""Telemetry: how the runtime's reports reach Redis.
 
-``Observer`` is the only bridge between the runtime and the dashboard. The runtime calls its hooks
-synchronously on the hot path; the default ``Observer`` does nothing, so an unobserved controller
-pays one method call per step. ``RedisPublisher`` batches records into frames on its own thread.
+The runtime reports every step to an ``Observer`` (``controllers.observer``), the only bridge between
+the runtime and the dashboard; this package implements it. ``TelemetryObserver`` turns hook calls into
+protocol records, and ``RedisPublisher`` batches them into frames on its own thread, so the runtime's
+hot path never waits on I/O. Nothing here imports the runtime packages: the layering is
+``runtime → observer ← telemetry``.
 """
-
-from controllers.telemetry.observer import NOOP_OBSERVER, Observer
-
-__all__ = ["NOOP_OBSERVER", "Observer"]

@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from controllers.clock import Clock, RealClock
+from controllers.observer import Observer
 from controllers.schema import (
     LEADER_PREFIX,
     PROTOCOL_VERSION,
@@ -48,12 +49,12 @@ from controllers.schema import (
     ReflectorState,
     Runtime,
     TopicKind,
+    WatchEndReason,
     fold_queue_op,
     topic_part,
     worker_topic,
 )
 from controllers.telemetry.last_updates import LastUpdates
-from controllers.telemetry.observer import Observer
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redaction import redact
 
@@ -180,8 +181,8 @@ class TelemetryObserver(Observer):
         self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.BOOKMARK, "rv": resource_version})
         self._component(informer, ComponentKind.INFORMER, rv=resource_version)
 
-    def on_watch_end(self, informer: str, *, reason: str) -> None:
-        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.WATCH_END, "reason": reason})
+    def on_watch_end(self, informer: str, *, reason: WatchEndReason, error: str | None = None) -> None:
+        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.WATCH_END, "reason": reason, "error": error})
 
     def on_backoff(self, informer: str, *, delay: float, reason: str) -> None:
         self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.BACKOFF, "delay": delay, "reason": reason})

@@ -23,7 +23,8 @@ from collections.abc import Hashable
 from typing import Any
 
 from controllers.clock import Clock
-from controllers.telemetry.observer import Observer
+from controllers.observer import Observer
+from controllers.schema import QueueOp
 from controllers.workqueue.queue import Queue
 
 HEARTBEAT = 10.0
@@ -55,7 +56,7 @@ class DelayingQueue(Queue):
             self.add(item)
             return
         if self._obs is not None:
-            self._obs.on_queue(self.name, op="add_after", key=str(item), depth=len(self._queue), delay=delay)
+            self._obs.on_queue(self.name, op=QueueOp.ADD_AFTER, key=str(item), depth=len(self._queue), delay=delay)
         self._schedule(item, delay)
 
     def _schedule(self, item: Any, delay: float) -> None:

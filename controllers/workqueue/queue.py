@@ -28,7 +28,8 @@ from collections.abc import Hashable
 from typing import Any
 
 from controllers.clock import Clock, RealClock
-from controllers.telemetry.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.schema import QueueOp
 
 
 class Queue:
@@ -77,20 +78,20 @@ class Queue:
             return
         if item in self._dirty:
             if obs is not None:
-                obs.on_queue(self.name, op="dedup", key=str(item), depth=len(self._queue))
+                obs.on_queue(self.name, op=QueueOp.DEDUP, key=str(item), depth=len(self._queue))
             return
         self._dirty.add(item)
         if obs is not None:
             self._added_at[item] = self.clock.now()
         if item in self._processing:
             if obs is not None:
-                obs.on_queue(self.name, op="defer", key=str(item), depth=len(self._queue))
+                obs.on_queue(self.name, op=QueueOp.DEFER, key=str(item), depth=len(self._queue))
             return
         self._queue.append(item)
         if self._getters:
             self._cond.notify()
         if obs is not None:
-            obs.on_queue(self.name, op="add", key=str(item), depth=len(self._queue))
+            obs.on_queue(self.name, op=QueueOp.ADD, key=str(item), depth=len(self._queue))
 
     def get(self) -> tuple[Any, bool]:
         """Block until a key is ready; return ``(key, False)``, or ``(None, True)`` once shut down
@@ -113,7 +114,7 @@ class Queue:
                 now = self.clock.now()
                 self._started_at[item] = now
                 added = self._added_at.pop(item, now)
-                obs.on_queue(self.name, op="get", key=str(item), depth=len(queue), duration=now - added)
+                obs.on_queue(self.name, op=QueueOp.GET, key=str(item), depth=len(queue), duration=now - added)
             return item, False
 
     def done(self, item: Hashable) -> None:
@@ -132,9 +133,9 @@ class Queue:
                 now = self.clock.now()
                 started = self._started_at.pop(item, now)
                 depth = len(self._queue)
-                obs.on_queue(self.name, op="done", key=str(item), depth=depth - requeue, duration=now - started)
+                obs.on_queue(self.name, op=QueueOp.DONE, key=str(item), depth=depth - requeue, duration=now - started)
                 if requeue:
-                    obs.on_queue(self.name, op="requeue", key=str(item), depth=depth)
+                    obs.on_queue(self.name, op=QueueOp.REQUEUE, key=str(item), depth=depth)
 
     def shut_down(self) -> None:
         """Ignore new adds; ``get`` hands out what is queued, then returns shutdown."""
@@ -154,7 +155,7 @@ class Queue:
         self._shutting_down = True
         self._cond.notify_all()
         if self._obs is not None:
-            self._obs.on_queue(self.name, op="shutdown", key="", depth=len(self._queue))
+            self._obs.on_queue(self.name, op=QueueOp.SHUTDOWN, key="", depth=len(self._queue))
 
     def shutting_down(self) -> bool:
         """True once ``shut_down`` or ``shut_down_with_drain`` was called."""

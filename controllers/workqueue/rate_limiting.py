@@ -13,7 +13,8 @@ from collections.abc import Hashable
 from typing import Any
 
 from controllers.clock import Clock
-from controllers.telemetry.observer import Observer
+from controllers.observer import Observer
+from controllers.schema import QueueOp
 from controllers.workqueue.delaying import DelayingQueue
 from controllers.workqueue.rate_limiters import RateLimiter, default_controller_rate_limiter
 
@@ -30,14 +31,14 @@ class RateLimitingQueue(DelayingQueue):
         """Add ``item`` after the delay its rate limiter chooses (one more failure recorded)."""
         delay = self.rate_limiter.when(item)
         if self._obs is not None:
-            self._obs.on_queue(self.name, op="add_rate_limited", key=str(item), depth=len(self._queue),
+            self._obs.on_queue(self.name, op=QueueOp.ADD_RATE_LIMITED, key=str(item), depth=len(self._queue),
                                delay=delay, requeues=self.rate_limiter.num_requeues(item))
         self._schedule(item, delay)
 
     def forget(self, item: Hashable) -> None:
         """Clear ``item``'s failure history; its next ``add_rate_limited`` starts from scratch."""
         if self._obs is not None:
-            self._obs.on_queue(self.name, op="forget", key=str(item), depth=len(self._queue),
+            self._obs.on_queue(self.name, op=QueueOp.FORGET, key=str(item), depth=len(self._queue),
                                requeues=self.rate_limiter.num_requeues(item))
         self.rate_limiter.forget(item)
 

@@ -14,9 +14,9 @@ from controllers.examples.podset import (
     setup,
 )
 from controllers.informers.http_client import KubernetesClient
+from controllers.observer import Observer
 from controllers.reconcile import Manager, Request
 from controllers.sim import SimCluster
-from controllers.telemetry.observer import Observer
 from tests.conftest import wait_until
 from tests.sim.conftest import FAST
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from controllers.clock import FakeClock
-from controllers.telemetry.observer import Observer
+from controllers.observer import Observer
 from tests.conftest import wait_until as shared_wait_until
 
 

@@ -3,8 +3,8 @@ MetricsObserver maps reconcile results onto controller-runtime's series."""
 
 from __future__ import annotations
 
+from controllers.observer import NOOP_OBSERVER, FanoutObserver, GuardedObserver, Observer, active_observer
 from controllers.reconcile import MetricsObserver
-from controllers.telemetry.observer import NOOP_OBSERVER, FanoutObserver, GuardedObserver, Observer, active_observer
 from tests.runtime.conftest import RecordingObserver
 
 

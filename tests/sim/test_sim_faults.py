@@ -180,7 +180,7 @@ def test_unknown_sim_endpoint_is_404(fresh_sim: SimCluster) -> None:
 
 def test_each_fault_records_who_asked_for_it_and_a_bad_actor_header_changes_nothing(fresh_sim: SimCluster) -> None:
     from controllers.informers.http_client import KubernetesClient
-    from controllers.scenarios import SimFaults
+    from controllers.sim.faults_client import SimFaults
 
     faults = SimFaults(KubernetesClient.for_host(fresh_sim.url))
     before = len(faults.status()["events"])

@@ -3,8 +3,11 @@
 Starts, in order: Redis (redisboot's rule), the database schema, the simulated cluster (unless
 ``--kubeconfig`` points at a real one), a few sample Deployments, the worker running the example
 controllers, and the dashboard under daphne; then prints the URL and how to point kubectl at the
-cluster. Ctrl-C (or SIGTERM) stops everything it started, in reverse order. If any child dies, the
-demo says which one, shows the end of its log, stops the rest and exits non-zero.
+cluster. Ctrl-C (or SIGTERM) stops everything it started, in reverse order. The children run under
+a ``controllers.process.Supervisor``: a worker that dies is restarted (the controller-restart
+scenario kills it on purpose), a standby worker comes and goes with ``run/standby.want`` (the
+leader-failover scenario), and if any other child dies (or a worker crash-loops) the demo says
+which one, shows the end of its log, stops the rest and exits non-zero.
 """
 
 from __future__ import annotations
@@ -12,9 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from controllers.process import stop_process
+from controllers.process import Child, SupervisionError, Supervisor
 from controllers.scenarios.base import DEMO_STATE, STANDBY_WANT, STANDBY_WORKER
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis, free_port
 
@@ -32,62 +33,6 @@ DEMO_LEASE = "default/ctrlscope-demo"
 DEMO_LEASE_TIMINGS = ["--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1"]
 DEFAULT_CONTROLLERS = ["controllers.examples.deployments:setup", "controllers.examples.podset:setup"]
 SAMPLE_DEPLOYMENTS = {"web": ("nginx:1.27", 3), "api": ("ghcr.io/example/api:2.1", 2)}
-
-
-RESTART_LIMIT = 5  # restarts within RESTART_WINDOW seconds before the demo gives up (a crash loop)
-RESTART_WINDOW = 60.0
-
-
-class Child:
-    """A child process with its own log file under run/.
-
-    With ``pid_file`` it is supervised like a pod of a Deployment: if it dies it is started again
-    (the controller-restart scenario kills the worker on purpose), and the file names the live pid.
-    """
-
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path, *,
-                 pid_file: Path | None = None) -> None:
-        self.name = name
-        self.log = log
-        self.argv = argv
-        self.env = env
-        self.pid_file = pid_file
-        self.restarts: list[float] = []
-        self._start()
-
-    def _start(self) -> None:
-        with open(self.log, "ab") as fh:
-            # Own session: Ctrl-C reaches only the demo, which then stops the children in reverse
-            # start order (worker before the cluster it watches), instead of all at once.
-            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=fh, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=settings.BASE_DIR, start_new_session=True,
-                                         preexec_fn=_die_with_parent)
-        if self.pid_file is not None:
-            self.pid_file.write_text(str(self.proc.pid))
-
-    def restart_if_supervised(self) -> bool:
-        """Start a dead supervised child again; False if unsupervised or crash-looping."""
-        now = time.monotonic()
-        self.restarts = [t for t in self.restarts if now - t < RESTART_WINDOW]
-        if self.pid_file is None or len(self.restarts) >= RESTART_LIMIT:
-            return False
-        self.restarts.append(now)
-        self._start()
-        return True
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        if self.pid_file is not None:
-            self.pid_file.unlink(missing_ok=True)
 
 
 class Command(BaseCommand):
@@ -107,132 +52,114 @@ class Command(BaseCommand):
                             help=f"controllers to run (default: {DEFAULT_CONTROLLERS[0]})")
 
     def handle(self, *args, **opts):
+        if opts["replicas"] < 1:
+            raise CommandError("--replicas must be at least 1")
         run_dir = Path(settings.RUN_DIR)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "logs").mkdir(exist_ok=True)
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
         try:
             redis_handle = ensure_redis(run_dir)
         except RedisUnavailable as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"redis:     {redis_handle.url} ({redis_handle.source})")
         call_command("migrate", verbosity=0, interactive=False)
-        operator_password = _demo_operator()
-        port = opts["port"] if _port_free(opts["port"]) else free_port()
-        env = {**os.environ, "REDIS_URL": redis_handle.url, "CTRLSCOPE_DEMO": "1",
-               "CTRLSCOPE_ALLOW_ANONYMOUS": "1", "PYTHONUNBUFFERED": "1"}
-        py = sys.executable
-        children: list[Child] = []
+        self.operator_password = _demo_operator()
+        self.port = opts["port"] if _port_free(opts["port"]) else free_port()
+        self.run_dir, self.opts = run_dir, opts
+        self.env = {**os.environ, "REDIS_URL": redis_handle.url, "CTRLSCOPE_DEMO": "1",
+                    "CTRLSCOPE_ALLOW_ANONYMOUS": "1", "PYTHONUNBUFFERED": "1"}
         stopping = False
 
-        def stop_all(*_):
+        def stop(*_):
             nonlocal stopping
             stopping = True
 
-        signal.signal(signal.SIGINT, stop_all)
-        signal.signal(signal.SIGTERM, stop_all)
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        supervisor = Supervisor(say=self._say, want_standby=run_dir / STANDBY_WANT)
         try:
-            kubeconfig = opts["kubeconfig"]
-            cluster_name: list[str] = []  # a real cluster is named by its kubeconfig context
-            if kubeconfig:
-                self.stdout.write(f"cluster:   {kubeconfig} (real cluster; the example controllers write ConfigMaps)")
-                # No simulator: the dashboard's Faults panel says so, and never loads these credentials.
-                env["CTRLSCOPE_SIM_KUBECONFIG"] = ""
-            else:
-                kubeconfig = str(run_dir / "kubeconfig-sim.yaml")
-                env["CTRLSCOPE_SIM_KUBECONFIG"] = kubeconfig
-                Path(kubeconfig).unlink(missing_ok=True)
-                children.append(Child("simulated cluster", [py, "manage.py", "simcluster", "--port", "0",
-                                                            "--kubeconfig", kubeconfig],
-                                      env, run_dir / "logs" / "simcluster.log"))
-                self._wait_ready(Path(kubeconfig).exists, children, f"{kubeconfig} did not appear")
-                self._create_samples(kubeconfig)
-                self.stdout.write(f"cluster:   simulated; try: KUBECONFIG={kubeconfig} kubectl get deployments,podsets,pods")
-                cluster_name = ["--cluster-name", "simulated"]
-            replicas = opts["replicas"]
-            if replicas < 1:
-                raise CommandError("--replicas must be at least 1")
-            # On the simulator the workers always campaign for a Lease (so a standby can be added
-            # for the leader-failover scenario); on a real cluster only when replicated, because
-            # leader election writes a Lease there.
-            leader_election = replicas > 1 or not opts["kubeconfig"]
-
-            def worker(name: str, suffix: str, *, synthetic: bool = False) -> Child:
-                argv = [py, "manage.py", "runcontrollers", "--kubeconfig", kubeconfig, "--worker-name", name,
-                        *cluster_name]
-                for spec in opts["controller"] or DEFAULT_CONTROLLERS:
-                    argv += ["--controller", spec]
-                if opts["context"]:
-                    argv += ["--context", opts["context"]]
-                if synthetic and opts["rate"] > 0:
-                    argv += ["--synthetic", str(opts["rate"])]
-                if leader_election:
-                    argv += ["--leader-elect", "--lease", DEMO_LEASE, *DEMO_LEASE_TIMINGS]
-                return Child(f"worker {name}", argv, env, run_dir / "logs" / f"worker{suffix}.log",
-                             pid_file=run_dir / f"worker{suffix}.pid")
-
-            for i in range(replicas):
-                children.append(worker("demo" if replicas == 1 else f"demo-{i}", "" if replicas == 1 else f"-{i}",
-                                       synthetic=i == 0))
-            standby: Child | None = None
-            want_standby = run_dir / STANDBY_WANT
-            want_standby.unlink(missing_ok=True)
-            (run_dir / DEMO_STATE).write_text(json.dumps({"replicas": replicas, "leader_election": leader_election,
-                                                         "lease": DEMO_LEASE if leader_election else None}))
-            if replicas > 1:
-                self.stdout.write(f"workers:   {replicas} replicas, leader election on Lease {DEMO_LEASE} "
-                                  "(only the leader reconciles and runs the handler-only PodSet controller)")
-            children.append(Child("dashboard", [py, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                                "dashboard.asgi:application"], env, run_dir / "logs" / "dashboard.log"))
-            url = f"http://127.0.0.1:{port}/"
-            self._wait_ready(lambda: _answers(url + "healthz"), children, f"the dashboard did not answer at {url}")
-            self.stdout.write(self.style.SUCCESS(f"dashboard: {url}"))
-            self.stdout.write("access:    anonymous read-only is ON (CTRLSCOPE_ALLOW_ANONYMOUS=1), bound to loopback only")
-            self.stdout.write(f"operator:  log in as 'operator' / '{operator_password}' to start scenarios "
-                              f"({url}scenarios/) and inject faults ({url}cluster/); a new password every demo start")
-            self.stdout.write(f"logs:      {run_dir / 'logs'}")
-            self.stdout.write("Ctrl-C stops everything the demo started.")
-            self.stdout.flush()
-            while not stopping:
-                # The leader-failover scenario asks for a standby replica by creating STANDBY_WANT.
-                if leader_election and want_standby.exists() and standby is None:
-                    standby = worker(STANDBY_WORKER, "-standby")
-                    children.insert(-1, standby)
-                    self.stdout.write(f"standby:   worker {STANDBY_WORKER} started (pid {standby.proc.pid})")
-                    self.stdout.flush()
-                elif standby is not None and not want_standby.exists():
-                    children.remove(standby)
-                    standby.stop()  # SIGTERM: a leading standby releases the Lease on the way out
-                    standby = None
-                    self.stdout.write(f"standby:   worker {STANDBY_WORKER} stopped")
-                    self.stdout.flush()
-                for child in children:
-                    if not child.alive():
-                        code = child.proc.returncode
-                        if child.restart_if_supervised():
-                            self.stdout.write(f"{child.name} exited with {code}; restarted (pid {child.proc.pid})")
-                            self.stdout.flush()
-                            continue
-                        raise CommandError(f"{child.name} exited with {code}; "
-                                           f"last lines of {child.log}:\n{child.tail()}")
-                time.sleep(0.3)
+            self._start(supervisor)
+            supervisor.run(lambda: stopping)
+        except SupervisionError as exc:
+            raise CommandError(str(exc)) from exc
         finally:
-            for child in reversed(children):
-                child.stop()
+            supervisor.stop_all()
             for name in (STANDBY_WANT, DEMO_STATE):
                 (run_dir / name).unlink(missing_ok=True)
             redis_handle.stop()
             self.stdout.write("demo stopped.")
 
-    def _wait_ready(self, ready, children: list[Child], what: str, timeout: float = 30.0) -> None:
-        """Poll ``ready()`` until true; fail fast (with its log) if a child dies meanwhile."""
-        deadline = time.monotonic() + timeout
-        while not ready():
-            for child in children:
-                if not child.alive():
-                    raise CommandError(f"{child.name} exited during start-up:\n{child.tail()}")
-            if time.monotonic() > deadline:
-                raise CommandError(f"{what} within {timeout:.0f}s")
-            time.sleep(0.1)
+    def _say(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()
+
+    def _start(self, supervisor: Supervisor) -> None:
+        """Start the cluster (unless a real one is given), the workers and the dashboard, in order."""
+        run_dir, opts = self.run_dir, self.opts
+        kubeconfig = opts["kubeconfig"]
+        cluster_name: list[str] = []  # a real cluster is named by its kubeconfig context
+        if kubeconfig:
+            self.stdout.write(f"cluster:   {kubeconfig} (real cluster; the example controllers write ConfigMaps)")
+            # No simulator: the dashboard's Faults panel says so, and never loads these credentials.
+            self.env["CTRLSCOPE_SIM_KUBECONFIG"] = ""
+        else:
+            kubeconfig = str(run_dir / "kubeconfig-sim.yaml")
+            self.env["CTRLSCOPE_SIM_KUBECONFIG"] = kubeconfig
+            Path(kubeconfig).unlink(missing_ok=True)
+            supervisor.start(self._child("simulated cluster", ["manage.py", "simcluster", "--port", "0",
+                                                               "--kubeconfig", kubeconfig], "simcluster"))
+            supervisor.wait_ready(Path(kubeconfig).exists, f"{kubeconfig} did not appear")
+            self._create_samples(kubeconfig)
+            self.stdout.write(f"cluster:   simulated; try: KUBECONFIG={kubeconfig} kubectl get deployments,podsets,pods")
+            cluster_name = ["--cluster-name", "simulated"]
+        replicas = opts["replicas"]
+        # On the simulator the workers always campaign for a Lease (so a standby can be added for
+        # the leader-failover scenario); on a real cluster only when replicated, because leader
+        # election writes a Lease there.
+        leader_election = replicas > 1 or not opts["kubeconfig"]
+
+        def worker(name: str, suffix: str, *, synthetic: bool = False) -> Child:
+            argv = ["manage.py", "runcontrollers", "--kubeconfig", kubeconfig, "--worker-name", name, *cluster_name]
+            for spec in opts["controller"] or DEFAULT_CONTROLLERS:
+                argv += ["--controller", spec]
+            if opts["context"]:
+                argv += ["--context", opts["context"]]
+            if synthetic and opts["rate"] > 0:
+                argv += ["--synthetic", str(opts["rate"])]
+            if leader_election:
+                argv += ["--leader-elect", "--lease", DEMO_LEASE, *DEMO_LEASE_TIMINGS]
+            return self._child(f"worker {name}", argv, f"worker{suffix}", pid_file=run_dir / f"worker{suffix}.pid")
+
+        for i in range(replicas):
+            supervisor.start(worker("demo" if replicas == 1 else f"demo-{i}", "" if replicas == 1 else f"-{i}",
+                                    synthetic=i == 0))
+        # The leader-failover scenario asks for a standby replica by creating STANDBY_WANT.
+        (run_dir / STANDBY_WANT).unlink(missing_ok=True)
+        if leader_election:
+            supervisor.make_standby = lambda: worker(STANDBY_WORKER, "-standby")
+        (run_dir / DEMO_STATE).write_text(json.dumps({"replicas": replicas, "leader_election": leader_election,
+                                                     "lease": DEMO_LEASE if leader_election else None}))
+        if replicas > 1:
+            self.stdout.write(f"workers:   {replicas} replicas, leader election on Lease {DEMO_LEASE} "
+                              "(only the leader reconciles and runs the handler-only PodSet controller)")
+        supervisor.start(self._child("dashboard", ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
+                                                   "dashboard.asgi:application"], "dashboard"))
+        url = f"http://127.0.0.1:{self.port}/"
+        supervisor.wait_ready(lambda: _answers(url + "healthz"), f"the dashboard did not answer at {url}")
+        self._print_access(url)
+
+    def _child(self, name: str, args: list[str], log: str, *, pid_file: Path | None = None) -> Child:
+        """A child running this Python with ``args``, logging to run/logs/{log}.log."""
+        return Child(name, [sys.executable, *args], self.env, self.run_dir / "logs" / f"{log}.log",
+                     cwd=settings.BASE_DIR, pid_file=pid_file)
+
+    def _print_access(self, url: str) -> None:
+        self.stdout.write(self.style.SUCCESS(f"dashboard: {url}"))
+        self.stdout.write("access:    anonymous read-only is ON (CTRLSCOPE_ALLOW_ANONYMOUS=1), bound to loopback only")
+        self.stdout.write(f"operator:  log in as 'operator' / '{self.operator_password}' to start scenarios "
+                          f"({url}scenarios/) and inject faults ({url}cluster/); a new password every demo start")
+        self.stdout.write(f"logs:      {self.run_dir / 'logs'}")
+        self.stdout.write("Ctrl-C stops everything the demo started.")
+        self.stdout.flush()
 
     def _create_samples(self, kubeconfig: str) -> None:
         """Sample Deployments and PodSets (one per implementation) so there is something to watch at once."""
@@ -286,17 +213,6 @@ def _demo_operator() -> str:
     user.save()
     user.groups.add(Group.objects.get_or_create(name=OPERATORS_GROUP)[0])
     return password
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux to SIGTERM it when the demo dies, even by SIGKILL, so a
-    killed demo never leaves a cluster, worker or server behind (the children have their own session,
-    so they would not get the terminal's signals)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _port_free(port: int) -> bool:

@@ -7,11 +7,10 @@ not. Narration and results are also published to the ``scenarios`` telemetry top
 
 from __future__ import annotations
 
-import time
-
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from controllers.clock import RealClock
 from controllers.scenarios import SCENARIOS, ScenarioContext
 from controllers.scenarios.base import DemoStandby, LeaseHolder, PidFileWorker
 from controllers.scenarios.telemetry import TelemetryReader
@@ -56,15 +55,16 @@ class Command(BaseCommand):
             redis_handle = ensure_redis(settings.RUN_DIR)
         except RedisUnavailable as exc:
             raise CommandError(str(exc)) from exc
-        publisher = RedisPublisher(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX).start()
+        clock = RealClock()
+        publisher = RedisPublisher(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, clock=clock).start()
 
         running = {"title": scenario.title, "narration": list(scenario.narration), "running": True,
-                   "started": time.time() * 1000, "line": ""}
+                   "started": clock.wall() * 1000, "line": ""}
 
         def say(line: str) -> None:
             self.stdout.write(f"  > {line}")
             self.stdout.flush()
-            publisher.publish(TOPIC, {"k": "narration", "scenario": scenario.name, "text": line, "ts": time.time() * 1000})
+            publisher.publish(TOPIC, {"k": "narration", "scenario": scenario.name, "text": line, "ts": clock.wall() * 1000})
             # The state keeps the latest line, so a page opened mid-scenario shows it at once.
             running["line"] = line
             publisher.set_state(TOPIC, scenario.name, dict(running))
@@ -78,9 +78,10 @@ class Command(BaseCommand):
             try:
                 lease_ns, _, lease_name = opts["lease"].partition("/")
                 standby = DemoStandby(settings.RUN_DIR, lambda worker: TelemetryReader(
-                    redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=worker))
-                result = scenario.run(ScenarioContext(client, time_scale=opts["speed"], say=say, telemetry=reader,
-                                                      workers=PidFileWorker(settings.RUN_DIR / "worker.pid"),
+                    redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=worker), clock=clock)
+                result = scenario.run(ScenarioContext(client, time_scale=opts["speed"], clock=clock, say=say,
+                                                      telemetry=reader,
+                                                      workers=PidFileWorker(settings.RUN_DIR / "worker.pid", clock=clock),
                                                       lease=LeaseHolder(client, lease_ns, lease_name),
                                                       standby=standby, actor=f"scenario {scenario.name}"))
             finally:
@@ -91,7 +92,7 @@ class Command(BaseCommand):
             publisher.set_state(TOPIC, scenario.name, {
                 "title": scenario.title, "narration": list(scenario.narration), "running": False,
                 "claims": [{"text": c.text, "held": c.held, "detail": c.detail} for c in result.claims],
-                "measurements": result.measurements, "finished": time.time() * 1000})
+                "measurements": result.measurements, "finished": clock.wall() * 1000})
         finally:
             publisher.stop()
             redis_handle.stop()

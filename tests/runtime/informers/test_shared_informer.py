@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from controllers.informers import Backoff, DeletedFinalStateUnknown, SharedInformer, SharedInformerFactory
-from controllers.telemetry.observer import Observer
+from controllers.observer import Observer
 from tests.runtime.informers.fake_apiserver import FakeApiServer, FakeClient
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from controllers.telemetry.observer import Observer
+from controllers.observer import Observer
 from controllers.workqueue import Queue
 
 

@@ -1,4 +1,4 @@
-"""The Observer interface the runtime reports to.
+"""The Observer interface the runtime reports to (``runtime → observer ← telemetry``).
 
 Like client-go's workqueue ``MetricsProvider``, the Observer is injected and its default does
 nothing: instrumentation costs a method call when nobody listens. Every hook is a plain, fast,
@@ -10,12 +10,31 @@ is logged, never raised into the runtime.
 
 Hooks are grouped by the component that calls them. Names (``informer``, ``queue``, ``controller``)
 are the human-readable names the dashboard shows; ``key`` is the ``namespace/name`` cache key.
+Parameters that take one of a closed set of values are typed with the protocol's enums
+(``controllers.schema``): a member *is* its wire string, so an observer may publish it as is.
+
+This module sits between the runtime and telemetry: the runtime packages import it, the telemetry
+observer implements it, and it imports neither (only ``controllers.schema``), so the runtime never
+depends on how, or whether, its reports are published.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+
+from controllers.schema import (
+    ControllerEvent,
+    DeltaType,
+    FifoOp,
+    HandlerEvent,
+    HandlerOutcome,
+    QueueOp,
+    ReconcileResult,
+    ReflectorState,
+    WatchEndReason,
+    WatchEventType,
+)
 
 log = logging.getLogger("ctrlscope.observer")
 
@@ -35,20 +54,21 @@ class Observer:
     def on_watch_start(self, informer: str, *, resource_version: str) -> None:
         """A WATCH was opened from ``resource_version``."""
 
-    def on_watch_event(self, informer: str, *, event_type: str, key: str,
+    def on_watch_event(self, informer: str, *, event_type: WatchEventType, key: str,
                        resource_version: str) -> None:
         """A watch event (ADDED/MODIFIED/DELETED) was received and decoded."""
 
     def on_bookmark(self, informer: str, *, resource_version: str) -> None:
         """A BOOKMARK advanced the reflector's resourceVersion."""
 
-    def on_watch_end(self, informer: str, *, reason: str) -> None:
-        """A watch ended: ``timeout``, ``closed``, ``expired`` (410) or an error text."""
+    def on_watch_end(self, informer: str, *, reason: WatchEndReason, error: str | None = None) -> None:
+        """A watch ended, and why; ``error`` is the error's text when there was one (an ``error``
+        end, a 429)."""
 
     def on_backoff(self, informer: str, *, delay: float, reason: str) -> None:
         """The reflector is waiting ``delay`` seconds before listing or watching again."""
 
-    def on_reflector_state(self, informer: str, *, state: str) -> None:
+    def on_reflector_state(self, informer: str, *, state: ReflectorState) -> None:
         """listing / watching / backing-off / relisting; and synced."""
 
     # -- Store / FIFO ----------------------------------------------------------------------
@@ -58,17 +78,17 @@ class Observer:
         ``(key, object)`` pairs). An informer's cache changes by upsert/delete only: its relists go
         through the DeltaFIFO; ``replace`` comes from a Store a Reflector fills directly."""
 
-    def on_fifo(self, informer: str, *, op: str, key: str, delta: str, depth: int) -> None:
+    def on_fifo(self, informer: str, *, op: FifoOp, key: str, delta: DeltaType, depth: int) -> None:
         """The FIFO between reflector and store queued or popped a delta."""
 
     # -- SharedInformer handlers -----------------------------------------------------------
-    def on_handler(self, informer: str, *, handler: str, event: str, key: str,
-                   outcome: str, duration: float, error: str | None = None,
+    def on_handler(self, informer: str, *, handler: str, event: HandlerEvent, key: str,
+                   outcome: HandlerOutcome, duration: float, error: str | None = None,
                    old: Any = None, new: Any = None) -> None:
         """An event handler ran; ``outcome`` is ``ok`` or ``error``."""
 
     # -- Workqueue -------------------------------------------------------------------------
-    def on_queue(self, queue: str, *, op: str, key: str, depth: int,
+    def on_queue(self, queue: str, *, op: QueueOp, key: str, depth: int,
                  delay: float | None = None, requeues: int | None = None,
                  duration: float | None = None) -> None:
         """A workqueue operation. ``depth`` is the number of keys ready in the FIFO afterwards.
@@ -90,7 +110,7 @@ class Observer:
         waits for its caches, or for leadership, has been reported but not started."""
 
     # -- Controller event mapping -----------------------------------------------------------
-    def on_event(self, controller: str, *, event: str, key: str, requests: list[str],
+    def on_event(self, controller: str, *, event: ControllerEvent, key: str, requests: list[str],
                  filtered_by: str | None = None) -> None:
         """A watched object's event (``create``/``update``/``delete``) reached a controller: either
         a predicate (``filtered_by``) dropped it or the handler mapped it to ``requests``. This is
@@ -101,7 +121,7 @@ class Observer:
         """A worker took ``key`` and called Reconcile."""
 
     def on_reconcile_end(self, controller: str, *, key: str, worker: int, duration: float,
-                         result: str, requeue_after: float = 0.0,
+                         result: ReconcileResult, requeue_after: float = 0.0,
                          error: str | None = None) -> None:
         """Reconcile returned or raised. ``result`` uses controller-runtime's labels:
         success, error, requeue, requeue_after, terminal (and panic for unexpected exceptions)."""
