@@ -38,6 +38,7 @@ from controllers.reconcile import (
     Request,
     Result,
 )
+from controllers.schema import SCOREBOARD_TABLE
 
 log = logging.getLogger("ctrlscope.examples.podset")
 
@@ -310,7 +311,7 @@ class PodSetScoreboard:
     the caches only, never the API. A leader-only runnable: a standby replica reports nothing.
     """
 
-    TABLE = "podset-scoreboard"
+    TABLE = SCOREBOARD_TABLE
 
     def __init__(self, podsets: SharedInformer, pods: SharedInformer, *, observer: Any,
                  handlers: HandlerPodSets | None, reconciler: PodSetReconciler | None,

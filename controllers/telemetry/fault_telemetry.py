@@ -25,9 +25,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from controllers.clock import Clock, RealClock
+from controllers.schema import FAULTS_TOPIC, RecordKind
 from controllers.telemetry.publisher import RedisPublisher
 
-TOPIC = "cluster/faults"
+TOPIC = FAULTS_TOPIC
 MAX_LIST_ITEMS = 20
 
 
@@ -71,7 +72,7 @@ class FaultTelemetry:
             if isinstance(value, list) and len(value) > MAX_LIST_ITEMS:
                 params[key] = value[:MAX_LIST_ITEMS]
                 params[f"{key}Total"] = len(value)
-        self.publisher.publish(self.topic, {"k": "fault", "fault": event.get("fault"), "params": params,
+        self.publisher.publish(self.topic, {"k": RecordKind.FAULT, "fault": event.get("fault"), "params": params,
                                             "time": event.get("time"), "rv": event.get("resourceVersion"),
                                             "by": event.get("by", ""), "ts": self._now()})
         if self._source is not None:

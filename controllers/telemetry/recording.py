@@ -31,6 +31,7 @@ import orjson
 import redis
 
 from controllers.clock import Clock, RealClock
+from controllers.schema import RecordKind
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.streams import RESET_PREFIX, Keys, StreamReader, parse_id
 
@@ -179,7 +180,7 @@ def replay(path: Path, publisher: RedisPublisher, *, speed: float = 1.0, clock: 
                 publisher.set_state(topic, key, None)
             for key, value in state.items():
                 publisher.set_state(topic, key, _shift(value, moved))
-            publisher.publish(topic, {"k": "replay", "ts": start_wall + (item["ts"] - started) / speed})
+            publisher.publish(topic, {"k": RecordKind.REPLAY, "ts": start_wall + (item["ts"] - started) / speed})
             continue
         topic = replay_topic(item["topic"])
         for record in item["r"]:

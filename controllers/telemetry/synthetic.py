@@ -14,6 +14,7 @@ import random
 import threading
 
 from controllers.clock import Clock, RealClock
+from controllers.schema import SYNTHETIC_TOPIC, RecordKind
 from controllers.telemetry.publisher import RedisPublisher
 
 PHASES = ("Pending", "ContainerCreating", "Running")
@@ -23,7 +24,7 @@ TICK = 0.01
 class SyntheticLoad:
     """Publishes watch-shaped records at a steady rate (see module docstring)."""
 
-    def __init__(self, publisher: RedisPublisher, rate: float, *, topic: str = "synthetic",
+    def __init__(self, publisher: RedisPublisher, rate: float, *, topic: str = SYNTHETIC_TOPIC,
                  objects: int = 200, clock: Clock | None = None, seed: int | None = None) -> None:
         if rate <= 0:
             raise ValueError(f"rate must be positive, got {rate}")
@@ -57,7 +58,7 @@ class SyntheticLoad:
             else:
                 etype = "MODIFIED"
             rv = str(self.rv)
-            pub.publish(topic, {"k": "watch", "type": etype, "key": key, "rv": rv, "seq": self.seq,
+            pub.publish(topic, {"k": RecordKind.WATCH, "type": etype, "key": key, "rv": rv, "seq": self.seq,
                                 "ts": now_ms})
             pub.set_state(topic, key, None if etype == "DELETED" else
                           {"rv": rv, "phase": PHASES[self.seq % len(PHASES)]})

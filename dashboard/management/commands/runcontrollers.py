@@ -29,6 +29,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from controllers.schema import SYNTHETIC_TOPIC, RecordKind
 from controllers.telemetry.inspector import Inspector
 from controllers.telemetry.last_updates import DEFAULT_MAX_BYTES, DEFAULT_MAX_KEYS, LastUpdates
 from controllers.telemetry.metrics_sampler import MetricsSampler
@@ -80,7 +81,7 @@ class Command(BaseCommand):
         parser.add_argument("--synthetic", type=float, metavar="RATE",
                             help="also publish RATE synthetic observations per second (load generator)")
         parser.add_argument("--objects", type=int, default=200, help="synthetic object count (200)")
-        parser.add_argument("--topic", default="synthetic", help="synthetic topic name (synthetic)")
+        parser.add_argument("--topic", default=SYNTHETIC_TOPIC, help=f"synthetic topic name ({SYNTHETIC_TOPIC})")
         parser.add_argument("--duration", type=float, help="stop after this many seconds")
         parser.add_argument("--status-every", type=float, default=10.0,
                             help="print a status line every N seconds (0: never)")
@@ -186,7 +187,7 @@ class Command(BaseCommand):
             except Exception as exc:  # user code: show it, keep the others running
                 text = "".join(traceback.format_exception(exc))
                 self.stderr.write(f"controller {spec} failed to set up and is skipped:\n{text}")
-                publisher.publish(f"w/{observer.worker}/errors", {"k": "setup_error", "controller": spec,
+                publisher.publish(observer.errors_topic, {"k": RecordKind.SETUP_ERROR, "controller": spec,
                                                                    "error": text, "ts": time.time() * 1000})
         if not started:
             raise CommandError("no controller could be set up (see the errors above)")

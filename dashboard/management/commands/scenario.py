@@ -14,10 +14,9 @@ from controllers.clock import RealClock
 from controllers.scenarios import SCENARIOS, ScenarioContext
 from controllers.scenarios.base import DemoStandby, LeaseHolder, PidFileWorker
 from controllers.scenarios.telemetry import TelemetryReader
+from controllers.schema import SCENARIOS_TOPIC, RecordKind
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
-
-TOPIC = "scenarios"
 
 
 class Command(BaseCommand):
@@ -64,16 +63,16 @@ class Command(BaseCommand):
         def say(line: str) -> None:
             self.stdout.write(f"  > {line}")
             self.stdout.flush()
-            publisher.publish(TOPIC, {"k": "narration", "scenario": scenario.name, "text": line, "ts": clock.wall() * 1000})
+            publisher.publish(SCENARIOS_TOPIC, {"k": RecordKind.NARRATION, "scenario": scenario.name, "text": line, "ts": clock.wall() * 1000})
             # The state keeps the latest line, so a page opened mid-scenario shows it at once.
             running["line"] = line
-            publisher.set_state(TOPIC, scenario.name, dict(running))
+            publisher.set_state(SCENARIOS_TOPIC, scenario.name, dict(running))
 
         try:
             self.stdout.write(self.style.MIGRATE_HEADING(scenario.title))
             for paragraph in scenario.narration:
                 self.stdout.write(f"  {paragraph}")
-            publisher.set_state(TOPIC, scenario.name, dict(running))
+            publisher.set_state(SCENARIOS_TOPIC, scenario.name, dict(running))
             reader = TelemetryReader(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=opts["worker"])
             try:
                 lease_ns, _, lease_name = opts["lease"].partition("/")
@@ -89,7 +88,7 @@ class Command(BaseCommand):
             for claim in result.claims:
                 mark = self.style.SUCCESS("held") if claim.held else self.style.ERROR("DID NOT HOLD")
                 self.stdout.write(f"  [{mark}] {claim.text} ({claim.detail})")
-            publisher.set_state(TOPIC, scenario.name, {
+            publisher.set_state(SCENARIOS_TOPIC, scenario.name, {
                 "title": scenario.title, "narration": list(scenario.narration), "running": False,
                 "claims": [{"text": c.text, "held": c.held, "detail": c.detail} for c in result.claims],
                 "measurements": result.measurements, "finished": clock.wall() * 1000})
