@@ -41,8 +41,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from controllers.clock import Clock, RealClock
+from controllers.metrics import FAMILIES, MetricsObserver
 from controllers.observer import FanoutObserver
-from controllers.reconcile.metrics import FAMILIES, MetricsObserver
 from controllers.schema import (
     HandlerEvent,
     HandlerOutcome,

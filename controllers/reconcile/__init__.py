@@ -2,6 +2,7 @@
 ``Request``s from watched informers through a rate-limited workqueue and applies the ``Result``.
 """
 
+from controllers.metrics import MetricsObserver
 from controllers.reconcile.controller import Controller, ControllerMetrics
 from controllers.reconcile.handlers import (
     EnqueueRequestForObject,
@@ -11,7 +12,6 @@ from controllers.reconcile.handlers import (
 )
 from controllers.reconcile.leader_election import KubernetesLeaseLock, LeaderElector, LeaseLock
 from controllers.reconcile.manager import Manager, Runnable
-from controllers.reconcile.metrics import MetricsObserver
 from controllers.reconcile.predicates import GenerationChangedPredicate, Predicate, ResourceVersionChangedPredicate
 from controllers.reconcile.request import Reconciler, Request, Result, TerminalError
 

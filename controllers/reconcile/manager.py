@@ -35,10 +35,10 @@ from typing import Any, Protocol
 from controllers.clock import Clock, RealClock
 from controllers.informers.factory import ListWatchClient, SharedInformerFactory
 from controllers.informers.shared_informer import SharedInformer
+from controllers.metrics import MetricsObserver
 from controllers.observer import FanoutObserver, Observer
 from controllers.reconcile.controller import DEFAULT_CACHE_SYNC_TIMEOUT, Controller, ReconcileFunc
 from controllers.reconcile.leader_election import LeaderElector, LeaseLock
-from controllers.reconcile.metrics import MetricsObserver
 from controllers.reconcile.request import Reconciler
 from controllers.workqueue import RateLimiter
 

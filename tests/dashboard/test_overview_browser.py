@@ -13,8 +13,8 @@ import time
 import pytest
 
 from controllers.clock import FakeClock
+from controllers.metrics import FAMILIES, MetricsObserver
 from controllers.observer import FanoutObserver
-from controllers.reconcile.metrics import FAMILIES, MetricsObserver
 from controllers.telemetry.metrics_sampler import MetricsSampler
 from controllers.telemetry.telemetry_observer import TelemetryObserver
 from tests.dashboard.test_cache_panel_browser import key, pod, save_screenshot

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import Counter
 
 from controllers.clock import FakeClock
-from controllers.reconcile.metrics import FAMILIES, QUEUE_BUCKETS, RECONCILE_BUCKETS, MetricsObserver
+from controllers.metrics import FAMILIES, QUEUE_BUCKETS, RECONCILE_BUCKETS, MetricsObserver
 from controllers.telemetry.metrics_sampler import MetricsSampler
 from tests.conftest import wait_until
 from tests.telemetry.test_publisher import read_snapshot, read_stream

@@ -106,7 +106,7 @@ class Command(BaseCommand):
         manager = inspector = sampler = None
         try:
             if setups:
-                from controllers.reconcile.metrics import FAMILIES  # the runtime: not for a synthetic-only worker
+                from controllers.metrics import FAMILIES  # prometheus families: not for a synthetic-only worker
 
                 manager, observer = self._start_manager(setups, publisher, opts)
                 threads.append(threading.Thread(target=manager.run, name="manager", daemon=True))

@@ -4,7 +4,9 @@
 exports (``controller_runtime_reconcile_total{controller,result}``, ``workqueue_depth{name,controller}``,
 ...), in its own registry, so existing Grafana dashboards for controller-runtime work unchanged.
 Like client-go's metrics provider it is just another observer: nothing is measured unless a
-Manager (or you) installs it. ``serve(port)`` exposes ``/metrics``.
+Manager (or you) installs it. ``serve(port)`` exposes ``/metrics``. It sits beside the Observer
+interface rather than in ``reconcile``: it needs nothing of the runtime, and the publisher API
+(``controllers/publish.py``) gives processes without ctrlscope's runtime the same series.
 
 Reconcile results ``terminal`` and ``panic`` (ctrlscope's finer observer labels) are counted as
 ``result="error"`` plus the terminal/panic counters, as controller-runtime does.
