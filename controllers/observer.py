@@ -21,6 +21,7 @@ depends on how, or whether, its reports are published.
 from __future__ import annotations
 
 import logging
+from enum import StrEnum
 from typing import Any
 
 from controllers.schema import (
@@ -37,6 +38,15 @@ from controllers.schema import (
 )
 
 log = logging.getLogger("ctrlscope.observer")
+
+
+class StoreOp(StrEnum):
+    """How ``on_store`` says the cache changed. Not a wire name: the cache's topic state is what
+    observers publish of it, so this vocabulary ends at the hook."""
+
+    UPSERT = "upsert"
+    DELETE = "delete"
+    REPLACE = "replace"
 
 
 class Observer:
@@ -72,7 +82,7 @@ class Observer:
         """listing / watching / backing-off / relisting; and synced."""
 
     # -- Store / FIFO ----------------------------------------------------------------------
-    def on_store(self, informer: str, *, op: str, key: str, obj: Any) -> None:
+    def on_store(self, informer: str, *, op: StoreOp, key: str, obj: Any) -> None:
         """The cache changed: ``op`` is ``upsert`` (``obj`` the new object), ``delete`` (``obj`` the
         removed object) or ``replace`` (``key`` empty, ``obj`` the new contents as a list of
         ``(key, object)`` pairs). An informer's cache changes by upsert/delete only: its relists go
@@ -84,8 +94,9 @@ class Observer:
     # -- SharedInformer handlers -----------------------------------------------------------
     def on_handler(self, informer: str, *, handler: str, event: HandlerEvent, key: str,
                    outcome: HandlerOutcome, duration: float, error: str | None = None,
-                   old: Any = None, new: Any = None) -> None:
-        """An event handler ran; ``outcome`` is ``ok`` or ``error``."""
+                   old: Any = None, new: Any = None, tombstone: bool = False) -> None:
+        """An event handler ran; ``outcome`` is ``ok`` or ``error``. ``tombstone``: a delete seen only
+        by a relist (client-go's DeletedFinalStateUnknown); ``new`` is then the last known object."""
 
     # -- Workqueue -------------------------------------------------------------------------
     def on_queue(self, queue: str, *, op: QueueOp, key: str, depth: int,

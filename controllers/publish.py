@@ -42,7 +42,7 @@ from typing import Any
 
 from controllers.clock import Clock, RealClock
 from controllers.metrics import FAMILIES, MetricsObserver
-from controllers.observer import FanoutObserver
+from controllers.observer import FanoutObserver, StoreOp
 from controllers.schema import (
     HandlerEvent,
     HandlerOutcome,
@@ -153,7 +153,7 @@ class InformerReport:
     def listed(self, objects: Iterable[dict[str, Any]], *, resource_version: str, duration: float = 0.0) -> None:
         """A LIST returned ``objects``: the cache is now exactly these (deleted keys disappear)."""
         items = [(object_key(o), o) for o in objects]
-        self._obs.on_store(self.name, op="replace", key="", obj=items)
+        self._obs.on_store(self.name, op=StoreOp.REPLACE, key="", obj=items)
         self._obs.on_list(self.name, resource_version=resource_version, items=len(items), duration=duration)
 
     def list_failed(self, error: str, *, resource_version: str = "", duration: float = 0.0) -> None:
@@ -170,9 +170,9 @@ class InformerReport:
         rv = (obj.get("metadata") or {}).get("resourceVersion", "")
         self._obs.on_watch_event(self.name, event_type=event_type, key=key, resource_version=rv)
         if event_type is WatchEventType.DELETED:
-            self._obs.on_store(self.name, op="delete", key=key, obj=obj)
+            self._obs.on_store(self.name, op=StoreOp.DELETE, key=key, obj=obj)
         elif event_type is not WatchEventType.BOOKMARK and event_type is not WatchEventType.ERROR:
-            self._obs.on_store(self.name, op="upsert", key=key, obj=obj)
+            self._obs.on_store(self.name, op=StoreOp.UPSERT, key=key, obj=obj)
 
     def bookmark(self, resource_version: str) -> None:
         self._obs.on_bookmark(self.name, resource_version=resource_version)
@@ -191,10 +191,13 @@ class InformerReport:
         self._obs.on_reflector_state(self.name, state=ReflectorState.SYNCED)
 
     def handler(self, handler: str, event: str, key: str, *, outcome: str = HandlerOutcome.OK,
-                duration: float = 0.0, error: str | None = None, old: Any = None, new: Any = None) -> None:
-        """An event handler ran (``event``: add/update/delete); ``old``/``new`` feed the object inspector."""
+                duration: float = 0.0, error: str | None = None, old: Any = None, new: Any = None,
+                tombstone: bool = False) -> None:
+        """An event handler ran (``event``: add/update/delete); ``old``/``new`` feed the object
+        inspector; ``tombstone``: a delete seen only by a relist (``new`` the last known object)."""
         self._obs.on_handler(self.name, handler=handler, event=HandlerEvent(event), key=key,
-                             outcome=HandlerOutcome(outcome), duration=duration, error=error, old=old, new=new)
+                             outcome=HandlerOutcome(outcome), duration=duration, error=error, old=old, new=new,
+                             tombstone=tombstone)
 
     @contextmanager
     def handling(self, handler: str, event: str, key: str, *, old: Any = None, new: Any = None) -> Iterator[None]:

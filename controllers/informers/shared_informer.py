@@ -56,7 +56,7 @@ from typing import Any
 from controllers.clock import Clock, RealClock
 from controllers.informers.delta_fifo import Delta, DeltaFIFO, FIFOClosedError
 from controllers.informers.gc_freeze import CACHE_FREEZER, CacheFreezer
-from controllers.informers.keys import object_key, resource_version
+from controllers.informers.keys import DeletedFinalStateUnknown, object_key, resource_version
 from controllers.informers.listwatch import ListWatch
 from controllers.informers.reflector import Reflector
 from controllers.informers.store import IndexFunc, Store, decode_entry
@@ -203,9 +203,12 @@ class HandlerRegistration:
             log.exception("informer %s: handler %s failed on %s", self.informer, self.name, event)
         self.delivered += 1
         if obs is not None:
+            # A delete whose final state was missed (a relist after a gap) reaches handlers as a
+            # DeletedFinalStateUnknown tombstone: observers get the last known object and the flag.
+            tombstone = type(new) is DeletedFinalStateUnknown
             obs.on_handler(self.informer, handler=self.name, event=event, key=object_key(new),
                            outcome=HandlerOutcome.OK if error is None else HandlerOutcome.ERROR, duration=self.clock.now() - start,
-                           error=error, old=old, new=new)
+                           error=error, old=old, new=new.obj if tombstone else new, tombstone=tombstone)
 
 
 class SharedInformer:

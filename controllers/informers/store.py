@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 
 from controllers.informers.keys import KeyFunc, Obj, object_key
-from controllers.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.observer import NOOP_OBSERVER, Observer, StoreOp, active_observer
 
 IndexFunc = Callable[[Obj], list[str]]
 
@@ -127,7 +127,7 @@ class Store:
             if old is None or self._values.get(key) != values:
                 self._update_indices(key, values)
             if self._obs is not None:
-                self._obs.on_store(self.name, op="upsert", key=key, obj=obj)
+                self._obs.on_store(self.name, op=StoreOp.UPSERT, key=key, obj=obj)
             return old
 
     def delete(self, obj: Any) -> None:
@@ -147,7 +147,7 @@ class Store:
             return None
         self._update_indices(key, None)
         if self._obs is not None:
-            self._obs.on_store(self.name, op="delete", key=key, obj=_decode(old))
+            self._obs.on_store(self.name, op=StoreOp.DELETE, key=key, obj=_decode(old))
         return old
 
     def replace(self, objs: Iterable[Obj], resource_version: str = "") -> None:
@@ -161,7 +161,7 @@ class Store:
             for key, o in fresh.items():
                 self._update_indices(key, self._index_values(o))
             if self._obs is not None:
-                self._obs.on_store(self.name, op="replace", key="", obj=list(fresh.items()))
+                self._obs.on_store(self.name, op=StoreOp.REPLACE, key="", obj=list(fresh.items()))
 
     def _index_values(self, obj: Obj) -> tuple[tuple[str, ...], ...]:
         if len(self._indexers) == 1:  # only the namespace index: skip the generic loop

@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from controllers.clock import Clock, RealClock
-from controllers.observer import Observer
+from controllers.observer import Observer, StoreOp
 from controllers.schema import (
     LEADER_PREFIX,
     PROTOCOL_VERSION,
@@ -196,13 +196,13 @@ class TelemetryObserver(Observer):
 
     def on_store(self, informer: str, *, op: str, key: str, obj: Any) -> None:
         topic = self.topic(TopicKind.INFORMER, informer)
-        if op == "upsert":
+        if op == StoreOp.UPSERT:
             self.publisher.set_state(topic, key, summarize(obj))
             self._count(informer, "cache")
-        elif op == "delete":
+        elif op == StoreOp.DELETE:
             self.publisher.set_state(topic, key, None)
             self._count(informer, "cache")
-        elif op == "replace" and isinstance(obj, Iterable):
+        elif op == StoreOp.REPLACE and isinstance(obj, Iterable):
             self._count(informer, "cache", self._replace(topic, obj))
 
     def _replace(self, topic: str, items: Iterable[tuple[str, Any]]) -> int:
@@ -223,17 +223,15 @@ class TelemetryObserver(Observer):
                 c["fifo"] += 1
 
     def on_handler(self, informer: str, *, handler: str, event: str, key: str, outcome: str,
-                   duration: float, error: str | None = None, old: Any = None, new: Any = None) -> None:
+                   duration: float, error: str | None = None, old: Any = None, new: Any = None,
+                   tombstone: bool = False) -> None:
         record = {"k": RecordKind.HANDLER, "handler": handler, "event": event, "key": key, "outcome": outcome,
                   "duration": duration, "error": error, "rv": resource_version(new), "old_rv": resource_version(old)}
         if event == HandlerEvent.UPDATE and isinstance(old, dict) and isinstance(new, dict):
             self.last_updates.record(informer, key, handler=handler, old=old, new=new, old_rv=record["old_rv"],
                                      new_rv=record["rv"], at=self.clock.wall() * 1000)
-        # A delete whose final state was missed (relist after a gap) carries the last known object in a
-        # DeletedFinalStateUnknown tombstone; duck-typed because telemetry must not import informers.
-        last_known = getattr(new, "obj", None)
-        if last_known is not None and type(new).__name__ == "DeletedFinalStateUnknown":
-            record.update(tombstone=True, rv=resource_version(last_known))
+        if tombstone:  # the delete was seen only by a relist: rv is the last known object's
+            record["tombstone"] = True
         self._emit(TopicKind.INFORMER, informer, record)
         with self._counts_lock:
             c = self._informer(informer)

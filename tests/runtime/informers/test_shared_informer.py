@@ -173,10 +173,18 @@ def test_no_resync_without_resync_period(clock, eventually) -> None:
 
 
 def test_relist_after_410_tombstones_objects_deleted_in_the_gap(clock, eventually) -> None:
+    class Handlers(Observer):
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str, bool]] = []
+
+        def on_handler(self, informer: str, **kw: Any) -> None:
+            self.calls.append((kw["key"], kw["new"]["metadata"]["resourceVersion"], kw["tombstone"]))
+
     server = FakeApiServer()
     server.create("gone")
     server.create("kept")
-    informer = SharedInformer(server, clock=clock)
+    seen = Handlers()
+    informer = SharedInformer(server, clock=clock, observer=seen)
     rec = Recorder()
     rec.register(informer)
     with started(informer):
@@ -191,6 +199,8 @@ def test_relist_after_410_tombstones_objects_deleted_in_the_gap(clock, eventuall
         clock.step(0.8)
         eventually(lambda: len(rec.events) == 5)
     assert rec.events[3:] == [("update", "kept", "105"), ("delete", "tombstone:default/gone", "101")]
+    # Observers are told it is a tombstone and get the last known object, not the wrapper.
+    assert ("default/gone", "101", True) in seen.calls and ("default/kept", "105", False) in seen.calls
     assert sorted(informer.store.list_keys()) == ["default/c", "default/kept"]
 
 
