@@ -315,13 +315,15 @@ def fold_queue_op(state: dict[str, Any] | None, op: str, *, now_ms: float, delay
 
     This is the queue topic's snapshot model, the same for every publisher: ``s`` (QueueItemState),
     ``since`` (wall ms it entered ``s``; kept across re-adds while queued), ``ready_at`` (wall ms a
-    delayed add fires), ``dirty`` (added again while processing) and ``requeues`` (the rate limiter's
-    count). A publisher folds each record it emits into its state; ``protocol/vectors/queue_*.json``
+    delayed add fires, while it is in the future: a queued or processing key may also be waiting),
+    ``dirty`` (added again while processing) and ``requeues`` (the rate limiter's
+    count). A publisher folds each record it emits into its state; ``protocol/vectors/queue/``
     fix the result, so the dashboard reads the same thing from every runtime.
     """
     item: dict[str, Any] = dict(state) if state else {"requeues": 0}
+    if item.get("ready_at", now_ms + 1) <= now_ms:
+        del item["ready_at"]  # the delayed add has fired (this record may be it)
     if op in (QueueOp.ADD, QueueOp.REQUEUE):
-        item.pop("ready_at", None)
         # since: when the key entered the FIFO; an add of a key already queued does not move it.
         queued_since = item.get("since") if item.get("s") == QueueItemState.QUEUED else None
         item.update(s=QueueItemState.QUEUED.value, since=queued_since or now_ms)
@@ -331,13 +333,13 @@ def fold_queue_op(state: dict[str, Any] | None, op: str, *, now_ms: float, delay
         item = {"requeues": item.get("requeues", 0), "s": QueueItemState.PROCESSING.value, "since": now_ms,
                 **({"ready_at": item["ready_at"]} if "ready_at" in item else {})}
     elif op in (QueueOp.ADD_AFTER, QueueOp.ADD_RATE_LIMITED):
-        if delay is None or delay <= 0:
-            if state is None:
-                return None  # the queue adds it at once: that add is a record of its own
-        else:
+        if delay is not None and delay > 0:  # (a zero delay adds at once: that add is its own record)
             # The delaying queue adds the key back at ready_at; a key being processed shows as
-            # waiting once its worker is done with it.
-            item["ready_at"] = now_ms + delay * 1000
+            # waiting once its worker is done with it. A key already waiting keeps the earlier
+            # of its two ready times (client-go's delaying queue does the same).
+            ready_at = now_ms + delay * 1000
+            if not now_ms < item.get("ready_at", ready_at) < ready_at:
+                item["ready_at"] = ready_at
             if item.get("s") not in (QueueItemState.QUEUED, QueueItemState.PROCESSING):
                 item["s"] = QueueItemState.WAITING.value
         if requeues is not None:  # the limiter's count, already including this retry
@@ -353,8 +355,8 @@ def fold_queue_op(state: dict[str, Any] | None, op: str, *, now_ms: float, delay
             item = {"requeues": item["requeues"], "s": QueueItemState.IDLE.value}
         else:
             return None
-    elif state is None:
-        return None  # dedup/shutdown/unknown op on a key the state never held: nothing to keep
+    if state is None and "s" not in item:
+        return None  # an op on a key the state never held that puts it nowhere: nothing to keep
     return item
 
 

@@ -175,14 +175,14 @@ class Controller:
         self._report(started=True)
 
     def snapshot(self) -> dict[str, Any]:
-        """The controller's queue and counters for a dashboard snapshot."""
+        """The controller's counters and its queue's items (the protocol's queue item model)."""
         with self._metrics_lock:
             m = self.metrics
             counters = {"reconcile_total": dict(m.reconcile_total), "errors": m.reconcile_errors_total,
                         "terminal_errors": m.terminal_reconcile_errors_total, "panics": m.reconcile_panics_total,
                         "active_workers": m.active_workers}
         return {"name": self.name, "max_concurrent_reconciles": self.max_concurrent_reconciles,
-                "started": self._started, "queue": self.queue.snapshot(), **counters}
+                "started": self._started, "queue": self.queue.items(), **counters}
 
     def stop(self, timeout: float | None = 30.0) -> None:
         """Stop taking work; wait for running reconciles to finish and the workers to exit."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from controllers.clock import Clock
 from controllers.observer import Observer
-from controllers.schema import QueueOp
+from controllers.schema import QueueItemState, QueueOp
 from controllers.workqueue.queue import Queue
 
 HEARTBEAT = 10.0
@@ -111,7 +111,11 @@ class DelayingQueue(Queue):
             now = self.clock.now()
             return sorted(((k, e[0] - now) for k, e in self._waiting.items()), key=lambda kv: kv[1])
 
-    def snapshot(self) -> dict[str, Any]:
-        snap = super().snapshot()
-        snap["waiting"] = [(str(k), left) for k, left in self.waiting()]
-        return snap
+    def items(self) -> dict[str, dict[str, Any]]:
+        """``Queue.items`` plus the keys waiting for their ready time (``ready_at``, wall ms)."""
+        out = super().items()
+        wall_ms = self.clock.wall() * 1000
+        for key, left in self.waiting():
+            item = out.setdefault(str(key), {"requeues": 0, "s": QueueItemState.WAITING.value})
+            item["ready_at"] = wall_ms + left * 1000
+        return out

@@ -29,7 +29,7 @@ from typing import Any
 
 from controllers.clock import Clock, RealClock
 from controllers.observer import NOOP_OBSERVER, Observer, active_observer
-from controllers.schema import QueueOp
+from controllers.schema import QueueItemState, QueueOp
 
 
 class Queue:
@@ -162,14 +162,16 @@ class Queue:
         with self._cond:
             return self._shutting_down
 
-    def snapshot(self) -> dict[str, Any]:
-        """A consistent copy of the queue state for the dashboard (not for the hot path)."""
-        with self._cond:
-            now = self.clock.now()
-            return {
-                "name": self.name,
-                "queued": [str(k) for k in self._queue],
-                "processing": [str(k) for k in self._processing],
-                "dirty": [str(k) for k in self._dirty],
-                "longest_running": max((now - t for t in self._started_at.values()), default=0.0),
-            }
+    def items(self) -> dict[str, dict[str, Any]]:
+        """Every key the queue holds, in the protocol's queue item model (``protocol/README.md`` §5.2,
+        ``controllers.schema.fold_queue_op``): what the queue topic's state shows for it, folded from
+        this queue's records, without ``since`` (when the observer saw the change). A property test
+        holds the two to each other. Not for the hot path."""
+        with self._lock:
+            out = {str(k): {"requeues": 0, "s": QueueItemState.QUEUED.value} for k in self._queue}
+            for k in self._processing:
+                item: dict[str, Any] = {"requeues": 0, "s": QueueItemState.PROCESSING.value}
+                if k in self._dirty:  # added again while processing: queued again at done
+                    item["dirty"] = True
+                out[str(k)] = item
+        return out

@@ -46,12 +46,16 @@ class RateLimitingQueue(DelayingQueue):
         """How many times ``item`` has been rate-limited since it was last forgotten."""
         return self.rate_limiter.num_requeues(item)
 
-    def snapshot(self) -> dict[str, Any]:
-        snap = super().snapshot()
-        # NumRequeues per key the queue knows (controller-runtime #686 asks for exactly this).
+    def items(self) -> dict[str, dict[str, Any]]:
+        """``DelayingQueue.items`` with each key's NumRequeues (controller-runtime #686 asks for
+        exactly this). Keys only the rate limiter remembers (``idle`` in a queue topic's state) are
+        not listed: rate limiters do not enumerate their keys."""
+        out = super().items()
         with self._cond:
-            keys = self._dirty | self._processing
+            keys = {str(k): k for k in self._dirty | self._processing}
         with self._wcond:
-            keys |= self._waiting.keys()
-        snap["requeues"] = {str(k): n for k in keys if (n := self.rate_limiter.num_requeues(k))}
-        return snap
+            keys.update((str(k), k) for k in self._waiting)
+        for name, item in out.items():
+            if name in keys:
+                item["requeues"] = self.rate_limiter.num_requeues(keys[name])
+        return out

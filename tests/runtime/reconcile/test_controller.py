@@ -329,7 +329,7 @@ def test_snapshot_reports_queue_and_counters(clock, eventually) -> None:
     run_once(c, eventually)
     snap = c.snapshot()
     assert snap["errors"] == 1 and snap["reconcile_total"]["error"] == 1
-    assert snap["queue"]["waiting"] == [("default/web", 1.0)] and snap["queue"]["requeues"] == {"default/web": 1}
+    assert snap["queue"] == {"default/web": {"requeues": 1, "s": "waiting", "ready_at": clock.wall() * 1000 + 1000.0}}
     c.stop()
 
 

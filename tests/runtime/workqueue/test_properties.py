@@ -127,3 +127,67 @@ def test_delayed_keys_wait_for_their_earliest_ready_time_and_arrive_once(adds: l
     assert got == due  # each due key exactly once, however often it was added
     assert {k for k, _ in q.waiting()} == later
     q.shut_down()
+
+
+STORY = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.sampled_from("abc")),
+        st.tuples(st.just("get"), st.just("")),
+        st.tuples(st.just("done"), st.sampled_from("abc")),
+        st.tuples(st.just("add_after"), st.sampled_from("abc"), st.sampled_from([0.5, 1.0, 3.0])),
+        st.tuples(st.just("add_rate_limited"), st.sampled_from("abc")),
+        st.tuples(st.just("forget"), st.sampled_from("abc")),
+        st.tuples(st.just("step"), st.sampled_from([0.5, 1.0, 2.0])),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(STORY)
+def test_the_queue_topics_state_folded_from_records_is_the_queues_own_items(story: list[tuple]) -> None:
+    """One model, two producers: what the dashboard shows for a queue (its topic's state, folded from
+    the queue's records by the protocol's fold_queue_op) is, after every step, what the queue itself
+    says it holds (``items()``) -- apart from ``since`` (when the observer saw it) and keys only the
+    rate limiter remembers (``idle``)."""
+    from controllers.telemetry.publisher import RedisPublisher
+    from controllers.telemetry.telemetry_observer import TelemetryObserver
+    from controllers.workqueue import ItemExponentialFailureRateLimiter, RateLimitingQueue
+
+    clock = FakeClock()
+    publisher = RedisPublisher("redis://127.0.0.1:1/0", clock=clock)  # state mirror only: never flushed
+    observer = TelemetryObserver(publisher, worker="w", clock=clock)
+    q = RateLimitingQueue("q", clock=clock, observer=observer,
+                          rate_limiter=ItemExponentialFailureRateLimiter(0.5, 4.0))
+    held: set[str] = set()
+
+    def folded() -> dict:
+        state = publisher.state(observer.topic("queue", "q"))
+        return {k: {f: (round(v, 3) if f == "ready_at" else v) for f, v in item.items() if f != "since"}
+                for k, item in state.items() if item["s"] != "idle"}
+
+    def actual() -> dict:
+        return {k: {f: (round(v, 3) if f == "ready_at" else v) for f, v in item.items()} for k, item in q.items().items()}
+
+    try:
+        for op, *args in story:
+            if op == "add":
+                q.add(args[0])
+            elif op == "get" and len(q):
+                held.add(q.get()[0])
+            elif op == "done" and args[0] in held:
+                held.discard(args[0])
+                q.done(args[0])
+            elif op == "add_after":
+                q.add_after(args[0], args[1])
+            elif op == "add_rate_limited":
+                q.add_rate_limited(args[0])
+            elif op == "forget":
+                q.forget(args[0])
+            elif op == "step":
+                clock.step(args[0])
+                # The delaying queue's thread adds what became due: wait until it has.
+                wait_until(lambda: all(left > 0 for _, left in q.waiting()))
+            assert folded() == actual(), (op, args)
+    finally:
+        q.shut_down()

@@ -143,16 +143,13 @@ def test_default_observer_is_skipped() -> None:
     assert q._obs is None
 
 
-def test_snapshot_shows_queued_processing_and_dirty_keys() -> None:
+def test_items_show_queued_processing_and_dirty_keys() -> None:
     q = Queue("q")
     q.add("a")
     q.add("b")
     q.get()
     q.add("a")
-    snap = q.snapshot()
-    assert snap["queued"] == ["b"]
-    assert snap["processing"] == ["a"]
-    assert sorted(snap["dirty"]) == ["a", "b"]
+    assert q.items() == {"b": {"requeues": 0, "s": "queued"}, "a": {"requeues": 0, "s": "processing", "dirty": True}}
 
 
 def test_a_raising_observer_is_contained_and_cannot_strand_a_key(clock) -> None:

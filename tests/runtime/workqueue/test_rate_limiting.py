@@ -51,13 +51,11 @@ def test_observer_sees_rate_limited_delay_and_requeues(clock, observer) -> None:
     q.shut_down()
 
 
-def test_snapshot_shows_waiting_keys_and_requeues_per_key(clock) -> None:
+def test_items_show_waiting_keys_and_requeues_per_key(clock) -> None:
     q = RateLimitingQueue("q", rate_limiter=ItemExponentialFailureRateLimiter(1.0, 60.0), clock=clock)
     q.add_rate_limited("a")
-    q.add_rate_limited("a")
+    q.add_rate_limited("a")  # a 2 s delay: the key keeps its earlier ready time
     q.add("b")
-    snap = q.snapshot()
-    assert snap["waiting"] == [("a", 1.0)]
-    assert snap["queued"] == ["b"]
-    assert snap["requeues"] == {"a": 2}
+    assert q.items() == {"a": {"requeues": 2, "s": "waiting", "ready_at": clock.wall() * 1000 + 1000.0},
+                         "b": {"requeues": 0, "s": "queued"}}
     q.shut_down()
