@@ -11,6 +11,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from controllers.scenarios.base import Scenario, ScenarioContext, ScenarioResult
+from controllers.schema import HandlerEvent, QueueOp, RecordKind, TopicKind, WatchEndReason
 
 HANDLERS, RECONCILER = "handlers", "reconciler"
 
@@ -69,12 +70,12 @@ def burst_coalescing(ctx: ScenarioContext) -> ScenarioResult:
     ctx.sleep(3)
     end_ms = ctx.wall_ms()
     key_h, key_r = f"{ctx.namespace}/{by_handlers}", f"{ctx.namespace}/{by_reconciler}"
-    handler_calls = len(ctx.telemetry.records("informer", start_ms, end_ms, lambda r: r.get("k") == "handler"
+    handler_calls = len(ctx.telemetry.records(TopicKind.INFORMER, start_ms, end_ms, lambda r: r.get("k") == RecordKind.HANDLER
                                               and r.get("handler") == "podset-handlers" and r.get("key") == key_h))
-    reconciles = len(ctx.telemetry.records("controller", start_ms, end_ms,
-                                           lambda r: r.get("k") == "reconcile" and r.get("key") == key_r))
-    adds = len(ctx.telemetry.records("queue", start_ms, end_ms, lambda r: r.get("k") == "queue" and r.get("key") == key_r
-                                     and r.get("op") in ("add", "dedup", "defer")))
+    reconciles = len(ctx.telemetry.records(TopicKind.CONTROLLER, start_ms, end_ms,
+                                           lambda r: r.get("k") == RecordKind.RECONCILE and r.get("key") == key_r))
+    adds = len(ctx.telemetry.records(TopicKind.QUEUE, start_ms, end_ms, lambda r: r.get("k") == RecordKind.QUEUE and r.get("key") == key_r
+                                     and r.get("op") in (QueueOp.ADD, QueueOp.DEDUP, QueueOp.DEFER)))
     ctx.say(f"{handler_calls} handler calls for the handler PodSet; {adds} queue adds became {reconciles} reconciles.")
     result.measurements.update(handler_calls=handler_calls, queue_adds=adds, reconciles=reconciles)
     result.claim("every update reached the handler: about 200 handler calls", handler_calls >= 150, str(handler_calls))
@@ -114,21 +115,23 @@ def watch_break(ctx: ScenarioContext) -> ScenarioResult:
     key_kept, key_doomed = f"{ctx.namespace}/{kept}", f"{ctx.namespace}/{doomed}"
 
     def handler_records() -> list[dict]:
-        return ctx.telemetry.records("informer", start_ms, ctx.wall_ms(),
-                                     lambda r: r.get("k") == "handler" and r.get("handler") == "podset-handlers")
+        return ctx.telemetry.records(TopicKind.INFORMER, start_ms, ctx.wall_ms(),
+                                     lambda r: r.get("k") == RecordKind.HANDLER and r.get("handler") == "podset-handlers")
 
-    ctx.wait_for(lambda: any(r["key"] == key_doomed and r["event"] == "delete" for r in handler_records()), timeout=20)
+    ctx.wait_for(lambda: any(r["key"] == key_doomed and r["event"] == HandlerEvent.DELETE for r in handler_records()), timeout=20)
     ctx.sleep(1)
     records = handler_records()
-    kept_updates = [r for r in records if r["key"] == key_kept and r["event"] == "update"]
+    kept_updates = [r for r in records if r["key"] == key_kept and r["event"] == HandlerEvent.UPDATE]
     tombstones = [r for r in records if r["key"] == key_doomed and r.get("tombstone")]
-    relisted = ctx.telemetry.records("informer", start_ms, ctx.wall_ms(),
-                                     lambda r: r.get("k") == "list" and not r.get("error"))
+    relisted = ctx.telemetry.records(TopicKind.INFORMER, start_ms, ctx.wall_ms(),
+                                     lambda r: r.get("k") == RecordKind.LIST and not r.get("error"))
     def is_expiry(r: dict) -> bool:
-        reason = str(r.get("reason", "")).lower()
-        return r.get("k") in ("watch_end", "backoff") and ("410" in reason or "expired" in reason)
+        if r.get("k") == RecordKind.WATCH_END:
+            return r.get("reason") == WatchEndReason.EXPIRED
+        reason = str(r.get("reason", "")).lower()  # a backoff's reason is the error's text
+        return r.get("k") == RecordKind.BACKOFF and ("410" in reason or "expired" in reason)
 
-    expired = ctx.telemetry.records("informer", start_ms, ctx.wall_ms(), is_expiry)
+    expired = ctx.telemetry.records(TopicKind.INFORMER, start_ms, ctx.wall_ms(), is_expiry)
     result.measurements.update(updates_seen=len(kept_updates), tombstones=len(tombstones), relists=len(relisted))
     result.claim("the watch ended with 410 Expired and the informer relisted", bool(relisted) and bool(expired),
                  f"{len(expired)} expiry records, {len(relisted)} lists")

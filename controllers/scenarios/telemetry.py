@@ -13,8 +13,9 @@ from typing import Any
 import orjson
 import redis
 
-from controllers.schema import topic_part
+from controllers.schema import TopicKind, topic_part, worker_topic, worker_topic_prefix
 from controllers.telemetry.streams import Keys, StreamReader
+from controllers.telemetry.topic_state import TopicState
 
 Record = dict[str, Any]
 
@@ -25,15 +26,15 @@ class TelemetryReader:
     def __init__(self, url: str, *, prefix: str, worker: str) -> None:
         self.redis = redis.Redis.from_url(url, socket_timeout=5)
         self.reader = StreamReader(self.redis, Keys(prefix))
-        self.worker_prefix = f"w/{topic_part(worker)}/"
+        self.worker = topic_part(worker)
 
     def close(self) -> None:
         self.redis.close()
 
     def cache_keys(self, since_ms: float, kind_suffix: str = "PodSet") -> set[str] | None:
         """Keys in the snapshot of the worker's informer cache for ``*{kind_suffix}``."""
-        topics = self.reader.topics()
-        matches = [t for t in topics if t.startswith(f"{self.worker_prefix}informer/") and t.endswith(kind_suffix)]
+        prefix = worker_topic_prefix(self.worker, TopicKind.INFORMER)
+        matches = [t for t in self.reader.topics() if t.startswith(prefix) and t.endswith(kind_suffix)]
         if not matches:
             return None
         _, state = self.reader.snapshot(matches[0])
@@ -41,15 +42,18 @@ class TelemetryReader:
 
     def components(self) -> dict[str, Record]:
         """The worker's published components (informers, controllers, leases), by entry key."""
-        _, state = self.reader.snapshot(f"{self.worker_prefix}components")
+        _, state = self.reader.snapshot(worker_topic(self.worker, TopicKind.COMPONENTS))
         return {k.decode(): orjson.loads(v) for k, v in state.items()}
 
-    def records(self, kind: str, since_ms: float, until_ms: float,
+    def records(self, kind: TopicKind, since_ms: float, until_ms: float,
                 where: Callable[[Record], bool] = lambda r: True) -> list[Record]:
-        """Records of every ``w/{worker}/{kind}/*`` topic published in [since_ms, until_ms]."""
+        """Records of every ``w/{worker}/{kind}/*`` topic published in [since_ms, until_ms], read the
+        way the dashboard reads them (``TopicState``: unknown record kinds and frames of another
+        protocol major are left out)."""
         out: list[Record] = []
-        for topic in (t for t in self.reader.topics() if t.startswith(f"{self.worker_prefix}{kind}/")):
-            entries = self.reader.read_range(topic, f"{int(since_ms)}-0", f"{int(until_ms) + 1}-0", limit=None)
-            for _, frame in entries:
-                out.extend(r for r in orjson.loads(frame)["r"] if where(r))
+        prefix = worker_topic_prefix(self.worker, kind)
+        for topic in (t for t in self.reader.topics() if t.startswith(prefix)):
+            reader = TopicState()
+            for eid, frame in self.reader.read_range(topic, f"{int(since_ms)}-0", f"{int(until_ms) + 1}-0", limit=None):
+                out.extend(r for r in reader.apply(eid.decode(), frame) if where(r))
         return out
