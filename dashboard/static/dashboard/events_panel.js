@@ -113,7 +113,7 @@
               error: r.error, outcome: r.duration !== undefined ? fmtDuration(r.duration * 1000) : "" });
             break;
           case P.RecordKind.WATCH_START: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.WATCH_START, meta: true, type: "WATCH from", rv: r.rv }); break;
-          case P.RecordKind.WATCH_END: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.WATCH_END, meta: true, type: "watch ended", key: r.reason }); break;
+          case P.RecordKind.WATCH_END: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.WATCH_END, meta: true, type: "watch ended", key: r.error ? r.reason + ": " + r.error : r.reason }); break;
           case P.RecordKind.BOOKMARK: pushBookmark(ts, inf, r.rv); break;
           case P.RecordKind.BACKOFF: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.BACKOFF, meta: true, type: "backoff " + fmtDuration((r.delay || 0) * 1000), key: r.reason }); break;
           case P.RecordKind.STATE: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.STATE, meta: true, type: r.state }); break;
