@@ -18,21 +18,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.access import can_view, is_operator
-from dashboard.faults import ACTIONS, RESOURCES, form_error, unbound_forms
+from dashboard.faults import ACTIONS, form_error
 from dashboard.simulator import CALL_ERRORS, NoSimulator, explain, probe, sim_faults
 
 log = logging.getLogger(__name__)
-
-
-def panel_context(request: HttpRequest) -> dict[str, Any]:
-    """What the Faults panel template needs (``templates/dashboard/_faults.html``)."""
-    return {"fault_panel": {"operator": is_operator(request.user), "enabled": bool(settings.CTRLSCOPE_SIM_KUBECONFIG),
-                            "forms": unbound_forms(), "resources": RESOURCES}}
 
 
 @require_GET

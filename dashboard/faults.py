@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django import forms
+from django.conf import settings
+from django.http import HttpRequest
 
 from controllers.sim.faults import VERBS
 from controllers.sim.faults_client import SimFaults
+from dashboard.access import is_operator
 
 MAX_LATENCY_MS = 30_000
 MAX_KILL = 50
@@ -107,3 +110,10 @@ def unbound_forms() -> dict[str, forms.Form]:
     collide (two forms have a ``verb``)."""
     return {name.replace("-", "_"): a.form(auto_id=f"fault-{name}-%s") for name, a in ACTIONS.items()
             if a.form is not None}
+
+
+def panel_context(request: HttpRequest) -> dict[str, Any]:
+    """What the Faults panel template needs (``templates/dashboard/_faults.html``): every page that
+    folds the panel in renders it from here, without the views that talk to the simulator."""
+    return {"fault_panel": {"operator": is_operator(request.user), "enabled": bool(settings.CTRLSCOPE_SIM_KUBECONFIG),
+                            "forms": unbound_forms(), "resources": RESOURCES}}

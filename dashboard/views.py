@@ -16,7 +16,7 @@ from controllers.schema import TopicKind, worker_topic, worker_topic_prefix
 from controllers.telemetry import inspector
 from controllers.telemetry.streams import NO_RECORDS_PREFIX, Keys, StreamReader
 from dashboard.access import can_view, is_operator
-from dashboard.fault_views import panel_context
+from dashboard.faults import panel_context
 
 
 def _shell_context(request: HttpRequest) -> dict[str, object]:

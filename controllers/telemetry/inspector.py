@@ -50,7 +50,7 @@ from controllers.schema import TOPIC_SEGMENT, topic_part
 from controllers.telemetry.last_updates import LastUpdates
 from controllers.telemetry.redaction import REDACTED, redact
 from controllers.telemetry.streams import Keys
-from controllers.telemetry.telemetry_observer import resource_version
+from controllers.telemetry.summary import resource_version
 
 log = logging.getLogger(__name__)
 

@@ -56,21 +56,7 @@ from controllers.schema import (
 )
 from controllers.telemetry.last_updates import LastUpdates
 from controllers.telemetry.publisher import RedisPublisher
-from controllers.telemetry.redaction import redact
-
-
-def summarize(obj: Any) -> dict[str, Any]:
-    """The compact cache entry the dashboard lists (full objects stay in the worker)."""
-    obj = redact(obj)
-    meta = obj.get("metadata") or {} if isinstance(obj, dict) else {}
-    out: dict[str, Any] = {"rv": meta.get("resourceVersion"), "gen": meta.get("generation"),
-                           "uid": meta.get("uid")}
-    if meta.get("deletionTimestamp"):
-        out["deleting"] = True
-    status = obj.get("status") if isinstance(obj, dict) else None
-    if isinstance(status, dict) and "phase" in status:
-        out["phase"] = status["phase"]
-    return out
+from controllers.telemetry.summary import resource_version, summarize
 
 
 class TelemetryObserver(Observer):
@@ -307,12 +293,3 @@ class TelemetryObserver(Observer):
     def on_status(self, table: str, *, key: str, value: dict[str, Any] | None) -> None:
         # State only: a page shows the current rows; the frame that carries a change is its history.
         self.publisher.set_state(self.topic(TopicKind.STATUS, table), key, None if value is None else dict(value))
-
-
-def resource_version(obj: Any) -> str | None:
-    """``metadata.resourceVersion`` of an object (``None`` for anything else, e.g. a tombstone)."""
-    if isinstance(obj, dict):
-        meta = obj.get("metadata")
-        if isinstance(meta, dict):
-            return meta.get("resourceVersion")
-    return None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from controllers.clock import FakeClock
-from controllers.telemetry.telemetry_observer import TelemetryObserver, summarize
+from controllers.telemetry.summary import summarize
+from controllers.telemetry.telemetry_observer import TelemetryObserver
 from tests.telemetry.test_publisher import read_stream
 
 
