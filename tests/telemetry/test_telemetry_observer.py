@@ -43,6 +43,7 @@ def test_queue_state_tracks_each_key_through_add_get_backoff_and_done(publisher_
     obs.on_queue("podset", op="add_rate_limited", key="ns/y", depth=0, delay=0.04, requeues=3)
     y = pub.state(topic)["ns/y"]
     assert y["s"] == "waiting" and y["requeues"] == 3 and y["ready_at"] == clock.wall() * 1000 + 40
+    clock.step(0.04)  # the backoff passes: the delaying queue adds the key back
     obs.on_queue("podset", op="add", key="ns/y", depth=1)
     obs.on_queue("podset", op="get", key="ns/y", depth=0)
     obs.on_queue("podset", op="forget", key="ns/y", depth=0)
