@@ -15,6 +15,7 @@ import pytest
 from controllers.schema import ComponentKind, RecordKind, TopicKind, worker_topic
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.telemetry_observer import TelemetryObserver
+from tests.dashboard.test_cache_panel_browser import save_screenshot
 from tests.dashboard.test_overview_browser import Worker, open_overview
 from tests.dashboard.test_panels_browser import close_page, open_controller_page, seed_worker
 
@@ -43,7 +44,7 @@ def worker_entry(pub: RedisPublisher, worker: str, *, runtime: str, protocol: st
 
 
 def test_a_worker_of_another_major_version_is_named_on_the_overview_and_the_others_keep_working(
-        browser, dashboard, publisher_factory, redis_url, prefix):
+        browser, dashboard, publisher_factory, redis_url, prefix, artifacts):
     ok = Worker(publisher_factory, "w1")
     worker_entry(ok.pub, "w1", runtime="go", protocol="1.0")
     ok.publish_one_synced_controller()
@@ -75,12 +76,13 @@ def test_a_worker_of_another_major_version_is_named_on_the_overview_and_the_othe
         ok.controller("second", ["pods"], started=True)
         ok.tick()
         page.wait_for_selector('.worker[data-worker="w1"] .ctl-card[data-controller="second"]', timeout=10_000)
+        save_screenshot(page, artifacts, "protocol-notice-overview.png", full_page=True)
         close_page(page)
     finally:
         v2.stop()
 
 
-def test_a_controller_page_of_an_unsupported_worker_says_so(browser, dashboard, redis_url, prefix):
+def test_a_controller_page_of_an_unsupported_worker_says_so(browser, dashboard, redis_url, prefix, artifacts):
     v2 = VersionedPublisher(redis_url, prefix=prefix, version="2.0")
     try:
         obs = TelemetryObserver(v2, worker="w1")
@@ -92,6 +94,7 @@ def test_a_controller_page_of_an_unsupported_worker_says_so(browser, dashboard, 
         notice = page.wait_for_selector("#protocol-notice:not([hidden])", timeout=10_000)
         assert notice.inner_text() == "worker w1 speaks telemetry protocol v2; this dashboard speaks v1 — its data is not shown"
         assert page.inner_text("#q-queued .count") == "0"  # the v2 queue record was not interpreted
+        save_screenshot(page, artifacts, "protocol-notice-controller.png")
         close_page(page)
     finally:
         v2.stop()
