@@ -5,8 +5,8 @@
 Per topic (a string such as ``synthetic`` or ``informer:default/pods``):
 
 - ``{prefix}stream:{topic}`` — a Redis Stream, trimmed to about ``maxlen`` entries. Each entry is one
-  *frame*: field ``f`` holds orjson bytes ``{"r": [records], "s": {key: value|null}, "ts": ms,
-  "src": publisher, "seq": n}``, optionally ``"reset": true`` (the snapshot was rewritten: resync) and
+  *frame*: field ``f`` holds orjson bytes ``{"r": [records], "v": "1.0", "ts": ms, "src": publisher,
+  "seq": n, "s": {key: value|null}}`` (``protocol/README.md`` §3), optionally ``"reset": true`` (the snapshot was rewritten: resync) and
   ``"dropped": n`` (records the worker had to drop; surfaced, never silent).
 - ``{prefix}snap:{topic}`` — a hash: the topic's state (``key`` → JSON value) exactly as of the frame
   whose id is stored in field ``__id__``. Frame and hash update happen in one Lua script, so a reader
