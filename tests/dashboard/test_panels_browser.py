@@ -94,7 +94,8 @@ def test_controller_page_shows_queue_timeline_details_and_informer_events(browse
     pub.flush()
     time.sleep(0.2)
     obs.on_reconcile_end("podset", key="default/web", worker=0, duration=0.2, result="error", error=ERROR_TEXT)
-    obs.on_queue("podset", op="add_rate_limited", key="default/web", depth=1, delay=5.0, requeues=1)
+    backoff_ends = time.monotonic() + 2.0
+    obs.on_queue("podset", op="add_rate_limited", key="default/web", depth=1, delay=2.0, requeues=1)
     obs.on_queue("podset", op="done", key="default/web", depth=1, duration=0.2)
     pub.flush()
 
@@ -102,7 +103,7 @@ def test_controller_page_shows_queue_timeline_details_and_informer_events(browse
     row = page.wait_for_selector('#q-waiting tr[data-key="default/web"]', timeout=5_000)
     assert row.inner_text().split("\t")[-1].strip() == "1"
     first = countdown(page, "default/web")
-    assert 1.0 < first <= 5.0
+    assert 1.0 < first <= 2.0
     page.wait_for_timeout(400)
     second = countdown(page, "default/web")
     assert second < first - 0.2, (first, second)
@@ -112,8 +113,9 @@ def test_controller_page_shows_queue_timeline_details_and_informer_events(browse
     assert page.inner_text("#dedup-reconciles") == "2"
     assert "1 adds absorbed" in page.inner_text("#dedup-note")
 
-    # The key is retried (the test does not wait out the whole backoff) and succeeds.
-    time.sleep(1.0)
+    # The backoff passes, the delaying queue adds the key back, and the retry succeeds. (An add
+    # before then would leave the delayed add pending: the key would still be waiting.)
+    time.sleep(max(0.0, backoff_ends - time.monotonic()) + 0.05)
     obs.on_queue("podset", op="add", key="default/web", depth=2)
     obs.on_queue("podset", op="get", key="default/web", depth=1, duration=0.001)
     obs.on_reconcile_start("podset", key="default/web", worker=0)
