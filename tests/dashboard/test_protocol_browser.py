@@ -94,6 +94,7 @@ def test_a_controller_page_of_an_unsupported_worker_says_so(browser, dashboard, 
         notice = page.wait_for_selector("#protocol-notice:not([hidden])", timeout=10_000)
         assert notice.inner_text() == "worker w1 speaks telemetry protocol v2; this dashboard speaks v1 — its data is not shown"
         assert page.inner_text("#q-queued .count") == "0"  # the v2 queue record was not interpreted
+        assert page.is_hidden("#pipeline") and page.is_hidden("#components"), "no pipeline forever 'waiting'"
         save_screenshot(page, artifacts, "protocol-notice-controller.png")
         close_page(page)
     finally:

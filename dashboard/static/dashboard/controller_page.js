@@ -186,6 +186,9 @@
     }
     note.hidden = !version;
     note.textContent = version ? Page.protocolNotice(page.worker, version) : "";
+    // Its components and pipeline would only ever say "waiting…": the notice stands in for them.
+    $("components").hidden = !!version;
+    $("pipeline").hidden = !!version;
   }
 
   // This page's controller as the worker's components report it ({} until reported).
