@@ -26,6 +26,7 @@ from typing import Protocol
 import redis
 import redis.asyncio as aredis
 
+from controllers.schema import ResyncReason
 from controllers.telemetry.streams import AsyncStreamReader, Entry, Keys, parse_id
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class Subscriber(Protocol):
 
     def deliver(self, topic: str, entries: list[Entry]) -> None: ...
     def redis_status(self, up: bool) -> None: ...
-    def force_resync(self, topic: str, reason: str, replay_from: bytes | None = None) -> None: ...
+    def force_resync(self, topic: str, reason: ResyncReason, replay_from: bytes | None = None) -> None: ...
     def topics_changed(self, topics: list[str]) -> None: ...
 
 
@@ -132,7 +133,7 @@ class StreamHub:
             # carries the records the worker buffered during the outage: replay them with the resync.
             replay_from = await self.reader.leading_reset(topic)
             for m in list(subs):
-                m.force_resync(topic, "redis-reconnected", replay_from=replay_from)
+                m.force_resync(topic, ResyncReason.REDIS_RECONNECTED, replay_from=replay_from)
 
     async def _refresh_topics(self) -> None:
         loop = asyncio.get_running_loop()
@@ -162,9 +163,9 @@ class StreamHub:
                 # worker reset frame (whose frames can still be replayed).
                 reset = await self.reader.leading_reset(topic)
                 if reset is not None and parse_id(reset) > parse_id(pos):
-                    reason = "worker-reset"
+                    reason = ResyncReason.WORKER_RESET
                 else:
-                    reason, reset = "retention", None
+                    reason, reset = ResyncReason.RETENTION, None
                 log.warning("stream hub: tail position lost on %s (%s); resyncing its subscribers", topic, reason)
                 for m in list(self._subs.get(topic, ())):
                     m.force_resync(topic, reason, replay_from=reset)

@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 import redis
 
+from controllers.schema import ResyncReason
 from controllers.telemetry.streams import RESET_PREFIX, Entry, ResumeRefused, parse_id
 from dashboard.hub import StreamHub
 
@@ -74,7 +75,7 @@ class _Sub:
         self.sync = True  # a (re)sync is due: snapshot or resume, then catch-up
         self.since = since
         self.epoch = epoch
-        self.reason: str | None = None
+        self.reason: ResyncReason | None = None
         self.replay_from: bytes | None = None  # id of a worker reset frame to replay from
         self.history = history  # frames before the first snapshot to send, for context
         # The newest reset frame already resynced from: the tail may deliver it again (its position can
@@ -206,16 +207,16 @@ class ClientSession:
             return
         reset = _first_reset(entries, max(sub.cursor, sub.last_reset))
         if reset is not None:
-            self.force_resync(topic, "worker-reset", replay_from=reset)
+            self.force_resync(topic, ResyncReason.WORKER_RESET, replay_from=reset)
             return
         sub.pending.extend(entries)
         if len(sub.pending) > self.max_pending:
-            self.force_resync(topic, "slow-client")
+            self.force_resync(topic, ResyncReason.SLOW_CLIENT)
             return
         if sub.live:
             self._wake.set()
 
-    def force_resync(self, topic: str, reason: str, replay_from: bytes | None = None) -> None:
+    def force_resync(self, topic: str, reason: ResyncReason, replay_from: bytes | None = None) -> None:
         """Resync ``topic``: a fresh snapshot replaces the client's state.
 
         ``replay_from`` is the id of a worker reset frame (a restarted worker, or a worker that had
@@ -315,7 +316,7 @@ class ClientSession:
                 await self.hub.reader.check_resume(topic, cursor_raw, sub.epoch)
             except ResumeRefused as refused:
                 cursor_raw = None
-                sub.reason = str(refused)
+                sub.reason = refused.reason
         if cursor_raw is None:
             if sub.reason is not None:
                 self.resyncs += 1
@@ -347,7 +348,7 @@ class ClientSession:
             try:
                 rows = await self.hub.reader.read_after(topic, cursor_raw, self.catch_up_chunk)
             except ResumeRefused as refused:
-                self.force_resync(topic, str(refused))
+                self.force_resync(topic, refused.reason)
                 return
             # cursor_raw is now known to be retained; tailing from it (if the hub does not tail the
             # topic yet) leaves no gap, because catch-up only ends with a later, empty read.
@@ -356,7 +357,7 @@ class ClientSession:
                 break
             reset = _first_reset(rows, sub.last_reset)
             if reset is not None:
-                self.force_resync(topic, "worker-reset", replay_from=reset)
+                self.force_resync(topic, ResyncReason.WORKER_RESET, replay_from=reset)
                 return
             await self._send_frames({topic: rows})
             cursor_raw = rows[-1][0]

@@ -51,6 +51,8 @@ from typing import Any
 import redis
 import redis.asyncio as aredis
 
+from controllers.schema import ResyncReason
+
 SNAPSHOT_ID_FIELD = "__id__"
 RESET_PREFIX = b'{"reset":true'  # a reset frame starts with this, so readers need not decode
 NO_RECORDS_PREFIX = b'{"r":[],'  # a frame that carries only state changes (no records) starts with this
@@ -105,10 +107,13 @@ def parse_id(stream_id: str | bytes) -> tuple[int, int]:
     return int(ms), int(seq)
 
 
-
-
 class ResumeRefused(Exception):
-    """Reading on from a cursor could miss entries; the reason (shown to the user) names why."""
+    """Reading on from a cursor could miss entries; the reason (a ``ResyncReason``, shown to the
+    user) names why."""
+
+    def __init__(self, reason: ResyncReason) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 # -- raw replies → what readers use ------------------------------------------------------------
@@ -127,7 +132,7 @@ def entries_after(after: bytes, rows: list[tuple[bytes, dict[bytes, bytes]]]) ->
     """The rows of an XRANGE *from* ``after`` (inclusive) without it; its presence proves that nothing
     after it was trimmed, its absence that something may have been: ResumeRefused("retention")."""
     if not rows or rows[0][0] != after:
-        raise ResumeRefused("retention")
+        raise ResumeRefused(ResyncReason.RETENTION)
     return entries_of(rows[1:])
 
 
@@ -138,9 +143,9 @@ def check_untrimmed(info: dict[str, Any] | None) -> None:
         return
     if "entries-added" not in info:
         if info["length"]:
-            raise ResumeRefused("retention")  # Redis < 7 cannot tell: resync to be safe
+            raise ResumeRefused(ResyncReason.RETENTION)  # Redis < 7 cannot tell: resync to be safe
     elif info["entries-added"] != info["length"]:
-        raise ResumeRefused("retention")
+        raise ResumeRefused(ResyncReason.RETENTION)
 
 
 def check_position(since: bytes, info: dict[str, Any] | None) -> None:
@@ -148,9 +153,9 @@ def check_position(since: bytes, info: dict[str, Any] | None) -> None:
     reached: a cursor from the future belongs to data Redis no longer has."""
     if info is None:
         if since != START:  # no such stream: only the very beginning can be resumed
-            raise ResumeRefused("stream-missing")
+            raise ResumeRefused(ResyncReason.STREAM_MISSING)
     elif parse_id(since) > parse_id(info["last-generated-id"]):
-        raise ResumeRefused("unknown-position")
+        raise ResumeRefused(ResyncReason.UNKNOWN_POSITION)
 
 
 def reset_at_start(rows: list[tuple[bytes, dict[bytes, bytes]]]) -> bytes | None:
@@ -248,7 +253,7 @@ class AsyncStreamReader:
         catch-up read, so it also covers a snapshot id that ages out while a client catches up.
         """
         if epoch != await self.epoch():
-            raise ResumeRefused("epoch-changed")
+            raise ResumeRefused(ResyncReason.EPOCH_CHANGED)
         check_position(since, await self._info(topic))
 
     async def read_after(self, topic: str, after: bytes, count: int = 1000) -> list[Entry]:
