@@ -51,6 +51,7 @@ from controllers.schema import (
     ReconcileResult,
     ReflectorState,
     Runtime,
+    TopicKind,
     WatchEndReason,
     WatchEventType,
     fold_queue_op,
@@ -221,27 +222,31 @@ class QueueReport:
         self._obs = owner.observer
         self._clock = owner.clock
         self._lock = threading.Lock()
-        self._items: dict[str, dict[str, Any]] = {}  # key -> its item state (fold_queue_op's model)
+        # Each key's item is the queue topic's state, which the TelemetryObserver folds from the
+        # records this report emits: read there, not mirrored here.
+        self._publisher = owner.publisher
+        self._topic = owner.telemetry.topic(TopicKind.QUEUE, name)
         self._ready = 0  # keys whose state is queued: the queue's depth
         self._added_at: dict[str, float] = {}  # key -> clock time of its first unprocessed add
         self._got_at: dict[str, float] = {}  # key -> clock time a worker took it
 
+    def _item(self, key: str) -> dict[str, Any]:
+        return self._publisher.state_value(self._topic, key) or {}
+
     def _apply_locked(self, key: str, op: QueueOp, *, depth_before: bool = False, **fields: Any) -> None:
-        before = self._items.get(key)
+        # The record carries the depth after the op, so the fold that follows it is worked out here
+        # first, for whether the key leaves or joins the ready keys.
+        before = self._item(key) or None
         depth = self._ready
         after = fold_queue_op(before, op, now_ms=self._clock.wall() * 1000, delay=fields.get("delay"),
                               requeues=fields.get("requeues"))
         self._ready += _is_ready(after) - _is_ready(before)
-        if after is None:
-            self._items.pop(key, None)
-        else:
-            self._items[key] = after
         self._obs.on_queue(self.name, op=op, key=key, depth=depth if depth_before else self._ready, **fields)
 
     def add(self, key: str) -> None:
         """``Add(key)``: queued, or absorbed (already queued: dedup; being processed: defer)."""
         with self._lock:
-            item = self._items.get(key) or {}
+            item = self._item(key)
             if item.get("s") == QueueItemState.QUEUED or item.get("dirty"):
                 self._apply_locked(key, QueueOp.DEDUP)
             elif item.get("s") == QueueItemState.PROCESSING:
@@ -261,7 +266,7 @@ class QueueReport:
         """The worker finished ``key``; if it was added meanwhile it is queued again (``requeue``)."""
         with self._lock:
             now = self._clock.now()
-            dirty = bool((self._items.get(key) or {}).get("dirty"))
+            dirty = bool(self._item(key).get("dirty"))
             # Like the queue itself: done reports the depth before a dirty key goes back in the FIFO.
             self._apply_locked(key, QueueOp.DONE, depth_before=dirty, duration=now - self._got_at.pop(key, now))
             if dirty:
@@ -284,7 +289,7 @@ class QueueReport:
     def forget(self, key: str) -> None:
         """``Forget(key)``: the rate limiter's count for ``key`` is cleared."""
         with self._lock:
-            requeues = (self._items.get(key) or {}).get("requeues", 0)
+            requeues = self._item(key).get("requeues", 0)
             self._apply_locked(key, QueueOp.FORGET, requeues=requeues)
 
     def shut_down(self) -> None:
