@@ -33,17 +33,17 @@ not interpreted (the dashboard shows a notice); a newer minor only adds optional
 kinds, which readers of an older minor ignore."""
 
 
+_VERSION = re.compile(r"([0-9]+)(?:\.([0-9]+))?")
+
+
 def version_major(version: Any) -> int | None:
     """The major number of a ``"MAJOR.MINOR"`` version; ``1`` for a frame without ``"v"`` (published
-    before the protocol was versioned: it is v1), ``None`` for anything unreadable."""
+    before the protocol was versioned: it is v1), ``None`` for anything unreadable. The same rule as
+    ``ctrlscopeProtocol.major`` in the browser (``_VERSION``, with ASCII digits only)."""
     if version is None:
         return PROTOCOL_MAJOR
-    if not isinstance(version, str):
-        return None
-    major, _, minor = version.partition(".")
-    if not major.isdigit() or (minor and not minor.isdigit()):
-        return None
-    return int(major)
+    m = _VERSION.fullmatch(version) if isinstance(version, str) else None
+    return int(m.group(1)) if m else None
 
 
 # -- records ------------------------------------------------------------------------------------------

@@ -84,7 +84,7 @@
   P.major = function (v) {
     if (v === undefined || v === null) return 1;
     if (typeof v !== "string") return null;
-    const m = /^(\d+)(?:\.(\d+))?$/.exec(v);
+    const m = /^([0-9]+)(?:\.([0-9]+))?$/.exec(v);
     return m ? Number(m[1]) : null;
   };
   // Whether this page can interpret data of version v (same major; a newer minor only adds).

@@ -12,9 +12,10 @@
  * interpreted: its state changes are not applied and its records not emitted; the topic is listed in
  * client.unsupported (topic → version), counted (stats.unsupported) and a "protocol" event tells the
  * page, which says so instead of drawing nothing. The topic's state (its snapshot, written by that
- * publisher) is dropped too: a "snapshot" event with an empty state, and later snapshots stay empty. A newer minor may add record kinds: a record whose
- * "k" this page does not know is dropped before "records" and counted (stats.unknown, and per kind in
- * stats.unknownKinds), so panels only ever see kinds they were written for.
+ * publisher) is dropped too: a "snapshot" event with an empty state, and later snapshots stay empty;
+ * a frame of our major again asks for a fresh snapshot. A newer minor may add record kinds: a record
+ * whose "k" this page does not know is dropped before "records" and counted (stats.unknown, and per
+ * kind in stats.unknownKinds), so panels only ever see kinds they were written for.
  *
  * Listeners: onState(state), onRecords(topic, records, entryId, frame), onSnapshot(topic),
  * onResync(topic, reason), onTopics(list), onRedis(up), onError(err), onProtocol(topic, version).
