@@ -1,0 +1,124 @@
+package ctrlscope
+
+// A small append-only JSON writer for records and frames. Records are built on the controller's
+// goroutines for every watch event and queue operation, so they are written straight into bytes
+// with their keys in a fixed order (readers test a frame's first bytes; vectors compare values):
+// no reflection, no map, one allocation per record.
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			enc, _ := json.Marshal(s) // rare: escapes and non-ASCII; Marshal cannot fail on a string
+			return append(b, enc...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendFloat appends f as a JSON number, the way encoding/json chooses between plain and
+// exponent notation. NaN and infinities are not JSON: they are written as null.
+func appendFloat(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, "null"...)
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	return strconv.AppendFloat(b, f, format, -1, 64)
+}
+
+// record builds one record: {"k":kind,...fields...,"ts":ms}.
+type record struct{ b []byte }
+
+func newRecord(kind RecordKind) *record {
+	r := &record{b: make([]byte, 0, 160)}
+	r.b = append(r.b, `{"k":`...)
+	r.b = appendString(r.b, string(kind))
+	return r
+}
+
+func (r *record) key(k string) {
+	r.b = append(r.b, ',')
+	r.b = appendString(r.b, k)
+	r.b = append(r.b, ':')
+}
+
+func (r *record) str(k, v string) *record { r.key(k); r.b = appendString(r.b, v); return r }
+
+// optStr writes null for "" (the Python publisher's None: no error, no resourceVersion).
+func (r *record) optStr(k, v string) *record {
+	if v == "" {
+		r.key(k)
+		r.b = append(r.b, "null"...)
+		return r
+	}
+	return r.str(k, v)
+}
+
+func (r *record) int(k string, v int) *record {
+	r.key(k)
+	r.b = strconv.AppendInt(r.b, int64(v), 10)
+	return r
+}
+
+func (r *record) float(k string, v float64) *record { r.key(k); r.b = appendFloat(r.b, v); return r }
+
+func (r *record) boolean(k string, v bool) *record {
+	r.key(k)
+	r.b = strconv.AppendBool(r.b, v)
+	return r
+}
+
+// optFloat and optInt write null for nil.
+func (r *record) optFloat(k string, v *float64) *record {
+	if v == nil {
+		r.key(k)
+		r.b = append(r.b, "null"...)
+		return r
+	}
+	return r.float(k, *v)
+}
+
+func (r *record) optInt(k string, v *int) *record {
+	if v == nil {
+		r.key(k)
+		r.b = append(r.b, "null"...)
+		return r
+	}
+	return r.int(k, *v)
+}
+
+func (r *record) strs(k string, vs []string) *record {
+	r.key(k)
+	r.b = append(r.b, '[')
+	for i, v := range vs {
+		if i > 0 {
+			r.b = append(r.b, ',')
+		}
+		r.b = appendString(r.b, v)
+	}
+	r.b = append(r.b, ']')
+	return r
+}
+
+func (r *record) raw(k string, v []byte) *record { r.key(k); r.b = append(r.b, v...); return r }
+
+func (r *record) done(tsMs float64) []byte {
+	r.key("ts")
+	r.b = appendFloat(r.b, tsMs)
+	r.b = append(r.b, '}')
+	return r.b
+}

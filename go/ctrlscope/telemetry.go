@@ -1,0 +1,524 @@
+package ctrlscope
+
+// Telemetry turns observations into the protocol's records and topic state (protocol/README.md §2,
+// §4, §5), the Go twin of ctrlscope's Python TelemetryObserver: the same calls give the same frames,
+// which protocol/vectors/encode fix for both.
+//
+// Topics, one set per worker (replicas use distinct worker names):
+//   - w/{worker}/informer/{name}: list, watch, bookmark, watch start/end, backoff, state, fifo and
+//     handler records; state: the cache as summaries.
+//   - w/{worker}/queue/{name}: queue records; state: each key's QueueItem (FoldQueueOp).
+//   - w/{worker}/controller/{name}: event, reconcile_start, reconcile and write records; state: per
+//     key the last reconcile. controller/leader-{lock}: leader records.
+//   - w/{worker}/components: one entry per worker/informer/controller/lease/cluster.
+//   - w/{worker}/status/{table}: rows a controller reports; w/{worker}/metrics: samples.
+//
+// Every method is safe for concurrent use and does no I/O: it builds a few bytes and hands them to
+// the Publisher's buffer.
+//
+// Which controller made an API write: Go has no goroutine identity, so the Reconcile's context
+// carries it. ReconcileStart returns a context that Request (the REST transport's observer) reads.
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Telemetry publishes observations of one worker (one process) through a Publisher.
+type Telemetry struct {
+	pub    *Publisher
+	worker string
+	clock  clock.PassiveClock
+
+	mu         sync.Mutex
+	topics     map[[2]string]string
+	components map[string]map[string]any
+	queues     map[string]map[string]*QueueItem // queue -> key -> item (the fold's input)
+	reconciles map[[2]string]*reconcileSummary
+	informers  map[string]*informerCounts
+	ctrls      map[string]*controllerCounts
+
+	componentsTopic string
+	// MetricsTopic and ErrorsTopic are this worker's metrics and errors topics.
+	MetricsTopic, ErrorsTopic string
+}
+
+type reconcileSummary struct {
+	Attempts int     `json:"attempts"`
+	Result   string  `json:"result"`
+	At       float64 `json:"at"`
+	Duration float64 `json:"duration"`
+	Error    *string `json:"error"`
+}
+
+type informerCounts struct {
+	Watch         int `json:"watch"`
+	Fifo          int `json:"fifo"`
+	Cache         int `json:"cache"`
+	Handlers      int `json:"handlers"`
+	HandlerErrors int `json:"handler_errors"`
+	FifoDepth     int `json:"fifo_depth"`
+	Size          int `json:"size"`
+}
+
+type controllerCounts struct {
+	Writes         int    `json:"writes"`
+	WriteErrors    int    `json:"write_errors"`
+	WriteConflicts int    `json:"write_conflicts"`
+	LastResult     string `json:"last_result"`
+}
+
+// TelemetryOptions: Runtime labels the worker on the dashboard [go]; Clock [real].
+type TelemetryOptions struct {
+	Runtime Runtime
+	Clock   clock.PassiveClock
+}
+
+// NewTelemetry announces worker (its components entry worker/{worker}: runtime, protocol
+// version, publisher id) and returns the encoder for its observations.
+func NewTelemetry(pub *Publisher, worker string, opts TelemetryOptions) *Telemetry {
+	if opts.Runtime == "" {
+		opts.Runtime = RuntimeGo
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	t := &Telemetry{pub: pub, worker: TopicPart(worker), clock: opts.Clock, topics: map[[2]string]string{},
+		components: map[string]map[string]any{}, queues: map[string]map[string]*QueueItem{},
+		reconciles: map[[2]string]*reconcileSummary{}, informers: map[string]*informerCounts{},
+		ctrls: map[string]*controllerCounts{}}
+	t.componentsTopic = mustTopic(t.worker, TopicKindComponents, "")
+	t.MetricsTopic = mustTopic(t.worker, TopicKindMetrics, "")
+	t.ErrorsTopic = mustTopic(t.worker, TopicKindErrors, "")
+	t.component(t.worker, ComponentKindWorker, map[string]any{"runtime": string(opts.Runtime),
+		"protocol": ProtocolVersion, "publisher": pub.Name()})
+	return t
+}
+
+// Worker is the worker's topic segment; Publisher the publisher it writes through.
+func (t *Telemetry) Worker() string            { return t.worker }
+func (t *Telemetry) Publisher() *Publisher     { return t.pub }
+func (t *Telemetry) Clock() clock.PassiveClock { return t.clock }
+
+// Topic is this worker's topic of kind for component name.
+func (t *Telemetry) Topic(kind TopicKind, name string) string {
+	k := [2]string{string(kind), name}
+	t.mu.Lock()
+	topic, ok := t.topics[k]
+	if !ok {
+		topic = mustTopic(t.worker, kind, name)
+		t.topics[k] = topic
+	}
+	t.mu.Unlock()
+	return topic
+}
+
+func (t *Telemetry) now() float64 { return wallMs(t.clock.Now()) }
+
+func (t *Telemetry) emit(kind TopicKind, name string, r *record) {
+	t.pub.Publish(t.Topic(kind, name), r.done(t.now()))
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	return b
+}
+
+func (t *Telemetry) component(name string, kind ComponentKind, fields map[string]any) {
+	key := string(kind) + "/" + name
+	t.mu.Lock()
+	c := t.components[key]
+	if c == nil {
+		c = map[string]any{"kind": string(kind), "name": name}
+		t.components[key] = c
+	}
+	for k, v := range fields {
+		c[k] = v
+	}
+	value := mustJSON(c)
+	t.mu.Unlock()
+	t.pub.SetState(t.componentsTopic, key, value)
+}
+
+// DescribeCluster says which cluster the worker talks to: a name and the server URL (never a
+// credential: pass no user info).
+func (t *Telemetry) DescribeCluster(name, server, version string) {
+	t.component(name, ComponentKindCluster, map[string]any{"server": server, "version": version})
+}
+
+// -- stage counters ---------------------------------------------------------------------------
+
+func (t *Telemetry) informerCounts(name string) *informerCounts { // t.mu held
+	c := t.informers[name]
+	if c == nil {
+		c = &informerCounts{}
+		t.informers[name] = c
+	}
+	return c
+}
+
+func (t *Telemetry) controllerCounts(name string) *controllerCounts { // t.mu held
+	c := t.ctrls[name]
+	if c == nil {
+		c = &controllerCounts{}
+		t.ctrls[name] = c
+	}
+	return c
+}
+
+// Stages are cumulative counters per pipeline stage for the metrics sample (the dashboard draws
+// every controller's pipeline with live rates from two samples): per informer watch events, FIFO
+// deltas, cache writes, handler calls and failures, FIFO depth and cache size; per controller API
+// writes from Reconcile, failed ones, conflicts and the last result.
+func (t *Telemetry) Stages() map[string]any {
+	t.mu.Lock()
+	informers := make(map[string]informerCounts, len(t.informers))
+	for name, c := range t.informers {
+		informers[name] = *c
+	}
+	ctrls := make(map[string]controllerCounts, len(t.ctrls))
+	for name, c := range t.ctrls {
+		ctrls[name] = *c
+	}
+	t.mu.Unlock()
+	for name, c := range informers {
+		c.Size = t.pub.StateLen(t.Topic(TopicKindInformer, name))
+		informers[name] = c
+	}
+	return map[string]any{"informers": informers, "controllers": ctrls}
+}
+
+// -- informer / reflector ----------------------------------------------------------------------
+
+// Informer: an informer started (its FIFO model, e.g. "DeltaFIFO", and resync period).
+func (t *Telemetry) Informer(informer, fifo string, resyncPeriod time.Duration) {
+	t.component(informer, ComponentKindInformer, map[string]any{"fifo": fifo,
+		"resync_period": resyncPeriod.Seconds(), "synced": false})
+	t.mu.Lock()
+	t.informerCounts(informer)
+	t.mu.Unlock()
+	t.emit(TopicKindInformer, informer, newRecord(RecordKindInformer).str("fifo", fifo).
+		float("resync_period", resyncPeriod.Seconds()))
+}
+
+// List: a LIST finished (errText "" when it succeeded).
+func (t *Telemetry) List(informer, resourceVersion string, items int, duration time.Duration, errText string) {
+	t.emit(TopicKindInformer, informer, newRecord(RecordKindList).str("rv", resourceVersion).int("items", items).
+		float("duration", duration.Seconds()).optStr("error", errText))
+	if errText == "" {
+		t.component(informer, ComponentKindInformer, map[string]any{"rv": resourceVersion, "listed": items})
+	}
+}
+
+// WatchStart: a WATCH opened from resourceVersion.
+func (t *Telemetry) WatchStart(informer, resourceVersion string) {
+	t.emit(TopicKindInformer, informer, newRecord(RecordKindWatchStart).str("rv", resourceVersion))
+}
+
+// WatchEvent: one watch event reached the cache.
+func (t *Telemetry) WatchEvent(informer string, eventType WatchEventType, key, resourceVersion string) {
+	t.emit(TopicKindInformer, informer, newRecord(RecordKindWatch).str("type", string(eventType)).str("key", key).
+		str("rv", resourceVersion))
+	t.mu.Lock()
+	t.informerCounts(informer).Watch++
+	t.mu.Unlock()
+}
+
+// Bookmark: a BOOKMARK advanced the resourceVersion.
+func (t *Telemetry) Bookmark(informer, resourceVersion string) {
+	t.emit(TopicKindInformer, informer, newRecord(RecordKindBookmark).str("rv", resourceVersion))
+	t.component(informer, ComponentKindInformer, map[string]any{"rv": resourceVersion})
+}
+
+// WatchEnd: a watch ended (errText "" unless reason is an error).
+func (t *Telemetry) WatchEnd(informer string, reason WatchEndReason, errText string) {
+	t.emit(TopicKindInformer, informer, newRecord(RecordKindWatchEnd).str("reason", string(reason)).
+		optStr("error", errText))
+}
+
+// Backoff: the reflector waits delay before listing or watching again.
+func (t *Telemetry) Backoff(informer string, delay time.Duration, reason string) {
+	t.emit(TopicKindInformer, informer, newRecord(RecordKindBackoff).float("delay", delay.Seconds()).
+		str("reason", reason))
+}
+
+// ReflectorState: the reflector's state changed.
+func (t *Telemetry) ReflectorState(informer string, state ReflectorState) {
+	t.emit(TopicKindInformer, informer, newRecord(RecordKindState).str("state", string(state)))
+	if state == ReflectorStateSynced {
+		t.component(informer, ComponentKindInformer, map[string]any{"synced": true})
+	} else {
+		t.component(informer, ComponentKindInformer, map[string]any{"state": string(state)})
+	}
+}
+
+// StoreUpsert: obj is in the cache under key now.
+func (t *Telemetry) StoreUpsert(informer, key string, obj any) {
+	t.pub.SetState(t.Topic(TopicKindInformer, informer), key, Summarize(obj).appendJSON(nil))
+	t.mu.Lock()
+	t.informerCounts(informer).Cache++
+	t.mu.Unlock()
+}
+
+// StoreDelete: key left the cache.
+func (t *Telemetry) StoreDelete(informer, key string) {
+	t.pub.SetState(t.Topic(TopicKindInformer, informer), key, nil)
+	t.mu.Lock()
+	t.informerCounts(informer).Cache++
+	t.mu.Unlock()
+}
+
+// StoreReplace: the cache now holds exactly items (a relist), key -> object.
+func (t *Telemetry) StoreReplace(informer string, items map[string]any) {
+	topic := t.Topic(TopicKindInformer, informer)
+	gone := 0
+	for _, key := range t.pub.StateKeys(topic) {
+		if _, ok := items[key]; !ok {
+			t.pub.SetState(topic, key, nil)
+			gone++
+		}
+	}
+	for key, obj := range items {
+		t.pub.SetState(topic, key, Summarize(obj).appendJSON(nil))
+	}
+	t.mu.Lock()
+	t.informerCounts(informer).Cache += gone + len(items)
+	t.mu.Unlock()
+}
+
+// Fifo: a delta entered (FifoOpQueued) or left (FifoOpPopped) the informer's queue.
+func (t *Telemetry) Fifo(informer string, op FifoOp, key string, delta DeltaType, depth int) {
+	t.emit(TopicKindInformer, informer, newRecord(RecordKindFifo).str("op", string(op)).str("key", key).
+		str("delta", string(delta)).int("depth", depth))
+	t.mu.Lock()
+	c := t.informerCounts(informer)
+	c.FifoDepth = depth
+	if op == FifoOpQueued {
+		c.Fifo++
+	}
+	t.mu.Unlock()
+}
+
+// HandlerCall is one event handler call: which handler, which event, its outcome.
+type HandlerCall struct {
+	Handler   string
+	Event     HandlerEvent
+	Key       string
+	Outcome   HandlerOutcome
+	Duration  time.Duration
+	Error     string
+	Old, New  any  // the objects the handler received (only their resourceVersions are published)
+	Tombstone bool // a delete seen only by a relist: the last known object
+}
+
+// Handler: an event handler ran.
+func (t *Telemetry) Handler(informer string, c HandlerCall) {
+	r := newRecord(RecordKindHandler).str("handler", c.Handler).str("event", string(c.Event)).str("key", c.Key).
+		str("outcome", string(c.Outcome)).float("duration", c.Duration.Seconds()).optStr("error", c.Error).
+		optStr("rv", ResourceVersion(c.New)).optStr("old_rv", ResourceVersion(c.Old))
+	if c.Tombstone {
+		r.boolean("tombstone", true)
+	}
+	t.emit(TopicKindInformer, informer, r)
+	t.mu.Lock()
+	ic := t.informerCounts(informer)
+	ic.Handlers++
+	if c.Outcome == HandlerOutcomeError {
+		ic.HandlerErrors++
+	}
+	t.mu.Unlock()
+}
+
+// -- workqueue ---------------------------------------------------------------------------------
+
+// QueueRecord is one workqueue operation; Delay, Requeues and Duration are optional (nil: null).
+type QueueRecord struct {
+	Op       QueueOp
+	Key      string
+	Depth    int
+	Delay    *float64 // seconds
+	Requeues *int
+	Duration *float64 // seconds
+}
+
+// Queue: one workqueue operation. The key's item follows by FoldQueueOp.
+func (t *Telemetry) Queue(queue string, q QueueRecord) {
+	now := t.now()
+	topic := t.Topic(TopicKindQueue, queue)
+	rec := newRecord(RecordKindQueue).str("op", string(q.Op)).str("key", q.Key).int("depth", q.Depth).
+		optFloat("delay", q.Delay).optInt("requeues", q.Requeues).optFloat("duration", q.Duration).done(now)
+	if q.Key == "" {
+		t.pub.Publish(topic, rec)
+		return
+	}
+	// The fold and the record go out under one lock, so that two goroutines' operations on one
+	// queue reach the state in the order of their records.
+	t.mu.Lock()
+	items := t.queues[queue]
+	if items == nil {
+		items = map[string]*QueueItem{}
+		t.queues[queue] = items
+	}
+	prev := items[q.Key]
+	item, ok := FoldQueueOp(prev, q.Op, now, q.Delay, q.Requeues)
+	t.pub.Publish(topic, rec)
+	if ok {
+		items[q.Key] = &item
+		t.pub.SetState(topic, q.Key, item.appendJSON(nil))
+	} else {
+		delete(items, q.Key)
+		t.pub.SetState(topic, q.Key, nil)
+	}
+	t.mu.Unlock()
+}
+
+// QueueItem is key's current item on queue (what the fold of its records says), if any.
+func (t *Telemetry) QueueItem(queue, key string) (QueueItem, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if it := t.queues[queue][key]; it != nil {
+		return *it, true
+	}
+	return QueueItem{}, false
+}
+
+// -- controllers -------------------------------------------------------------------------------
+
+// Event: a watched object's event reached the controller, mapped to requests or dropped by the
+// predicate filteredBy ("" when it passed).
+func (t *Telemetry) Event(controller string, event ControllerEvent, key string, requests []string, filteredBy string) {
+	if requests == nil {
+		requests = []string{}
+	}
+	t.emit(TopicKindController, controller, newRecord(RecordKindEvent).str("event", string(event)).str("key", key).
+		strs("requests", requests).optStr("filtered_by", filteredBy))
+}
+
+// Controller: the controller's shape (the informers it watches, its worker count, started).
+func (t *Telemetry) Controller(controller string, watches []string, workers int, started bool) {
+	if watches == nil {
+		watches = []string{}
+	}
+	t.component(controller, ComponentKindController, map[string]any{"watches": watches, "workers": workers,
+		"started": started})
+	t.mu.Lock()
+	t.controllerCounts(controller)
+	t.mu.Unlock()
+}
+
+type reconcileKey struct{}
+
+// ReconcileStart: a worker called Reconcile for key. The returned context names the controller, so
+// API writes made with it are attributed to this Reconcile (see Request).
+func (t *Telemetry) ReconcileStart(ctx context.Context, controller, key string, worker int) context.Context {
+	t.emit(TopicKindController, controller, newRecord(RecordKindReconcileStart).str("key", key).int("worker", worker))
+	return context.WithValue(ctx, reconcileKey{}, controller)
+}
+
+// ReconcilingController is the controller whose Reconcile ctx belongs to ("" if none).
+func ReconcilingController(ctx context.Context) string {
+	if ctx == nil {
+		return ""
+	}
+	c, _ := ctx.Value(reconcileKey{}).(string)
+	return c
+}
+
+// ReconcileEnd: Reconcile returned (or panicked) with result.
+func (t *Telemetry) ReconcileEnd(controller, key string, worker int, duration time.Duration, result ReconcileResult,
+	requeueAfter time.Duration, errText string) {
+	t.emit(TopicKindController, controller, newRecord(RecordKindReconcile).str("key", key).int("worker", worker).
+		float("duration", duration.Seconds()).str("result", string(result)).
+		float("requeue_after", requeueAfter.Seconds()).optStr("error", errText))
+	now := t.now()
+	t.mu.Lock()
+	rk := [2]string{controller, key}
+	s := t.reconciles[rk]
+	if s == nil {
+		s = &reconcileSummary{}
+		t.reconciles[rk] = s
+	}
+	s.Attempts++
+	s.Result, s.At, s.Duration = string(result), now, duration.Seconds()
+	s.Error = nil
+	if errText != "" {
+		e := errText
+		s.Error = &e
+	}
+	value := mustJSON(s)
+	t.controllerCounts(controller).LastResult = string(result)
+	_, known := t.components[string(ComponentKindController)+"/"+controller]
+	t.mu.Unlock()
+	t.pub.SetState(t.Topic(TopicKindController, controller), key, value)
+	if !known {
+		t.component(controller, ComponentKindController, nil)
+	}
+}
+
+// Request: an API request finished (code 0: no response). Writes made with a Reconcile's context
+// become that controller's write records; reads and requests from elsewhere are not published.
+func (t *Telemetry) Request(ctx context.Context, method, path string, code int, duration time.Duration) {
+	if method == "GET" {
+		return
+	}
+	controller := ReconcilingController(ctx)
+	if controller == "" {
+		return
+	}
+	t.emit(TopicKindController, controller, newRecord(RecordKindWrite).str("method", method).str("path", path).
+		int("code", code).float("duration", duration.Seconds()))
+	t.mu.Lock()
+	c := t.controllerCounts(controller)
+	c.Writes++
+	if code == 0 || code >= 400 {
+		c.WriteErrors++
+	}
+	if code == 409 { // an optimistic-concurrency conflict: a write from a stale read
+		c.WriteConflicts++
+	}
+	t.mu.Unlock()
+}
+
+// Leader: leadership of lock name changed or was observed.
+func (t *Telemetry) Leader(name, identity string, leader bool, holder string) {
+	t.emit(TopicKindController, LeaderPrefix+name, newRecord(RecordKindLeader).str("identity", identity).
+		boolean("leader", leader).optStr("holder", holder))
+	var h any
+	if holder != "" {
+		h = holder
+	}
+	t.component(name, ComponentKindLease, map[string]any{"identity": identity, "leader": leader, "holder": h})
+}
+
+// Status sets (value nil: deletes) a row of a table the controller reports about itself.
+func (t *Telemetry) Status(table, key string, value map[string]any) {
+	var b []byte
+	if value != nil {
+		b = mustJSON(value)
+	}
+	t.pub.SetState(t.Topic(TopicKindStatus, table), key, b)
+}
+
+// SetupError: a controller could not be set up.
+func (t *Telemetry) SetupError(controller, errText string) {
+	t.pub.Publish(t.ErrorsTopic, newRecord(RecordKindSetupError).str("controller", controller).
+		str("error", errText).done(t.now()))
+}
+
+// sortedKeys is a helper for deterministic iteration.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
