@@ -1,0 +1,384 @@
+package clientgo
+
+// A drop-in client-go workqueue (TypedRateLimitingInterface) that publishes every operation per
+// key: add, dedup, defer, get, done, requeue, add_after, add_rate_limited (with the delay the rate
+// limiter chose), forget and shutdown (protocol/README.md, QueueOp).
+//
+// How it sees what the queue does without reaching into it: the queue topic's state is the
+// protocol's queue item model, folded from these very records (ctrlscope.FoldQueueOp), and that
+// model is client-go's: a key is queued, processing, processing-and-dirty, waiting for a delayed
+// add, or idle with a requeue count. So an Add is classified from the key's current item the way
+// client-go's queue decides it (queued or already dirty: dedup; processing: defer, queued again at
+// Done; otherwise add), the rate limiter is wrapped to learn the delay When() chose, and the delayed
+// adds the inner queue performs on its own are mirrored by a timer of ours that publishes the add
+// when the delay is over. Depth is the inner queue's own Len().
+//
+// The inner queue stays the real one (client-go's, or controller-runtime's priority queue), so
+// ordering, fairness and metrics are upstream's. One window is not exact: an Add that races a Get
+// of the same key on another goroutine may be classified before the Get is published.
+
+import (
+	"container/heap"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
+)
+
+// RateLimiter wraps a TypedRateLimiter to remember the delay it chose for each item, which the
+// queue publishes with add_rate_limited.
+type RateLimiter[T comparable] struct {
+	inner workqueue.TypedRateLimiter[T]
+	mu    sync.Mutex
+	last  map[T]time.Duration
+}
+
+// ObserveRateLimiter wraps limiter; build the inner queue with the result.
+func ObserveRateLimiter[T comparable](limiter workqueue.TypedRateLimiter[T]) *RateLimiter[T] {
+	if r, ok := limiter.(*RateLimiter[T]); ok {
+		return r
+	}
+	return &RateLimiter[T]{inner: limiter, last: map[T]time.Duration{}}
+}
+
+// When asks the wrapped limiter and remembers its answer.
+func (r *RateLimiter[T]) When(item T) time.Duration {
+	d := r.inner.When(item)
+	r.mu.Lock()
+	r.last[item] = d
+	r.mu.Unlock()
+	return d
+}
+
+// Forget forwards to the wrapped limiter.
+func (r *RateLimiter[T]) Forget(item T) {
+	r.inner.Forget(item)
+	r.mu.Lock()
+	delete(r.last, item)
+	r.mu.Unlock()
+}
+
+// NumRequeues forwards to the wrapped limiter.
+func (r *RateLimiter[T]) NumRequeues(item T) int { return r.inner.NumRequeues(item) }
+
+func (r *RateLimiter[T]) takeLast(item T) (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.last[item]
+	return d, ok
+}
+
+// Queue is an observed TypedRateLimitingInterface.
+type Queue[T comparable] struct {
+	inner   workqueue.TypedRateLimitingInterface[T]
+	limiter *RateLimiter[T]
+	tel     *ctrlscope.Telemetry
+	name    string
+	keyOf   func(T) string
+	clock   clock.WithTicker
+
+	mu sync.Mutex // orders the records of one queue (each op and its record under it)
+
+	timerMu sync.Mutex
+	pending delayHeap[T]
+	byKey   map[string]*delayed[T]
+	kick    chan struct{}
+	stop    chan struct{}
+	once    sync.Once
+}
+
+// QueueOptions: KeyOf names an item ("namespace/name"; default fmt-less for strings and
+// reconcile.Request-like types via their String method); Clock [real].
+type QueueOptions[T comparable] struct {
+	KeyOf func(T) string
+	Clock clock.WithTicker
+}
+
+// NewRateLimitingQueue is workqueue.NewTypedRateLimitingQueueWithConfig, observed: name is the
+// queue's topic (use the controller's name: the dashboard pairs queue/{c} with controller/{c}).
+func NewRateLimitingQueue[T comparable](tel *ctrlscope.Telemetry, name string, limiter workqueue.TypedRateLimiter[T],
+	opts QueueOptions[T]) *Queue[T] {
+	rl := ObserveRateLimiter(limiter)
+	cfg := workqueue.TypedRateLimitingQueueConfig[T]{Name: name}
+	if opts.Clock != nil {
+		cfg.Clock = opts.Clock
+	}
+	return WrapQueue(tel, name, workqueue.NewTypedRateLimitingQueueWithConfig[T](rl, cfg), rl, opts)
+}
+
+// WrapQueue observes inner, which must have been built with limiter (from ObserveRateLimiter), so
+// that add_rate_limited can say which delay it chose.
+func WrapQueue[T comparable](tel *ctrlscope.Telemetry, name string, inner workqueue.TypedRateLimitingInterface[T],
+	limiter *RateLimiter[T], opts QueueOptions[T]) *Queue[T] {
+	if opts.KeyOf == nil {
+		opts.KeyOf = DefaultKey[T]
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	q := &Queue[T]{inner: inner, limiter: limiter, tel: tel, name: name, keyOf: opts.KeyOf, clock: opts.Clock,
+		byKey: map[string]*delayed[T]{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	go q.fireLoop()
+	return q
+}
+
+// Inner is the wrapped queue.
+func (q *Queue[T]) Inner() workqueue.TypedRateLimitingInterface[T] { return q.inner }
+
+func seconds(d time.Duration) *float64 { s := d.Seconds(); return &s }
+
+func (q *Queue[T]) record(op ctrlscope.QueueOp, key string, depth int, delay, duration *float64, requeues *int) {
+	q.tel.Queue(q.name, ctrlscope.QueueRecord{Op: op, Key: key, Depth: depth, Delay: delay, Duration: duration,
+		Requeues: requeues})
+}
+
+// classify says what an Add of key does now, from the key's item (client-go's queue rules).
+func (q *Queue[T]) classify(key string) ctrlscope.QueueOp {
+	item, ok := q.tel.QueueItem(q.name, key)
+	switch {
+	case !ok:
+		return ctrlscope.QueueOpAdd
+	case item.S == ctrlscope.QueueItemStateQueued || item.Dirty:
+		return ctrlscope.QueueOpDedup
+	case item.S == ctrlscope.QueueItemStateProcessing:
+		return ctrlscope.QueueOpDefer
+	default:
+		return ctrlscope.QueueOpAdd
+	}
+}
+
+// Add adds item (published as add, dedup or defer).
+func (q *Queue[T]) Add(item T) {
+	if q.inner.ShuttingDown() {
+		return // upstream ignores it
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.inner.Add(item)
+	q.addedLocked(q.keyOf(item))
+}
+
+func (q *Queue[T]) addedLocked(key string) {
+	q.record(q.classify(key), key, q.inner.Len(), nil, nil, nil)
+}
+
+// Len is the inner queue's.
+func (q *Queue[T]) Len() int { return q.inner.Len() }
+
+// Get blocks for the next item; published as get with the time since its first unprocessed add.
+func (q *Queue[T]) Get() (T, bool) {
+	item, shutdown := q.inner.Get()
+	if shutdown {
+		return item, shutdown
+	}
+	q.gotLocked(item)
+	return item, false
+}
+
+func (q *Queue[T]) gotLocked(item T) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	key := q.keyOf(item)
+	var waited *float64
+	if it, ok := q.tel.QueueItem(q.name, key); ok && it.S == ctrlscope.QueueItemStateQueued && it.Since > 0 {
+		w := (wallMs(q.tel) - it.Since) / 1000
+		waited = &w
+	}
+	q.record(ctrlscope.QueueOpGet, key, q.inner.Len(), nil, waited, nil)
+}
+
+// Done marks item processed; a key added meanwhile is queued again (published as requeue).
+func (q *Queue[T]) Done(item T) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	key := q.keyOf(item)
+	it, _ := q.tel.QueueItem(q.name, key)
+	var worked *float64
+	if it.S == ctrlscope.QueueItemStateProcessing && it.Since > 0 {
+		w := (wallMs(q.tel) - it.Since) / 1000
+		worked = &w
+	}
+	depth := q.inner.Len() // done reports the depth before a dirty key goes back in
+	q.inner.Done(item)
+	q.record(ctrlscope.QueueOpDone, key, depth, nil, worked, nil)
+	if it.Dirty {
+		q.record(ctrlscope.QueueOpRequeue, key, q.inner.Len(), nil, nil, nil)
+	}
+}
+
+// ShutDown shuts the inner queue down.
+func (q *Queue[T]) ShutDown() {
+	q.inner.ShutDown()
+	q.shutdown()
+}
+
+// ShutDownWithDrain shuts down after the items being processed are done.
+func (q *Queue[T]) ShutDownWithDrain() {
+	q.inner.ShutDownWithDrain()
+	q.shutdown()
+}
+
+func (q *Queue[T]) shutdown() {
+	q.once.Do(func() {
+		close(q.stop)
+		q.mu.Lock()
+		q.record(ctrlscope.QueueOpShutdown, "", q.inner.Len(), nil, nil, nil)
+		q.mu.Unlock()
+	})
+}
+
+// ShuttingDown is the inner queue's.
+func (q *Queue[T]) ShuttingDown() bool { return q.inner.ShuttingDown() }
+
+// AddAfter adds item after d (published as add_after; the add itself when d is over).
+func (q *Queue[T]) AddAfter(item T, d time.Duration) {
+	if q.inner.ShuttingDown() {
+		return
+	}
+	if d <= 0 {
+		q.Add(item)
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.inner.AddAfter(item, d)
+	key := q.keyOf(item)
+	q.record(ctrlscope.QueueOpAddAfter, key, q.inner.Len(), seconds(d), nil, nil)
+	q.schedule(item, key, d)
+}
+
+// AddRateLimited adds item after the rate limiter's delay (published with that delay and the
+// limiter's requeue count, this retry included).
+func (q *Queue[T]) AddRateLimited(item T) {
+	if q.inner.ShuttingDown() {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.inner.AddRateLimited(item)
+	q.rateLimitedLocked(item)
+}
+
+func (q *Queue[T]) rateLimitedLocked(item T) {
+	key := q.keyOf(item)
+	d, _ := q.limiter.takeLast(item)
+	n := q.limiter.NumRequeues(item)
+	q.record(ctrlscope.QueueOpAddRateLimited, key, q.inner.Len(), seconds(d), nil, &n)
+	if d <= 0 {
+		q.addedLocked(key) // a zero delay adds at once: that add is its own record
+		return
+	}
+	q.schedule(item, key, d)
+}
+
+// Forget clears the rate limiter's count for item (published with the count being cleared).
+func (q *Queue[T]) Forget(item T) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := q.limiter.NumRequeues(item)
+	q.inner.Forget(item)
+	q.record(ctrlscope.QueueOpForget, q.keyOf(item), q.inner.Len(), nil, nil, &n)
+}
+
+// NumRequeues is the rate limiter's count for item.
+func (q *Queue[T]) NumRequeues(item T) int { return q.inner.NumRequeues(item) }
+
+// -- delayed adds -------------------------------------------------------------------------------
+// The inner queue adds a delayed item back on its own timer; ours fires at the same ready time and
+// publishes that add. Like client-go's delaying queue, a key keeps its earliest ready time.
+
+type delayed[T comparable] struct {
+	item  T
+	key   string
+	at    time.Time
+	index int
+}
+
+type delayHeap[T comparable] []*delayed[T]
+
+func (h delayHeap[T]) Len() int           { return len(h) }
+func (h delayHeap[T]) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h delayHeap[T]) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *delayHeap[T]) Push(x any)        { e := x.(*delayed[T]); e.index = len(*h); *h = append(*h, e) }
+func (h *delayHeap[T]) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+func (q *Queue[T]) schedule(item T, key string, d time.Duration) {
+	at := q.clock.Now().Add(d)
+	q.timerMu.Lock()
+	if e, ok := q.byKey[key]; ok {
+		if at.Before(e.at) {
+			e.at = at
+			heap.Fix(&q.pending, e.index)
+		}
+	} else {
+		e := &delayed[T]{item: item, key: key, at: at}
+		heap.Push(&q.pending, e)
+		q.byKey[key] = e
+	}
+	q.timerMu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (q *Queue[T]) fireLoop() {
+	for {
+		q.timerMu.Lock()
+		var wait time.Duration = -1
+		now := q.clock.Now()
+		var due []*delayed[T]
+		for q.pending.Len() > 0 {
+			e := q.pending[0]
+			if e.at.After(now) {
+				wait = e.at.Sub(now)
+				break
+			}
+			heap.Pop(&q.pending)
+			delete(q.byKey, e.key)
+			due = append(due, e)
+		}
+		q.timerMu.Unlock()
+		if len(due) > 0 {
+			q.mu.Lock()
+			for _, e := range due {
+				if !q.inner.ShuttingDown() {
+					q.addedLocked(e.key)
+				}
+			}
+			q.mu.Unlock()
+		}
+		var timer clock.Timer
+		var fire <-chan time.Time
+		if wait >= 0 {
+			timer = q.clock.NewTimer(wait)
+			fire = timer.C()
+		}
+		select {
+		case <-q.stop:
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case <-q.kick:
+		case <-fire:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// wallMs is the telemetry clock's wall time in ms, the time base of the items' since.
+func wallMs(tel *ctrlscope.Telemetry) float64 {
+	t := tel.Clock().Now()
+	return float64(t.UnixMilli()) + float64(t.Nanosecond()%1_000_000)/1e6
+}

@@ -1,0 +1,96 @@
+package clientgo
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
+)
+
+type queueRecord struct {
+	Op       string   `json:"op"`
+	Key      string   `json:"key"`
+	Depth    int      `json:"depth"`
+	Delay    *float64 `json:"delay"`
+	Requeues *int     `json:"requeues"`
+}
+
+// readQueue returns every queue record published to the queue's topic and its final state.
+func readQueue(t *testing.T, h *harness, name string) ([]queueRecord, map[string]any) {
+	t.Helper()
+	topic := h.tel.Topic(ctrlscope.TopicKindQueue, name)
+	recs, state := h.read(t, topic)
+	var out []queueRecord
+	for _, r := range recs {
+		b, _ := json.Marshal(r)
+		var q queueRecord
+		_ = json.Unmarshal(b, &q)
+		out = append(out, q)
+	}
+	return out, state
+}
+
+func ops(recs []queueRecord) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Op+" "+r.Key)
+	}
+	return out
+}
+
+func TestQueueTellsClientGosStory(t *testing.T) {
+	h := newHarness(t)
+	clk := h.clock
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, time.Second)
+	q := NewRateLimitingQueue[string](h.tel, "podsets", limiter, QueueOptions[string]{Clock: clk})
+
+	q.Add("default/a")
+	q.Add("default/a") // already queued: dedup
+	key, _ := q.Get()
+	q.Add(key) // being processed: defer (dirty)
+	q.Add(key) // already dirty: dedup
+	q.Done(key) // dirty: back in the queue (requeue)
+	key, _ = q.Get()
+	q.AddRateLimited(key) // 5 ms, first retry
+	q.Done(key)
+	q.AddRateLimited(key) // 10 ms: a key keeps its earliest ready time
+	clk.Step(6 * time.Millisecond)
+	waitFor(t, func() bool { return q.Len() == 1 })
+	key, _ = q.Get()
+	q.Forget(key)
+	q.Done(key)
+	q.ShutDown()
+	h.flush(t)
+
+	recs, state := readQueue(t, h, "podsets")
+	want := []string{"add default/a", "dedup default/a", "get default/a", "defer default/a", "dedup default/a",
+		"done default/a", "requeue default/a", "get default/a", "add_rate_limited default/a", "done default/a",
+		"add_rate_limited default/a", "add default/a", "get default/a", "forget default/a", "done default/a", "shutdown "}
+	got := ops(recs)
+	if len(got) != len(want) {
+		t.Fatalf("records:\n got  %v\n want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("record %d: got %q want %q\n all: %v", i, got[i], want[i], got)
+		}
+	}
+	if d := *recs[8].Delay; d != 0.005 {
+		t.Errorf("first retry delay %v, want the limiter's 0.005", d)
+	}
+	if d := *recs[10].Delay; d != 0.01 {
+		t.Errorf("second retry delay %v, want 0.01", d)
+	}
+	if n := *recs[10].Requeues; n != 2 {
+		t.Errorf("second retry requeues %d, want 2", n)
+	}
+	if n := *recs[13].Requeues; n != 2 {
+		t.Errorf("forget clears %d, want 2", n)
+	}
+	if len(state) != 0 {
+		t.Errorf("a forgotten, done key leaves no state: %v", state)
+	}
+}
