@@ -23,6 +23,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from controllers import golang
 from controllers.process import Child, SupervisionError, Supervisor
 from controllers.scenarios.base import DEMO_STATE, STANDBY_WANT, STANDBY_WORKER
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis, free_port
@@ -32,6 +33,10 @@ DEMO_LEASE = "default/ctrlscope-demo"
 # (lease duration > renew deadline > 1.2 x retry period).
 DEMO_LEASE_TIMINGS = ["--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1"]
 DEFAULT_CONTROLLERS = ["controllers.examples.deployments:setup", "controllers.examples.podset:setup"]
+# The Go samples: (worker name, program in go/cmd, extra flags). The Go reconciler writes its own
+# ConfigMaps (<name>-go-summary), so it never fights the Python one over <name>-summary.
+GO_WORKERS = [("go-informer", "deployment-informer", []),
+              ("go-summary", "deployment-summary", ["--summary-suffix", "-go-summary"])]
 SAMPLE_DEPLOYMENTS = {"web": ("nginx:1.27", 3), "api": ("ghcr.io/example/api:2.1", 2)}
 
 
@@ -50,6 +55,9 @@ class Command(BaseCommand):
                             help="worker replicas; more than 1 turns on leader election (default 1)")
         parser.add_argument("--controller", action="append",
                             help=f"controllers to run (default: {DEFAULT_CONTROLLERS[0]})")
+        parser.add_argument("--no-go", action="store_true", default=golang.skipped(),
+                            help="do not build and run the Go sample controllers (default: run them when a "
+                                 "Go toolchain is found; CTRLSCOPE_SKIP_GO=1 also skips them)")
 
     def handle(self, *args, **opts):
         if opts["replicas"] < 1:
@@ -141,11 +149,33 @@ class Command(BaseCommand):
         if replicas > 1:
             self.stdout.write(f"workers:   {replicas} replicas, leader election on Lease {DEMO_LEASE} "
                               "(only the leader reconciles and runs the handler-only PodSet controller)")
+        if not opts["no_go"]:
+            self._start_go(supervisor, kubeconfig)
         supervisor.start(self._child("dashboard", ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
                                                    "dashboard.asgi:application"], "dashboard"))
         url = f"http://127.0.0.1:{self.port}/"
         supervisor.wait_ready(lambda: _answers(url + "healthz"), f"the dashboard did not answer at {url}")
         self._print_access(url)
+
+    def _start_go(self, supervisor: Supervisor, kubeconfig: str) -> None:
+        """The Go samples (client-go informer, controller-runtime reconciler) beside the Python
+        worker, each its own worker on the overview. Without Go, or when the build fails, the demo
+        goes on without them and says why."""
+        if golang.find_go() is None:
+            self.stdout.write("go:        no Go toolchain found; the Go sample controllers are not running "
+                              "(make demo gets one; --no-go hides this line)")
+            return
+        try:
+            programs = golang.build(self.run_dir / "go-bin", say=self._say)
+        except golang.GoUnavailable as exc:
+            self.stdout.write(self.style.WARNING(f"go:        not running the Go samples: {exc}"))
+            return
+        for worker, program, extra in GO_WORKERS:
+            argv = [str(programs[program]), "--kubeconfig", kubeconfig, "--worker-name", worker, *extra]
+            supervisor.start(Child(f"go worker {worker}", argv, self.env, self.run_dir / "logs" / f"{worker}.log",
+                                   cwd=settings.BASE_DIR, pid_file=self.run_dir / f"{worker}.pid"))
+        self.stdout.write(f"go:        workers {', '.join(w for w, _, _ in GO_WORKERS)} (client-go and "
+                          "controller-runtime, instrumented with ctrlscope's Go module)")
 
     def _child(self, name: str, args: list[str], log: str, *, pid_file: Path | None = None) -> Child:
         """A child running this Python with ``args``, logging to run/logs/{log}.log."""
