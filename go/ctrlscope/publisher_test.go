@@ -44,7 +44,9 @@ func frames(t *testing.T, rdb *redis.Client, prefix, topic string) []map[string]
 	return out
 }
 
-func rec(i int) []byte { return []byte(fmt.Sprintf(`{"k":"queue","op":"add","key":"k%d","depth":0,"ts":1}`, i)) }
+func rec(i int) []byte {
+	return []byte(fmt.Sprintf(`{"k":"queue","op":"add","key":"k%d","depth":0,"ts":1}`, i))
+}
 
 func TestOneFramePerTopicPerFlushAtMostMaxRecords(t *testing.T) {
 	p, rdb, prefix := newTestPublisher(t, PublisherOptions{MaxFrameRecords: 100})

@@ -50,8 +50,8 @@ func TestQueueTellsClientGosStory(t *testing.T) {
 	q.Add("default/a")
 	q.Add("default/a") // already queued: dedup
 	key, _ := q.Get()
-	q.Add(key) // being processed: defer (dirty)
-	q.Add(key) // already dirty: dedup
+	q.Add(key)  // being processed: defer (dirty)
+	q.Add(key)  // already dirty: dedup
 	q.Done(key) // dirty: back in the queue (requeue)
 	key, _ = q.Get()
 	q.AddRateLimited(key) // 5 ms, first retry
