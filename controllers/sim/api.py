@@ -32,8 +32,9 @@ from aiohttp import web
 from controllers.schema import WatchEventType
 from controllers.sim import codec, reviews
 from controllers.sim.apply import server_side_apply
-from controllers.sim.discovery import AGGREGATED_CONTENT_TYPE, Discovery, wants_aggregated
+from controllers.sim.discovery import AGGREGATED_CONTENT_TYPE, Discovery
 from controllers.sim.errors import StatusError, bad_request, qualified
+from controllers.sim.negotiation import Representation, negotiate
 from controllers.sim.patch import json_patch, merge_patch
 from controllers.sim.resources import ResourceType
 from controllers.sim.selectors import parse_field_selector, parse_label_selector, selector_from_label_selector
@@ -60,6 +61,8 @@ class ResourceRequest:
     namespace: str | None
     name: str | None
     sub: str | None
+    # What the response carries, negotiated from Accept before any work is done.
+    representation: Representation = Representation.OBJECT
 
 
 def _not_found_path() -> StatusError:
@@ -69,10 +72,6 @@ def _not_found_path() -> StatusError:
 def _method_not_allowed() -> StatusError:
     return StatusError(405, "the server does not allow this method on the requested resource",
                        reason="MethodNotAllowed")
-
-
-def _wants_table(accept: str) -> bool:
-    return "as=Table" in accept
 
 
 def _bool(value: str | None) -> bool:
@@ -165,13 +164,12 @@ class KubeAPI:
         if not segs or segs[0] not in ("api", "apis"):
             raise _not_found_path()
         accept = request.headers.get("Accept", "")
-        if segs == ["api"]:
-            if wants_aggregated(accept):
-                return _raw_json(self.discovery.aggregated(core=True), content_type=AGGREGATED_CONTENT_TYPE)
-            return _raw_json(self.discovery.api_versions(self.server_address()))
-        if segs == ["apis"]:
-            if wants_aggregated(accept):
-                return _raw_json(self.discovery.aggregated(core=False), content_type=AGGREGATED_CONTENT_TYPE)
+        if segs in (["api"], ["apis"]):
+            core = segs == ["api"]
+            if negotiate(accept, aggregated=True) is Representation.AGGREGATED:
+                return _raw_json(self.discovery.aggregated(core=core), content_type=AGGREGATED_CONTENT_TYPE)
+            if core:
+                return _raw_json(self.discovery.api_versions(self.server_address()))
             return _raw_json(self.discovery.api_group_list())
         if segs[0] == "api":
             group, version, rest = "", segs[1], segs[2:]
@@ -179,6 +177,7 @@ class KubeAPI:
             doc = self.discovery.api_group(segs[1])
             if doc is None:
                 raise _not_found_path()
+            negotiate(accept)  # legacy discovery documents are JSON only: anything else is a 406
             return _raw_json(doc)
         else:
             group, version, rest = segs[1], segs[2], segs[3:]
@@ -186,6 +185,7 @@ class KubeAPI:
             rl = self.discovery.resource_list(group, version)
             if rl is None:
                 raise _not_found_path()
+            negotiate(accept)
             return _raw_json(rl)
         req = self._parse(group, version, rest)
         return await self._dispatch(request, req)
@@ -237,6 +237,7 @@ class KubeAPI:
                 verb = "deletecollection"
         if verb not in req.rt.verbs:
             raise _method_not_allowed()
+        req.representation = negotiate(request.headers.get("Accept"), table=verb in ("get", "list", "watch"))
         await self.faults.before_request(verb, req.rt.plural)
         dry_run = request.query.getall("dryRun", [])
         if any(v != "All" for v in dry_run):
@@ -284,7 +285,7 @@ class KubeAPI:
             return _json(self.scale_of(req.rt, obj))
         if req.sub == "log":
             return await self.logs(request, req, obj)
-        if _wants_table(request.headers.get("Accept", "")):
+        if req.representation is Representation.TABLE:
             return _json(table(req.rt, [obj], now=self.store.clock.wall(),
                                resource_version=obj["metadata"]["resourceVersion"],
                                include_object=request.query.get("includeObject", "Metadata")))
@@ -306,7 +307,7 @@ class KubeAPI:
         items, list_rv, token, remaining = self.store.list(
             rt, req.namespace, match if filtered else None, limit=limit,
             continue_token=request.query.get("continue") or None)
-        if _wants_table(request.headers.get("Accept", "")):
+        if req.representation is Representation.TABLE:
             return _json(table(rt, items, now=self.store.clock.wall(), resource_version=str(list_rv),
                                include_object=request.query.get("includeObject", "Metadata"),
                                continue_token=token, remaining=remaining))
@@ -332,7 +333,7 @@ class KubeAPI:
             if send_initial and q.get("resourceVersionMatch") != "NotOlderThan":
                 raise StatusError(422, "resourceVersionMatch: Forbidden: sendInitialEvents requires setting "
                                        "resourceVersionMatch to NotOlderThan", reason="Invalid")
-        as_table = _wants_table(request.headers.get("Accept", ""))
+        as_table = req.representation is Representation.TABLE
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
                                                            "Cache-Control": "no-cache, private"})
         response.enable_chunked_encoding()

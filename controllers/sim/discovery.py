@@ -40,10 +40,6 @@ _STUB_NOTE = ("The ctrlscope simulator serves no field schema for this kind, so 
               "fields; see https://kubernetes.io/docs/reference/kubernetes-api/")
 
 
-def wants_aggregated(accept: str) -> bool:
-    return "as=APIGroupDiscoveryList" in accept and "v=v2" in accept.replace("v=v2beta1", "")
-
-
 def _sub_kind(rt: ResourceType, sub: str) -> tuple[str, str, str]:
     if sub == "scale":
         return ("autoscaling", "v1", "Scale")

@@ -155,6 +155,17 @@ def _time(fields: dict[str, Any], empty: bool) -> str | None:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _micro_time(fields: dict[str, Any], empty: bool) -> str | None:
+    # metav1.MicroTime: like Time, but RFC 3339 with six fractional digits (Lease renewTime, eventTime).
+    if empty:
+        return None
+    try:
+        moment = datetime.fromtimestamp(fields["seconds"], UTC).replace(microsecond=fields["nanos"] // 1000)
+    except (OverflowError, OSError, ValueError):
+        raise ProtobufError(f"time out of range: {fields['seconds']}s / {fields['nanos']}ns") from None
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def _quantity(fields: dict[str, Any], empty: bool) -> str:
     text = fields["string"]
     if empty:
@@ -190,6 +201,7 @@ def _extra_value(fields: dict[str, Any], empty: bool) -> list[str] | None:
 
 _JSON_FORMS: dict[str, Callable[[dict[str, Any], bool], Any]] = {
     "Time": _time,
+    "MicroTime": _micro_time,
     "Quantity": _quantity,
     "IntOrString": _int_or_string,
     "FieldsV1": _fields_v1,

@@ -15,7 +15,10 @@ v0.32 (the release the simulator reports by default). The Go type says everythin
 Messages whose Go type has its own JSON form (``Time``, ``Quantity``, ``IntOrString``, ``FieldsV1``,
 ``ExtraValue``) are listed with their wire fields like any other; ``protobuf.py`` converts them.
 Field numbers are protocol facts; the table covers what kubectl's typed clients send (``kubectl
-create``, ``expose``, ``auth``, deletes from ``drain``) and the commonly set parts of a pod template.
+create``, ``expose``, ``auth``, deletes from ``drain``), what client-go's typed clients write by
+default from Go controllers (client-go 0.37's typed clients send protobuf: leader election's ``Lease``,
+the event recorder's core/v1 ``Event``, as read off k8s.io/api v0.37) and the commonly set parts of
+a pod template.
 Fields left out (volumes, probes, affinity, security contexts, ...) are rejected with a 400 naming
 the message and field number rather than silently dropped.
 """
@@ -30,6 +33,8 @@ KINDS: dict[str, str] = {
     "Secret": "Secret",
     "Service": "Service",
     "Deployment": "Deployment",
+    "Lease": "Lease",
+    "Event": "Event",
     "DeleteOptions": "DeleteOptions",
     "SelfSubjectAccessReview": "SelfSubjectAccessReview",
     "SelfSubjectRulesReview": "SelfSubjectRulesReview",
@@ -74,6 +79,7 @@ MESSAGES: dict[str, dict[int, str]] = {
     },
     "FieldsV1": {1: "Raw bytes"},
     "Time": {1: "seconds int64", 2: "nanos int32"},
+    "MicroTime": {1: "seconds int64", 2: "nanos int32"},
     "LabelSelector": {
         1: "matchLabels map[string]string omitempty",
         2: "matchExpressions []LabelSelectorRequirement omitempty",
@@ -269,6 +275,46 @@ MESSAGES: dict[str, dict[int, str]] = {
         3: "value string omitempty",
         4: "effect string omitempty",
         5: "tolerationSeconds *int64 omitempty",
+    },
+    # core/v1 Event: what client-go's event recorder (controller-runtime's GetEventRecorderFor) posts.
+    "Event": {
+        1: "metadata ObjectMeta",
+        2: "involvedObject ObjectReference",
+        3: "reason string omitempty",
+        4: "message string omitempty",
+        5: "source EventSource omitempty",
+        6: "firstTimestamp Time omitempty",
+        7: "lastTimestamp Time omitempty",
+        8: "count int32 omitempty",
+        9: "type string omitempty",
+        10: "eventTime MicroTime omitempty",
+        11: "series *EventSeries omitempty",
+        12: "action string omitempty",
+        13: "related *ObjectReference omitempty",
+        14: "reportingComponent string",
+        15: "reportingInstance string",
+    },
+    "ObjectReference": {
+        1: "kind string omitempty",
+        2: "namespace string omitempty",
+        3: "name string omitempty",
+        4: "uid string omitempty",
+        5: "apiVersion string omitempty",
+        6: "resourceVersion string omitempty",
+        7: "fieldPath string omitempty",
+    },
+    "EventSource": {1: "component string omitempty", 2: "host string omitempty"},
+    "EventSeries": {1: "count int32 omitempty", 2: "lastObservedTime MicroTime omitempty"},
+    # ---- k8s.io/api/coordination/v1 (client-go leader election's Lease lock) ----
+    "Lease": {1: "metadata ObjectMeta omitempty", 2: "spec LeaseSpec omitempty"},
+    "LeaseSpec": {
+        1: "holderIdentity *string omitempty",
+        2: "leaseDurationSeconds *int32 omitempty",
+        3: "acquireTime *MicroTime omitempty",
+        4: "renewTime *MicroTime omitempty",
+        5: "leaseTransitions *int32 omitempty",
+        6: "strategy *string omitempty",
+        7: "preferredHolder *string omitempty",
     },
     # ---- k8s.io/api/apps/v1 ----
     "Deployment": {1: "metadata ObjectMeta omitempty", 2: "spec DeploymentSpec omitempty",

@@ -185,6 +185,65 @@ def test_protobuf_put_updates_and_protobuf_patch_is_415(sim: SimCluster, ns: str
     assert status == 415 and payload["reason"] == "UnsupportedMediaType"
 
 
+# Bodies client-go v0.37.2's typed clients sent to the simulator (captured from a Go probe through
+# rest.Config.WrapTransport): leader election creating its Lease, and CoreV1().Events().Create.
+CLIENT_GO_LEASE = bytes.fromhex(
+    "6b3873000a1f0a16636f6f7264696e6174696f6e2e6b38732e696f2f763112054c6561736512730a260a0f6374726c73"
+    "636f70652d70726f626512001a0764656661756c7422002a0032003800420012490a27766d5f61303764346435312d66"
+    "3161642d343764342d616538352d643363623537643266393638100f1a0c08b18dbcd80610988ad7d802220c08b18dbc"
+    "d80610988ad7d80228001a002200"
+)
+CLIENT_GO_EVENT = bytes.fromhex(
+    "6b3873000a0b0a02763112054576656e7412b5010a1f0a00120f70726f62652d696e666f726d65722d1a0022002a0032"
+    "003800420012200a094e616d65737061636512001a0764656661756c7422002a02763132003a001a0653796e63656422"
+    "15696e666f726d65722063616368652073796e6365642a040a00120032003a0040004a064e6f726d616c520c08dd8dbc"
+    "d8061090efecf9025a100802120c08dd8dbcd8061090efecf902620453796e63720e70726f62652d696e666f726d6572"
+    "7a0770726f62652d311a002200"
+)
+
+
+def test_client_go_lease_decodes_with_micro_time() -> None:
+    lease = decode(CLIENT_GO_LEASE)
+    assert lease["kind"] == "Lease" and lease["apiVersion"] == "coordination.k8s.io/v1"
+    assert lease["spec"] == {"holderIdentity": "vm_a07d4d51-f1ad-47d4-ae85-d3cb57d2f968",
+                             "leaseDurationSeconds": 15, "leaseTransitions": 0,
+                             "acquireTime": "2026-12-01T17:41:05.722847Z",
+                             "renewTime": "2026-12-01T17:41:05.722847Z"}
+
+
+def test_client_go_event_decodes_like_go_json() -> None:
+    event = decode(CLIENT_GO_EVENT)
+    assert event["involvedObject"] == {"kind": "Namespace", "name": "default", "apiVersion": "v1"}
+    # Struct values marshal even when empty; zero Times are null; MicroTime keeps microseconds.
+    assert (event["source"], event["firstTimestamp"], event["lastTimestamp"]) == ({}, None, None)
+    assert event["eventTime"] == "2026-12-01T17:41:49.792410Z"
+    assert event["series"] == {"count": 2, "lastObservedTime": "2026-12-01T17:41:49.792410Z"}
+    assert (event["reportingComponent"], event["reportingInstance"]) == ("probe-informer", "probe-1")
+
+
+def test_micro_time_zero_is_null_and_nanos_truncate_to_microseconds() -> None:
+    spec = f(3, f(1, 1_700_000_000) + f(2, 123_456_789)) + f(4, b"")
+    lease = decode(envelope("Lease", meta("l") + f(2, spec), "coordination.k8s.io/v1"))
+    assert lease["spec"] == {"acquireTime": "2023-11-14T22:13:20.123456Z", "renewTime": None}
+
+
+def test_leader_election_protobuf_create_then_update_over_http(sim: SimCluster, ns: str) -> None:
+    # What client-go's LeaseLock does: POST the Lease, then PUT it back with a new renewTime.
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+    holder = f(1, "me") + f(2, 15) + f(4, f(1, 1_700_000_000) + f(2, 5_000))
+    status, created = _send(sim, path, envelope("Lease", meta("lock") + f(2, holder), "coordination.k8s.io/v1"))
+    assert status == 201, created
+    assert created["spec"]["renewTime"] == "2023-11-14T22:13:20.000005Z"
+    renewed = f(1, "me") + f(2, 15) + f(4, f(1, 1_700_000_002))
+    rv = f(6, created["metadata"]["resourceVersion"])
+    status, updated = _send(sim, f"{path}/lock", envelope("Lease", meta("lock", rv) + f(2, renewed),
+                                                             "coordination.k8s.io/v1"), "PUT")
+    assert status == 200 and updated["spec"]["renewTime"] == "2023-11-14T22:13:22.000000Z", updated
+    stale = envelope("Lease", meta("lock", rv) + f(2, renewed), "coordination.k8s.io/v1")
+    status, conflict = _send(sim, f"{path}/lock", stale, "PUT")
+    assert status == 409 and conflict["reason"] == "Conflict"
+
+
 def _encode(fields: list[tuple[int, int | bytes | list]]) -> bytes:
     return b"".join(f(n, _encode(v) if isinstance(v, list) else v) for n, v in fields)
 

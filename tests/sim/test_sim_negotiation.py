@@ -1,0 +1,123 @@
+"""Accept negotiation over real HTTP, with the headers Go clients send: JSON whenever the header
+allows it (protobuf-first from client-go 0.37, ``*/*`` from controller-runtime), the most preferred
+conversion the endpoint offers, and a 406 NotAcceptable Status — before any write — otherwise.
+Also the watch-list exchange client-go's reflector runs by default (WatchListClient is on in 0.37)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from controllers.sim import SimCluster
+from controllers.sim.negotiation import Representation, negotiate, parse_accept
+
+CLIENT_GO = "application/vnd.kubernetes.protobuf,application/json"
+CONTROLLER_RUNTIME = "application/vnd.kubernetes.protobuf, */*"
+DYNAMIC_CBOR = "application/json;q=0.9,application/cbor;q=1"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def http(sim: SimCluster, method: str, path: str, accept: str | None, body: Any = None) -> tuple[int, str, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(sim.url + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **({"Accept": accept} if accept else {})})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.headers.get("Content-Type", ""), json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type", ""), json.loads(e.read())
+
+
+def test_q_weights_order_ranges_and_zero_drops_them() -> None:
+    ranges = parse_accept("text/plain;q=0, application/cbor;q=1, application/json;q=0.9, */*")
+    assert [(r.type, r.subtype, r.q) for r in ranges] == [("application", "cbor", 1.0), ("*", "*", 1.0),
+                                                          ("application", "json", 0.9)]
+
+
+@pytest.mark.parametrize(("accept", "offers", "expected"), [
+    (None, {}, Representation.OBJECT),
+    (CLIENT_GO, {}, Representation.OBJECT),
+    (DYNAMIC_CBOR, {}, Representation.OBJECT),
+    (f"{TABLE},application/json", {"table": True}, Representation.TABLE),
+    (f"{TABLE};q=0.5,application/json", {"table": True}, Representation.OBJECT),
+    # kubectl's header: the v1beta1 Table (removed upstream) is skipped, not a 406.
+    ("application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json", {"table": True}, Representation.OBJECT),
+    (f"{AGGREGATED},application/json", {"table": True}, Representation.OBJECT),
+    (f"{AGGREGATED},application/json", {"aggregated": True}, Representation.AGGREGATED),
+])
+def test_negotiate_picks_the_most_preferred_offer(accept: str | None, offers: dict, expected: Representation) -> None:
+    assert negotiate(accept, **offers) is expected
+
+
+@pytest.mark.parametrize("accept", [CLIENT_GO, CONTROLLER_RUNTIME, DYNAMIC_CBOR, "*/*", "application/*"])
+def test_go_client_accept_headers_get_json(sim: SimCluster, ns: str, accept: str) -> None:
+    status, ctype, body = http(sim, "GET", f"/api/v1/namespaces/{ns}/configmaps", accept)
+    assert (status, ctype, body["kind"]) == (200, "application/json", "ConfigMapList")
+
+
+@pytest.mark.parametrize("accept", ["application/vnd.kubernetes.protobuf", "application/cbor", "application/yaml",
+                                    "text/plain", "application/json;as=Table;v=v1beta1;g=meta.k8s.io"])
+def test_only_unservable_media_types_is_406_not_acceptable(sim: SimCluster, ns: str, accept: str) -> None:
+    status, _, body = http(sim, "GET", f"/api/v1/namespaces/{ns}/configmaps", accept)
+    assert status == 406 and body["kind"] == "Status" and body["reason"] == "NotAcceptable", body
+    assert body["message"] == "only the following media types are accepted: application/json"
+
+
+def test_406_comes_before_the_write(sim: SimCluster, ns: str) -> None:
+    before = sim.call(lambda: sim.store.rv)
+    status, _, _ = http(sim, "POST", f"/api/v1/namespaces/{ns}/configmaps", "application/cbor",
+                        {"metadata": {"name": "never"}})
+    assert status == 406 and sim.call(lambda: sim.store.rv) == before
+
+
+def test_discovery_negotiates_too(sim: SimCluster) -> None:
+    assert http(sim, "GET", "/apis", f"{AGGREGATED},application/json")[1] == AGGREGATED
+    # Only the removed v2beta1 aggregated form: the legacy APIGroupList, as from a server without it.
+    status, ctype, body = http(sim, "GET", "/apis", "application/json;g=apidiscovery.k8s.io;v=v2beta1;"
+                                                    "as=APIGroupDiscoveryList,application/json")
+    assert (status, ctype, body["kind"]) == (200, "application/json", "APIGroupList")
+    for path in ("/api", "/apis", "/api/v1", "/apis/apps", "/apis/apps/v1"):
+        assert http(sim, "GET", path, "application/vnd.kubernetes.protobuf")[0] == 406, path
+        assert http(sim, "GET", path, CLIENT_GO)[0] == 200, path
+
+
+def _watch_lines(sim: SimCluster, path: str, accept: str, until: int) -> list[dict[str, Any]]:
+    req = urllib.request.Request(sim.url + path, headers={"Accept": accept})
+    events = []
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.headers["Content-Type"] == "application/json"
+        for line in resp:
+            events.append(json.loads(line))
+            if len(events) == until:
+                break
+    return events
+
+
+def test_client_go_watch_list_initial_events_then_end_bookmark(sim: SimCluster, ns: str) -> None:
+    base = f"/apis/apps/v1/namespaces/{ns}/deployments"
+    for name in ("a", "b"):
+        dep = {"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"app": name}},
+                                                     "template": {"metadata": {"labels": {"app": name}},
+                                                                  "spec": {"containers": [{"name": "c",
+                                                                                           "image": "nginx"}]}}}}
+        assert http(sim, "POST", base, CLIENT_GO, dep)[0] == 201
+    # Exactly what client-go 0.37's reflector sends for a first watch-list (no resourceVersion: a
+    # consistent read), and on a re-watch after a drop (its last known resourceVersion).
+    query = "allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeoutSeconds=5" \
+            "&watch=true"
+    stale_rv = http(sim, "GET", base, CLIENT_GO)[2]["metadata"]["resourceVersion"]
+    for rv_param in ("", f"&resourceVersion={stale_rv}"):
+        events = _watch_lines(sim, f"{base}?{query}{rv_param}", CLIENT_GO, until=3)
+        assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == \
+            [("ADDED", "a"), ("ADDED", "b"), ("BOOKMARK", None)]
+        bookmark = events[-1]["object"]
+        # The reflector checks the GVK of every event (unstructured informers) and reads the end marker.
+        assert (bookmark["kind"], bookmark["apiVersion"]) == ("Deployment", "apps/v1")
+        assert bookmark["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+        assert int(bookmark["metadata"]["resourceVersion"]) >= max(
+            int(e["object"]["metadata"]["resourceVersion"]) for e in events[:2])
