@@ -24,6 +24,14 @@ export GOTOOLCHAIN := local
 # No VCS stamping in binaries: a clone without usable git metadata (or a git refusing a repo owned by
 # another user) would fail `go build` with "error obtaining VCS status".
 export GOFLAGS := $(strip -buildvcs=false $(filter-out -buildvcs%,$(GOFLAGS)))
+# Go keeps its module and build caches under $HOME (~/go/pkg/mod, ~/.cache/go-build) and fails
+# without one; then they live in run/ (-modcacherw: the module cache is read-only otherwise, and
+# make clean could not remove it).
+ifeq ($(HOME),)
+export GOPATH ?= $(CURDIR)/run/gopath
+export GOCACHE ?= $(CURDIR)/run/gocache
+export GOFLAGS += -modcacherw
+endif
 
 venv: $(STAMP)
 
