@@ -67,10 +67,12 @@ else
 	cd go && $(GO) test $(GO_TEST_ARGS) ./...
 endif
 
-# The module's commands (go/cmd/*) as run/go-bin/<name>.
+# The module's commands (go/cmd/*) as run/go-bin/<name>; nothing to do while there is no go/cmd/.
 go-build: venv
 ifdef GO_SKIP
 	@echo "go-build: skipped, $(GO_SKIP)"
+else ifeq ($(wildcard go/cmd/.),)
+	@echo "go-build: nothing to build, there is no go/cmd/"
 else
 	@mkdir -p run/go-bin
 	cd go && $(GO) build -o ../run/go-bin/ ./cmd/...
