@@ -58,7 +58,11 @@ func TestQueueTellsClientGosStory(t *testing.T) {
 	q.Done(key)
 	q.AddRateLimited(key) // 10 ms: a key keeps its earliest ready time
 	clk.Step(6 * time.Millisecond)
-	waitFor(t, func() bool { return q.Len() == 1 })
+	// Both the inner queue's timer and ours (which publishes the add) must have fired.
+	waitFor(t, func() bool {
+		it, _ := h.tel.QueueItem("podsets", "default/a")
+		return q.Len() == 1 && it.S == ctrlscope.QueueItemStateQueued
+	})
 	key, _ = q.Get()
 	q.Forget(key)
 	q.Done(key)
