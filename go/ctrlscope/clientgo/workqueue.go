@@ -15,7 +15,8 @@ package clientgo
 //
 // The inner queue stays the real one (client-go's, or controller-runtime's priority queue), so
 // ordering, fairness and metrics are upstream's. One window is not exact: an Add that races a Get
-// of the same key on another goroutine may be classified before the Get is published.
+// of the same key on another goroutine may be classified before the Get is published. When the
+// inner queue's delayed add fires before ours, the Get that takes the key publishes the add first.
 
 import (
 	"container/heap"
@@ -79,12 +80,14 @@ type Queue[T comparable] struct {
 	name    string
 	keyOf   func(T) string
 	clock   clock.WithTicker
+	pq      bool
 
 	mu sync.Mutex // orders the records of one queue (each op and its record under it)
 
 	timerMu sync.Mutex
 	pending delayHeap[T]
 	byKey   map[string]*delayed[T]
+	firing  map[string]*delayed[T] // due, off the heap, not yet published
 	kick    chan struct{}
 	stop    chan struct{}
 	once    sync.Once
@@ -92,9 +95,17 @@ type Queue[T comparable] struct {
 
 // QueueOptions: KeyOf names an item ("namespace/name"; default fmt-less for strings and
 // reconcile.Request-like types via their String method); Clock [real].
+//
+// PriorityQueue says the inner queue is controller-runtime's priority queue, which keeps one entry
+// per key where client-go keeps a FIFO entry and a separate delayed add: a delayed add (AddAfter,
+// AddRateLimited) of a key that is already ready (queued, or dirty while processing) is absorbed by
+// it, and an Add of a key waiting for a delayed add makes it ready at once and cancels the delayed
+// add. The queue publishes those as such (the absorbed delayed add with delay 0, no add when the
+// cancelled delay would have been over).
 type QueueOptions[T comparable] struct {
-	KeyOf func(T) string
-	Clock clock.WithTicker
+	KeyOf         func(T) string
+	Clock         clock.WithTicker
+	PriorityQueue bool
 }
 
 // NewRateLimitingQueue is workqueue.NewTypedRateLimitingQueueWithConfig, observed: name is the
@@ -120,7 +131,7 @@ func WrapQueue[T comparable](tel *ctrlscope.Telemetry, name string, inner workqu
 		opts.Clock = clock.RealClock{}
 	}
 	q := &Queue[T]{inner: inner, limiter: limiter, tel: tel, name: name, keyOf: opts.KeyOf, clock: opts.Clock,
-		byKey: map[string]*delayed[T]{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+		pq: opts.PriorityQueue, byKey: map[string]*delayed[T]{}, firing: map[string]*delayed[T]{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	go q.fireLoop()
 	return q
 }
@@ -158,7 +169,11 @@ func (q *Queue[T]) Add(item T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.inner.Add(item)
-	q.addedLocked(q.keyOf(item))
+	key := q.keyOf(item)
+	if q.pq {
+		q.cancel(key) // the priority queue made a waiting key ready: its delayed add is gone
+	}
+	q.addedLocked(key)
 }
 
 func (q *Queue[T]) addedLocked(key string) {
@@ -178,10 +193,20 @@ func (q *Queue[T]) Get() (T, bool) {
 	return item, false
 }
 
+// Got publishes get for item, taken from the inner queue by other means than Get (e.g.
+// controller-runtime's GetWithPriority).
+func (q *Queue[T]) Got(item T) { q.gotLocked(item) }
+
 func (q *Queue[T]) gotLocked(item T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	key := q.keyOf(item)
+	if it, ok := q.tel.QueueItem(q.name, key); !ok || it.S != ctrlscope.QueueItemStateQueued {
+		// The inner queue handed out a key our model does not have queued: its delayed add fired
+		// before our timer did. Publish that add now (and drop our timer), so the story stays whole.
+		q.cancel(key)
+		q.record(ctrlscope.QueueOpAdd, key, q.inner.Len()+1, nil, nil, nil)
+	}
 	var waited *float64
 	if it, ok := q.tel.QueueItem(q.name, key); ok && it.S == ctrlscope.QueueItemStateQueued && it.Since > 0 {
 		w := (wallMs(q.tel) - it.Since) / 1000
@@ -242,12 +267,7 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) {
 		q.Add(item)
 		return
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.inner.AddAfter(item, d)
-	key := q.keyOf(item)
-	q.record(ctrlscope.QueueOpAddAfter, key, q.inner.Len(), seconds(d), nil, nil)
-	q.schedule(item, key, d)
+	q.AddWith(item, d, false, func() { q.inner.AddAfter(item, d) })
 }
 
 // AddRateLimited adds item after the rate limiter's delay (published with that delay and the
@@ -256,17 +276,56 @@ func (q *Queue[T]) AddRateLimited(item T) {
 	if q.inner.ShuttingDown() {
 		return
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.inner.AddRateLimited(item)
-	q.rateLimitedLocked(item)
+	q.AddWith(item, 0, true, func() { q.inner.AddRateLimited(item) })
 }
 
-func (q *Queue[T]) rateLimitedLocked(item T) {
+// AddWith runs add, which adds item to the inner queue by other means than Add, AddAfter and
+// AddRateLimited (controller-runtime's AddWithOpts, with a priority), and publishes it as those
+// would: rateLimited as add_rate_limited (delay: the limiter's choice, or after when that is
+// shorter, as the priority queue decides), after > 0 as add_after, otherwise as an add.
+func (q *Queue[T]) AddWith(item T, after time.Duration, rateLimited bool, add func()) {
+	if q.inner.ShuttingDown() {
+		return
+	}
+	if !rateLimited && after <= 0 {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		add()
+		key := q.keyOf(item)
+		if q.pq {
+			q.cancel(key)
+		}
+		q.addedLocked(key)
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	key := q.keyOf(item)
-	d, _ := q.limiter.takeLast(item)
-	n := q.limiter.NumRequeues(item)
-	q.record(ctrlscope.QueueOpAddRateLimited, key, q.inner.Len(), seconds(d), nil, &n)
+	absorbed := false
+	if q.pq { // a key the priority queue holds ready keeps being ready: the delay is absorbed
+		it, ok := q.tel.QueueItem(q.name, key)
+		absorbed = ok && (it.S == ctrlscope.QueueItemStateQueued || it.Dirty)
+	}
+	add()
+	// Len first: controller-runtime's priority queue applies adds from a buffer (asking the rate
+	// limiter only then) and Len flushes that buffer.
+	depth := q.inner.Len()
+	d := after
+	if rateLimited {
+		last, _ := q.limiter.takeLast(item)
+		if d <= 0 || last < d {
+			d = last
+		}
+	}
+	if absorbed {
+		d = 0
+	}
+	if rateLimited {
+		n := q.limiter.NumRequeues(item)
+		q.record(ctrlscope.QueueOpAddRateLimited, key, depth, seconds(d), nil, &n)
+	} else if d > 0 {
+		q.record(ctrlscope.QueueOpAddAfter, key, depth, seconds(d), nil, nil)
+	}
 	if d <= 0 {
 		q.addedLocked(key) // a zero delay adds at once: that add is its own record
 		return
@@ -291,10 +350,11 @@ func (q *Queue[T]) NumRequeues(item T) int { return q.inner.NumRequeues(item) }
 // publishes that add. Like client-go's delaying queue, a key keeps its earliest ready time.
 
 type delayed[T comparable] struct {
-	item  T
-	key   string
-	at    time.Time
-	index int
+	item     T
+	key      string
+	at       time.Time
+	index    int
+	canceled bool // by cancel, after fireLoop took it off the heap and before it published it
 }
 
 type delayHeap[T comparable] []*delayed[T]
@@ -330,6 +390,22 @@ func (q *Queue[T]) schedule(item T, key string, d time.Duration) {
 	}
 }
 
+// cancel drops key's pending delayed add (the priority queue's Add of a waiting key, or a get that
+// shows the inner queue's delayed add fired first), also one fireLoop has taken off the heap as due
+// but not published yet (it waits for q.mu, which the caller holds).
+func (q *Queue[T]) cancel(key string) {
+	q.timerMu.Lock()
+	if e, ok := q.byKey[key]; ok {
+		heap.Remove(&q.pending, e.index)
+		delete(q.byKey, key)
+	}
+	if e, ok := q.firing[key]; ok {
+		e.canceled = true
+		delete(q.firing, key)
+	}
+	q.timerMu.Unlock()
+}
+
 func (q *Queue[T]) fireLoop() {
 	for {
 		q.timerMu.Lock()
@@ -344,13 +420,20 @@ func (q *Queue[T]) fireLoop() {
 			}
 			heap.Pop(&q.pending)
 			delete(q.byKey, e.key)
+			q.firing[e.key] = e
 			due = append(due, e)
 		}
 		q.timerMu.Unlock()
 		if len(due) > 0 {
 			q.mu.Lock()
 			for _, e := range due {
-				if !q.inner.ShuttingDown() {
+				q.timerMu.Lock()
+				canceled := e.canceled
+				if q.firing[e.key] == e {
+					delete(q.firing, e.key)
+				}
+				q.timerMu.Unlock()
+				if !canceled && !q.inner.ShuttingDown() {
 					q.addedLocked(e.key)
 				}
 			}

@@ -1,0 +1,242 @@
+package ctrlruntime
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
+)
+
+// Handler wraps h, an event handler of controller, so that each event it gets is published as an
+// event record: create/update/delete/generic, the object's key and the requests h enqueued.
+//
+// Which requests: h maps an event to requests only by adding them to the queue it is handed, so
+// it is handed a recording queue that notes every item added (Add, AddAfter, AddRateLimited,
+// AddWithOpts) and passes it on to the controller's queue. When that queue is a priority queue,
+// the recording queue is one too, so handlers that lower the priority of unchanged objects
+// (handler.WithLowPriorityWhenUnchanged, EnqueueRequestForObject's initial list) keep doing so.
+func (i *Instrumentation) Handler(controller string, h handler.EventHandler) handler.EventHandler {
+	return &observedHandler{i: i, controller: controller, inner: h}
+}
+
+type observedHandler struct {
+	i          *Instrumentation
+	controller string
+	inner      handler.EventHandler
+}
+
+func objectKey(obj client.Object) string {
+	if obj == nil || reflect.ValueOf(obj).IsNil() {
+		return ""
+	}
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+func (h *observedHandler) publish(event ctrlscope.ControllerEvent, obj client.Object, r *recorder) {
+	h.i.tel.Event(h.controller, event, objectKey(obj), r.requests(), "")
+}
+
+// Create implements handler.EventHandler.
+func (h *observedHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	r, rq := record(q)
+	h.inner.Create(ctx, e, rq)
+	h.publish(ctrlscope.ControllerEventCreate, e.Object, r)
+}
+
+// Update implements handler.EventHandler.
+func (h *observedHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	r, rq := record(q)
+	h.inner.Update(ctx, e, rq)
+	obj := e.ObjectNew
+	if obj == nil || reflect.ValueOf(obj).IsNil() {
+		obj = e.ObjectOld
+	}
+	h.publish(ctrlscope.ControllerEventUpdate, obj, r)
+}
+
+// Delete implements handler.EventHandler.
+func (h *observedHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	r, rq := record(q)
+	h.inner.Delete(ctx, e, rq)
+	h.publish(ctrlscope.ControllerEventDelete, e.Object, r)
+}
+
+// Generic implements handler.EventHandler.
+func (h *observedHandler) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	r, rq := record(q)
+	h.inner.Generic(ctx, e, rq)
+	h.publish(ctrlscope.ControllerEventGeneric, e.Object, r)
+}
+
+// recorder is the queue handed to one handler call: it notes the requests added and passes them on.
+type recorder struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	mu   sync.Mutex
+	keys []string
+}
+
+func (r *recorder) note(items ...reconcile.Request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, item := range items {
+		k := Key(item)
+		if !contains(r.keys, k) {
+			r.keys = append(r.keys, k)
+		}
+	}
+}
+
+func (r *recorder) requests() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string{}, r.keys...)
+}
+
+func (r *recorder) Add(item reconcile.Request) {
+	r.note(item)
+	r.TypedRateLimitingInterface.Add(item)
+}
+
+func (r *recorder) AddAfter(item reconcile.Request, d time.Duration) {
+	r.note(item)
+	r.TypedRateLimitingInterface.AddAfter(item, d)
+}
+
+func (r *recorder) AddRateLimited(item reconcile.Request) {
+	r.note(item)
+	r.TypedRateLimitingInterface.AddRateLimited(item)
+}
+
+// priorityRecorder is a recorder for a priority queue, itself a priorityqueue.PriorityQueue.
+type priorityRecorder struct {
+	*recorder
+	pq priorityqueue.PriorityQueue[reconcile.Request]
+}
+
+func (r *priorityRecorder) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
+	r.note(items...)
+	r.pq.AddWithOpts(o, items...)
+}
+
+func (r *priorityRecorder) GetWithPriority() (reconcile.Request, int, bool) {
+	return r.pq.GetWithPriority()
+}
+
+func record(q workqueue.TypedRateLimitingInterface[reconcile.Request]) (*recorder, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	r := &recorder{TypedRateLimitingInterface: q}
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		return r, &priorityRecorder{recorder: r, pq: pq}
+	}
+	return r, r
+}
+
+// -- predicates --------------------------------------------------------------------------------
+
+// Predicates wraps ps, predicates of controller's watch (or its builder.WithEventFilter), so that
+// an event one of them drops is published as an event record with filtered_by: the predicate's
+// type name ("GenerationChangedPredicate"). controller-runtime asks a watch's predicates in order
+// and stops at the first that says no, so a dropped event is published once.
+func (i *Instrumentation) Predicates(controller string, ps ...predicate.Predicate) []predicate.Predicate {
+	out := make([]predicate.Predicate, len(ps))
+	for n, p := range ps {
+		out[n] = &observedPredicate{i: i, controller: controller, name: PredicateName(p), inner: p}
+	}
+	return out
+}
+
+// PredicateName is p's type name without its package, type parameters and "Typed" prefix:
+// predicate.GenerationChangedPredicate{} is "GenerationChangedPredicate" (as the Python runtime
+// names predicates), predicate.Funcs "Funcs".
+func PredicateName(p any) string {
+	t := reflect.TypeOf(p)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "predicate"
+	}
+	name := t.Name()
+	if n := strings.IndexByte(name, '['); n >= 0 {
+		name = name[:n]
+	}
+	if trimmed := strings.TrimPrefix(name, "Typed"); trimmed != "" {
+		name = trimmed
+	}
+	if name == "" {
+		return t.String()
+	}
+	return name
+}
+
+type observedPredicate struct {
+	i          *Instrumentation
+	controller string
+	name       string
+	inner      predicate.Predicate
+}
+
+func (p *observedPredicate) verdict(ok bool, ev ctrlscope.ControllerEvent, obj client.Object) bool {
+	if !ok {
+		p.i.tel.Event(p.controller, ev, objectKey(obj), nil, p.name)
+	}
+	return ok
+}
+
+func (p *observedPredicate) Create(e event.CreateEvent) bool {
+	return p.verdict(p.inner.Create(e), ctrlscope.ControllerEventCreate, e.Object)
+}
+
+func (p *observedPredicate) Delete(e event.DeleteEvent) bool {
+	return p.verdict(p.inner.Delete(e), ctrlscope.ControllerEventDelete, e.Object)
+}
+
+func (p *observedPredicate) Update(e event.UpdateEvent) bool {
+	obj := e.ObjectNew
+	if obj == nil || reflect.ValueOf(obj).IsNil() {
+		obj = e.ObjectOld
+	}
+	return p.verdict(p.inner.Update(e), ctrlscope.ControllerEventUpdate, obj)
+}
+
+func (p *observedPredicate) Generic(e event.GenericEvent) bool {
+	return p.verdict(p.inner.Generic(e), ctrlscope.ControllerEventGeneric, e.Object)
+}
+
+// -- builder helpers ---------------------------------------------------------------------------
+
+// For is what builder.For(obj, builder.WithPredicates(ps...)) installs, observed, as the three
+// arguments of builder.Watches: obj, handler.EnqueueRequestForObject wrapped by Handler, and ps
+// wrapped by Predicates. It also calls Watch(controller, obj). Use it with Named(controller):
+//
+//	ctrl.NewControllerManagedBy(mgr).Named("c").Watches(inst.For("c", &appsv1.Deployment{}))
+func (i *Instrumentation) For(controller string, obj client.Object, ps ...predicate.Predicate) (client.Object,
+	handler.EventHandler, builder.WatchesOption) {
+	_ = i.Watch(controller, obj) // a failure is published as a setup error; the builder reports it too
+	return obj, i.Handler(controller, &handler.EnqueueRequestForObject{}),
+		builder.WithPredicates(i.Predicates(controller, ps...)...)
+}
+
+// Owns is what builder.Owns(obj, builder.WithPredicates(ps...)) installs for a controller of
+// owner's type, observed: handler.EnqueueRequestForOwner(scheme, mapper, owner,
+// handler.OnlyControllerOwner()) wrapped by Handler, as the three arguments of builder.Watches.
+func (i *Instrumentation) Owns(controller string, owner, obj client.Object, ps ...predicate.Predicate) (client.Object,
+	handler.EventHandler, builder.WatchesOption) {
+	_ = i.Watch(controller, obj)
+	h := handler.EnqueueRequestForOwner(i.mgr.GetScheme(), i.mgr.GetRESTMapper(), owner, handler.OnlyControllerOwner())
+	return obj, i.Handler(controller, h), builder.WithPredicates(i.Predicates(controller, ps...)...)
+}
