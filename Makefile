@@ -86,6 +86,7 @@ bench: venv
 	$(BIN)/python bench/transport.py
 	$(BIN)/python bench/workqueue.py
 	$(BIN)/python bench/informer.py
+	$(BIN)/python bench/go.py
 	$(BIN)/python bench/simcluster.py
 	$(BIN)/python bench/ui.py
 

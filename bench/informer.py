@@ -7,7 +7,10 @@ MODIFIED) over real HTTP from a local server:
   holding JSON bytes, handler thread) whose handler adds a ``Request`` to a ``RateLimitingQueue``;
 * ``kubernetes.watch.Watch().stream`` (kubernetes 37, V1Pod model objects), handler counts;
 * ``kubernetes.informer.SharedInformer`` (kubernetes 37, model objects), handler counts;
-* a floor: reading the same HTTP stream and decoding each line with orjson, keeping nothing.
+* a floor: reading the same HTTP stream and decoding each line with orjson, keeping nothing;
+* an anchor in Go: client-go's SharedIndexInformer (typed Pods, JSON) whose handler adds the key to a
+  client-go workqueue, the same work shape as the ctrlscope contender (go/bench/informer, built and
+  run by bench/go.py's helpers as a subprocess on the contenders' CPUs; skipped without Go).
 
 With two or more CPUs the server process gets the last CPU and the contenders the others.
 
@@ -355,6 +358,16 @@ def run_decode_floor(server: ServerProcess, n: int) -> float:
     return n / elapsed
 
 
+GO_ROW = "client-go informer (Go)"
+
+
+def go_informer_rate(server: ServerProcess, n: int) -> float | str:
+    """The Go anchor's events/s, or why it did not run (bench/go.py builds and runs it)."""
+    from bench.go import go_informer_rate as run_go
+
+    return run_go(server, n)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=10_000, help="watch events in the canned stream")
@@ -365,24 +378,30 @@ def main() -> None:
     args = parser.parse_args()
     data, pod_size = canned_stream(args.n)
     server = ServerProcess(data, args.framing)
-    rows: list[tuple[str, Callable[[], float]]] = [
+    rows: list[tuple[str, Callable[[], float | str]]] = [
         ("HTTP + orjson decode only (floor)", lambda: run_decode_floor(server, args.n)),
         ("ctrlscope SharedInformer -> queue", lambda: run_ctrlscope(server, args.n)),
         ("ctrlscope + freeze_gc_after_sync", lambda: run_ctrlscope(server, args.n, freeze=True)),
         ("ctrlscope, no-op Observer subclass", lambda: run_ctrlscope(server, args.n, NoopSubclassObserver())),
         ("ctrlscope, counting observer", lambda: run_ctrlscope(server, args.n, CountingObserver())),
     ]
+    rows.append((GO_ROW, lambda: go_informer_rate(server, args.n)))
     if not args.skip_official:
         rows += [
             ("kubernetes 37 Watch.stream (models)", lambda: run_official_watch(server, args.n)),
             ("kubernetes 37 SharedInformer", lambda: run_official_informer(server, args.n)),
         ]
     results: list[tuple[str, float]] = []
+    skipped: dict[str, str] = {}
     for name, fn in rows:
         best = 0.0
         for _ in range(1 if name.startswith("kubernetes") else args.runs):
             server.reset()
-            best = max(best, fn())
+            rate = fn()
+            if isinstance(rate, str):  # the Go anchor, not run: why
+                skipped[name] = rate
+                break
+            best = max(best, rate)
         results.append((name, best))
     server.close()
     ours = results[1][1]
@@ -391,6 +410,9 @@ def main() -> None:
           f"{', server pinned to its own CPU' if server.pinned else ''}")
     print(f"{'pipeline':<40}{'events/s':>12}{'ctrlscope is':>14}")
     for name, rate in results:
+        if name in skipped:
+            print(f"{name:<40}  {skipped[name]}")
+            continue
         print(f"{name:<40}{rate:>12,.0f}{ours / rate:>13.1f}x")
     by_name = dict(results)
     per_call = hook_call_cost()
