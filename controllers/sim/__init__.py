@@ -8,7 +8,8 @@ plane (deployments → replica sets → pods, a kubelet) and fault injection und
 
 Module map, in the order a request meets them: ``server`` (SimCluster: wiring and lifecycle) →
 ``api`` (routing and verbs) → ``codec`` (JSON, YAML and, through ``protobuf`` and its message table
-``protobuf_messages``, the protobuf bodies kubectl's typed clients send) / ``validation`` / ``patch``
+``protobuf_schema.json`` generated from the Go types, the protobuf bodies Go clients send) /
+``validation`` / ``patch``
 / ``strategic`` / ``apply`` → ``store`` (RVs, history, write semantics) → ``watch`` (events and
 watchers); ``resources``, ``schema``, ``defaults``, ``managedfields``, ``selectors``, ``tables``,
 ``discovery`` describe the API; ``reviews`` answers ``kubectl auth can-i`` / ``whoami``; ``gc``,

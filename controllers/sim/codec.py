@@ -2,7 +2,7 @@
 
 Bodies are decoded by Content-Type the way the API server negotiates them: an empty Content-Type
 means JSON (the Python client's ``create`` sends none), YAML is accepted for plain writes and for
-server-side apply, Kubernetes protobuf (what kubectl's typed clients send) for plain writes and
+server-side apply, Kubernetes protobuf (what Go clients and kubectl's typed commands send) for plain writes and
 delete options (see ``protobuf``), the four patch types are told apart by their media type and
 anything else is a 415. A body over 3 MiB is a 413 before it is parsed. Malformed JSON or YAML is a 400. Encoding is
 orjson everywhere; YAML parsing is only paid for by clients that send YAML.
