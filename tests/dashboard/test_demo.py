@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 
 import orjson
 import psutil
+import pytest
 import redis
 import requests
 
+from controllers import golang
 from controllers.telemetry.redisboot import free_port
 from controllers.telemetry.streams import Keys
 from tests.conftest import ROOT, wait_until
@@ -29,13 +31,14 @@ class Demo:
     lines: list[str] = field(default_factory=list)
 
 
-def start_demo(tmp_path, redis_url: str, prefix: str) -> Demo:
-    """Run `manage.py demo` and read its output up to the operator line (the last one printed)."""
+def start_demo(tmp_path, redis_url: str, prefix: str, *, go: bool = False) -> Demo:
+    """Run `manage.py demo` and read its output up to the operator line (the last one printed).
+    With ``go`` it also builds and runs the Go samples (a cold build takes a minute or two)."""
     env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
            "CTRLSCOPE_RUN_DIR": str(tmp_path), "CTRLSCOPE_DB": str(tmp_path / "demo.sqlite3")}
-    demo = Demo(subprocess.Popen([sys.executable, "manage.py", "demo", "--port", str(free_port())], cwd=ROOT,
-                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    deadline = time.monotonic() + 60
+    argv = [sys.executable, "manage.py", "demo", "--port", str(free_port()), *([] if go else ["--no-go"])]
+    demo = Demo(subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    deadline = time.monotonic() + (300 if go else 60)
     while not demo.operator_password:
         assert time.monotonic() < deadline, "demo did not finish starting:\n" + "".join(demo.lines)
         line = demo.proc.stdout.readline()
@@ -49,11 +52,23 @@ def start_demo(tmp_path, redis_url: str, prefix: str) -> Demo:
 
 
 def test_demo_starts_cluster_worker_and_dashboard_and_ctrl_c_stops_them(tmp_path, redis_url, prefix):
-    demo = start_demo(tmp_path, redis_url, prefix)
+    go = golang.find_go() is not None
+    if not go and os.environ.get("CI"):
+        pytest.fail("no Go toolchain in CI: the demo's Go workers are part of what this test checks")
+    demo = start_demo(tmp_path, redis_url, prefix, go=go)
     try:
         children = psutil.Process(demo.proc.pid).children(recursive=True)
         names = " ".join(" ".join(c.cmdline()) for c in children)
         assert "simcluster" in names and "runcontrollers" in names and "daphne" in names
+        if go:  # the Go samples run beside the Python worker, each its own worker
+            assert "deployment-informer" in names and "deployment-summary" in names, "".join(demo.lines)
+            r = redis.Redis.from_url(redis_url)
+            try:
+                wait_until(lambda: all(r.hget(Keys(prefix).snapshot(f"w/{w}/components"), f"worker/{w}")
+                                       for w in ("go-informer", "go-summary", "demo")),
+                           timeout=60, what="the Go and Python workers to announce themselves")
+            finally:
+                r.close()
         with urllib.request.urlopen(demo.url + "/", timeout=5) as resp:
             assert resp.status == 200 and b"ctrlscope" in resp.read()
         assert (tmp_path / "kubeconfig-sim.yaml").exists()

@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope/clientgo"
 )
@@ -124,9 +126,24 @@ func run(kubeconfig, workerName, namespace string) error {
 		return err
 	}
 
+	// ctrlscope: the handlers are this program's controller as far as the dashboard goes: a card on
+	// the overview and a page whose informer panel shows every handler call. It has no workqueue
+	// and no reconciles, which is the point the page makes: a handler that fails is not retried.
+	tel.Controller("deployment-printer", []string{informerName}, 0, true)
+
 	// Informer 실행: run the informers until SIGINT/SIGTERM
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+
+	// ctrlscope: a sample a second: the worker's heartbeat on the dashboard and its pipeline's
+	// stage counters (a client-go program registers no controller-runtime metrics).
+	sampler, err := ctrlscope.NewMetricsSampler(prometheus.NewRegistry(), pub, tel.MetricsTopic,
+		ctrlscope.MetricsSamplerOptions{Stages: tel.Stages})
+	if err != nil {
+		return err
+	}
+	sampler.Start(ctx)
+	defer sampler.Stop(time.Second)
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 

@@ -11,7 +11,7 @@
 // The lines marked "ctrlscope:" are all a user adds to a controller-runtime program.
 //
 //	deployment-summary [--kubeconfig PATH] [--worker-name go-summary] [--leader-elect]
-//	    [--leader-election-namespace default] [--metrics-bind-address 0]
+//	    [--leader-election-namespace default] [--metrics-bind-address 0] [--summary-suffix -summary]
 //
 // REDIS_URL (redis://127.0.0.1:6379/0) and CTRLSCOPE_PREFIX ("ctrlscope:") say where the dashboard
 // reads. Without --kubeconfig the program runs in a pod (in-cluster config).
@@ -49,10 +49,13 @@ import (
 
 const (
 	controllerName = "deployment-summary"
-	summarySuffix  = "-summary"
 	managedBy      = "ctrlscope-example"
 	leaseName      = "deployment-summary"
 )
+
+// summarySuffix names the summaries (--summary-suffix): the demo runs this beside the Python
+// reconciler on the same Deployments, each writing its own ConfigMaps, so they never fight.
+var summarySuffix = "-summary"
 
 // DeploymentSummaryReconciler keeps <deployment>-summary ConfigMaps in line with their Deployments.
 type DeploymentSummaryReconciler struct {
@@ -133,7 +136,12 @@ func main() {
 	leaderElect := flag.Bool("leader-elect", false, "run only while holding the Lease")
 	leNamespace := flag.String("leader-election-namespace", "default", "the Lease's namespace")
 	metricsAddr := flag.String("metrics-bind-address", "0", "serve /metrics here (\"0\": off)")
+	flag.StringVar(&summarySuffix, "summary-suffix", summarySuffix, "the summaries are named <deployment><suffix>")
 	flag.Parse()
+	if summarySuffix == "" {
+		fmt.Fprintln(os.Stderr, "deployment-summary: --summary-suffix must not be empty (it would overwrite the Deployment's name)")
+		os.Exit(2)
+	}
 	ctrl.SetLogger(zap.New())
 	kubeconfig := flag.Lookup("kubeconfig").Value.String()
 	if err := run(kubeconfig, *workerName, *leaderElect, *leNamespace, *metricsAddr); err != nil {
@@ -153,6 +161,9 @@ func run(kubeconfig, workerName string, leaderElect bool, leNamespace, metricsAd
 	if err != nil {
 		return err
 	}
+	// What controller-runtime's own config loader (ctrl.GetConfig) sets: client-go's default of 5
+	// requests/s would make every retry wait for the client's throttle.
+	cfg.QPS, cfg.Burst = 20, 30
 
 	// ctrlscope: a publisher to the dashboard's Redis, the worker's telemetry, the observed config.
 	pub, err := ctrlscope.NewPublisher(getenv("REDIS_URL", "redis://127.0.0.1:6379/0"),

@@ -1,0 +1,87 @@
+"""The Go samples against the simulator, as a user runs them: a client-go informer program (the
+source document's, instrumented) and a controller-runtime reconciler, both publishing protocol v1.
+
+kubectl changes show up in the informer's watch events, handler calls and cache; the reconciler's
+queue, reconcile attempts and API writes are published per key; killing a Go worker leaves what it
+published consistent, like a Python worker's.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import wait_until
+from tests.golang.telemetry import Published
+
+KUBECTL = "/usr/bin/kubectl"
+INFORMER = "w/go-informer/informer/apps_v1_Deployment"
+
+
+def kubectl(kubeconfig: Path, home: Path, *args: str) -> str:
+    env = {"HOME": str(home), "KUBECONFIG": str(kubeconfig), "PATH": os.environ.get("PATH", ""),
+           "KUBECTL_KUBERC": "false"}
+    r = subprocess.run([KUBECTL, "--cache-dir", str(home / "cache"), *args], env=env, capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
+    return r.stdout
+
+
+@pytest.fixture
+def published(redis_url: str, prefix: str):
+    p = Published(redis_url, prefix)
+    yield p
+    p.close()
+
+
+def test_the_informer_sample_shows_kubectl_changes_as_watch_events_handler_calls_and_cache(
+        go_process, sim_kubeconfig, published, tmp_path):
+    proc = go_process("deployment-informer", "--kubeconfig", str(sim_kubeconfig), "--worker-name", "go-informer")
+    components = "w/go-informer/components"
+    wait_until(lambda: published.state(components).get("informer/apps/v1/Deployment", {}).get("synced"),
+               timeout=30, what="the Go informer to sync")
+    worker = published.state(components)["worker/go-informer"]
+    assert worker["runtime"] == "go" and worker["protocol"] == "1.0"
+
+    kubectl(sim_kubeconfig, tmp_path, "create", "deployment", "web", "--image=nginx:1.27")
+    wait_until(lambda: "default/web" in published.state(INFORMER), timeout=15, what="web in the Go informer's cache")
+    kubectl(sim_kubeconfig, tmp_path, "scale", "deployment", "web", "--replicas=3")
+    wait_until(lambda: any(r["type"] == "MODIFIED" and r["key"] == "default/web"
+                           for r in published.records(INFORMER, "watch")), timeout=15, what="the scale as a watch event")
+    kubectl(sim_kubeconfig, tmp_path, "delete", "deployment", "web")
+    wait_until(lambda: "default/web" not in published.state(INFORMER), timeout=15, what="web to leave the cache")
+
+    watch = [(r["type"], r["key"]) for r in published.records(INFORMER, "watch") if r["key"] == "default/web"]
+    assert watch[0] == ("ADDED", "default/web") and watch[-1] == ("DELETED", "default/web"), watch
+    handlers = [(r["event"], r["outcome"]) for r in published.records(INFORMER, "handler") if r["key"] == "default/web"]
+    assert ("add", "ok") in handlers and ("update", "ok") in handlers and ("delete", "ok") in handlers, handlers
+    # The handlers print, as in the source document.
+    out = proc.output()
+    assert "web" in out, out[-2000:]
+
+
+def test_killing_a_go_worker_leaves_its_published_state_consistent(go_process, sim_kubeconfig, published, tmp_path):
+    proc = go_process("deployment-informer", "--kubeconfig", str(sim_kubeconfig), "--worker-name", "go-informer")
+    kubectl(sim_kubeconfig, tmp_path, "create", "deployment", "kept", "--image=nginx:1.27")
+    wait_until(lambda: "default/kept" in published.state(INFORMER), timeout=30, what="kept in the cache")
+    proc.proc.send_signal(signal.SIGKILL)
+    proc.proc.wait(10)
+    # No flush on the way out: the snapshot is still exact as of its last frame (frame.lua writes
+    # both at once), and the worker stays listed with its last state until the page marks it stale.
+    raw = published.client.hgetall(published.keys.snapshot(INFORMER))
+    last = published.client.xrevrange(published.keys.stream(INFORMER), count=1)
+    assert raw[b"__id__"] == last[0][0]
+    assert "default/kept" in published.state(INFORMER)
+    # A new run of the same worker rewrites its topics with reset frames (a new publisher id).
+    go_process("deployment-informer", "--kubeconfig", str(sim_kubeconfig), "--worker-name", "go-informer")
+    wait_until(lambda: _resets(published) >= 2, timeout=30, what="the restarted worker's reset frame")
+    assert "default/kept" in published.state(INFORMER)
+
+
+def _resets(published: Published) -> int:
+    rows = published.client.xrange(published.keys.stream(INFORMER))
+    return sum(1 for _id, f in rows if f[b"f"].startswith(b'{"reset":true'))
