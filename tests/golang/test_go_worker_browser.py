@@ -1,0 +1,49 @@
+"""A Go worker on the overview, in Chromium: live with its runtime label while it runs; killed with
+SIGKILL (no chance to say goodbye) it is marked stale, with when it was last seen, exactly as a
+Python worker is, and its controller page still shows what it last published."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from tests.conftest import wait_until
+from tests.dashboard.test_cache_panel_browser import save_screenshot
+from tests.dashboard.test_panels_browser import close_page
+from tests.golang.telemetry import Published
+
+pytestmark = pytest.mark.browser
+
+WORKER = '#overview .worker[data-worker="go-informer"]'
+
+
+def test_a_killed_go_worker_is_marked_stale_like_any_other(browser, dashboard_factory, sim_kubeconfig, go_process,
+                                                         redis_url, prefix, artifacts):
+    dashboard = dashboard_factory()
+    proc = go_process("deployment-informer", "--kubeconfig", str(sim_kubeconfig), "--worker-name", "go-informer")
+    published = Published(redis_url, prefix)
+    try:
+        wait_until(lambda: published.records("w/go-informer/metrics", "metrics"), timeout=60,
+                   what="the Go worker's first metrics sample")
+    finally:
+        published.close()
+    page = browser.new_page()
+    page.js_errors = []
+    page.on("pageerror", lambda err: page.js_errors.append(str(err)))
+    page.clock.install()  # the page's clock, so that "30 s without a frame" need not take 30 s
+    page.goto(dashboard.url + "/")
+    page.wait_for_selector(f'{WORKER}[data-stale="false"] .ctl-card[data-controller="deployment-printer"]',
+                           timeout=20_000)
+    assert page.inner_text(f"{WORKER} .badge.runtime") == "go"
+    cache = f'{WORKER} .informer-chain[data-informer="apps/v1/Deployment"] .stage[data-stage="cache"]'
+    page.wait_for_selector(cache, timeout=10_000)
+    save_screenshot(page, artifacts, "go-worker-live.png", full_page=True)
+    proc.proc.send_signal(signal.SIGKILL)
+    proc.proc.wait(10)
+    page.clock.fast_forward(35_000)
+    page.wait_for_selector(f'{WORKER}[data-stale="true"]', timeout=10_000)
+    head = page.inner_text(f"{WORKER}")
+    assert "stale" in head and "last seen" in head, head
+    save_screenshot(page, artifacts, "go-worker-stale.png", full_page=True)
+    close_page(page)
