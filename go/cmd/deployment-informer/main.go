@@ -23,12 +23,11 @@ import (
 	v1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ctrlscope/ctrlscope/go/cmd/internal/samples"
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope/clientgo"
 )
@@ -44,29 +43,15 @@ func main() {
 	}
 }
 
-func getenv(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 func run(kubeconfig, workerName, namespace string) error {
 	// Kubernetes 클러스터와 연결 (connect to the cluster)
-	var config *rest.Config
-	var err error
-	if kubeconfig == "" {
-		config, err = rest.InClusterConfig()
-	} else {
-		config, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
+	config, err := samples.RestConfig(kubeconfig)
 	if err != nil {
 		return err
 	}
 
 	// ctrlscope: a publisher to the dashboard's Redis, and the worker's telemetry.
-	pub, err := ctrlscope.NewPublisher(getenv("REDIS_URL", "redis://127.0.0.1:6379/0"),
-		ctrlscope.PublisherOptions{Prefix: getenv("CTRLSCOPE_PREFIX", "ctrlscope:")})
+	pub, err := ctrlscope.PublisherFromEnv(ctrlscope.PublisherOptions{})
 	if err != nil {
 		return err
 	}

@@ -31,8 +31,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -42,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ctrlscope/ctrlscope/go/cmd/internal/samples"
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope/clientgo"
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope/ctrlruntime"
@@ -119,13 +118,6 @@ func equalData(a, b map[string]string) bool {
 	return true
 }
 
-func getenv(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 func main() {
 	// controller-runtime's client/config package registers --kubeconfig itself (imported by ctrl):
 	// read that flag rather than define a second one.
@@ -151,13 +143,7 @@ func main() {
 }
 
 func run(kubeconfig, workerName string, leaderElect bool, leNamespace, metricsAddr string) error {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig == "" {
-		cfg, err = rest.InClusterConfig()
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
+	cfg, err := samples.RestConfig(kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -166,8 +152,7 @@ func run(kubeconfig, workerName string, leaderElect bool, leNamespace, metricsAd
 	cfg.QPS, cfg.Burst = 20, 30
 
 	// ctrlscope: a publisher to the dashboard's Redis, the worker's telemetry, the observed config.
-	pub, err := ctrlscope.NewPublisher(getenv("REDIS_URL", "redis://127.0.0.1:6379/0"),
-		ctrlscope.PublisherOptions{Prefix: getenv("CTRLSCOPE_PREFIX", "ctrlscope:")})
+	pub, err := ctrlscope.PublisherFromEnv(ctrlscope.PublisherOptions{})
 	if err != nil {
 		return err
 	}

@@ -20,8 +20,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ctrlscope/ctrlscope/go/cmd/internal/samples"
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope/clientgo"
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope/ctrlruntime"
@@ -65,13 +64,6 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
-func getenv(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 func main() {
 	if flag.Lookup("kubeconfig") == nil { // controller-runtime registers it when imported
 		flag.String("kubeconfig", "", "path to a kubeconfig (empty: in-cluster config)")
@@ -88,18 +80,11 @@ func main() {
 }
 
 func run(kubeconfig, worker, namespace string, work time.Duration) error {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig == "" {
-		cfg, err = rest.InClusterConfig()
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
+	cfg, err := samples.RestConfig(kubeconfig)
 	if err != nil {
 		return err
 	}
-	pub, err := ctrlscope.NewPublisher(getenv("REDIS_URL", "redis://127.0.0.1:6379/0"),
-		ctrlscope.PublisherOptions{Prefix: getenv("CTRLSCOPE_PREFIX", "ctrlscope:")})
+	pub, err := ctrlscope.PublisherFromEnv(ctrlscope.PublisherOptions{})
 	if err != nil {
 		return err
 	}
