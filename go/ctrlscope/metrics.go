@@ -47,16 +47,8 @@ import (
 // DefaultMetricsRetention is how many samples the metrics topic keeps (10 minutes at 1/s).
 const DefaultMetricsRetention = 600
 
-// ControllerRuntimeFamilies are the controller-runtime families the dashboard shows (Python's
-// controllers/metrics.py FAMILIES), by the name /metrics shows.
-var ControllerRuntimeFamilies = []string{
-	"controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
-	"controller_runtime_terminal_reconcile_errors_total", "controller_runtime_reconcile_panics_total",
-	"controller_runtime_reconcile_time_seconds", "controller_runtime_max_concurrent_reconciles",
-	"controller_runtime_active_workers", "workqueue_depth", "workqueue_adds_total",
-	"workqueue_queue_duration_seconds", "workqueue_work_duration_seconds", "workqueue_unfinished_work_seconds",
-	"workqueue_longest_running_processor_seconds", "workqueue_retries_total",
-}
+// ControllerRuntimeFamilies (vocabulary.go, generated from controllers/metrics.py FAMILIES) are
+// the controller-runtime families the dashboard shows, by the name /metrics shows.
 
 // MetricsSamplerOptions; zero values take the defaults in brackets.
 type MetricsSamplerOptions struct {

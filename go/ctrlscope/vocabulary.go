@@ -273,5 +273,24 @@ const (
 // AllTopicKind lists every TopicKind, in the specification's order.
 var AllTopicKind = []TopicKind{TopicKindInformer, TopicKindQueue, TopicKindController, TopicKindStatus, TopicKindComponents, TopicKindMetrics, TopicKindErrors}
 
+// ControllerRuntimeFamilies are the controller-runtime metric families the dashboard shows, by the
+// name /metrics shows (controllers/metrics.py FAMILIES): what the metrics sampler takes.
+var ControllerRuntimeFamilies = []string{
+	"controller_runtime_reconcile_total",
+	"controller_runtime_reconcile_errors_total",
+	"controller_runtime_terminal_reconcile_errors_total",
+	"controller_runtime_reconcile_panics_total",
+	"controller_runtime_reconcile_time_seconds",
+	"controller_runtime_max_concurrent_reconciles",
+	"controller_runtime_active_workers",
+	"workqueue_depth",
+	"workqueue_adds_total",
+	"workqueue_queue_duration_seconds",
+	"workqueue_work_duration_seconds",
+	"workqueue_unfinished_work_seconds",
+	"workqueue_longest_running_processor_seconds",
+	"workqueue_retries_total",
+}
+
 // namedKinds are the topic kinds that take a name segment.
 var namedKinds = map[TopicKind]bool{TopicKindController: true, TopicKindInformer: true, TopicKindQueue: true, TopicKindStatus: true}

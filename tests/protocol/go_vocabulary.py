@@ -1,4 +1,5 @@
-"""Generates the Go module's vocabulary (``go/ctrlscope/vocabulary.go``) from ``controllers/schema.py``.
+"""Generates the Go module's vocabulary (``go/ctrlscope/vocabulary.go``) from ``controllers/schema.py``
+(and the metric families the dashboard shows, from ``controllers/metrics.py``).
 
 The names a publisher and the dashboard share have one definition, the Python one; the Go module's
 constants are written from it, never by hand. ``test_go_vocabulary.py`` fails when the committed file
@@ -12,6 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from controllers.metrics import FAMILIES
 from controllers.schema import (
     FAULTS_TOPIC,
     LEADER_PREFIX,
@@ -67,6 +69,13 @@ def render() -> str:
         out.append(f"// All{name} lists every {name}, in the specification's order.")
         out.append(f"var All{name} = []{name}{{" + ", ".join(name + _camel(m.name) for m in enum) + "}")
         out.append("")
+    out.append("// ControllerRuntimeFamilies are the controller-runtime metric families the dashboard shows, by the")
+    out.append("// name /metrics shows (controllers/metrics.py FAMILIES): what the metrics sampler takes.")
+    out.append("var ControllerRuntimeFamilies = []string{")
+    for f in FAMILIES:
+        out.append(f'\t"{f}",')
+    out.append("}")
+    out.append("")
     named = ", ".join(f"TopicKind{_camel(k.name)}: true" for k in sorted(NAMED_KINDS, key=lambda k: k.value))
     out.append("// namedKinds are the topic kinds that take a name segment.")
     out.append(f"var namedKinds = map[TopicKind]bool{{{named}}}")
