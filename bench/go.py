@@ -9,9 +9,11 @@ Two benchmarks, each a Go program under go/bench (built here with the Go toolcha
   + the observed workqueue (``ctrlscope``), and also WrapConfig on the rest config
   (``ctrlscope+transport``).
 * reconcile (go/bench/reconcile): a controller-runtime controller in a manager (priority queue,
-  worker loop, metrics) fed by a source.Channel, a trivial Reconciler, one Reconcile per distinct
-  Pod. Instrumented: Instrument + ControllerOptions (the NewQueue wrapper) + the Reconciler wrapper
-  (``ctrlscope``), and also the event-handler wrapper (``ctrlscope+events``).
+  worker loop, metrics) fed by a source.Channel, one Reconcile per distinct Pod, in two Reconciler
+  shapes: trivial (it only counts: the instrumentation's worst case) and get (it GETs its Pod from
+  an in-process httptest API server and decodes it: a reconcile doing typical work). Instrumented:
+  Instrument + ControllerOptions (the NewQueue wrapper) + the Reconciler wrapper (``ctrlscope``),
+  and also the event-handler wrapper (``ctrlscope+events``).
 
 Instrumented modes publish to the real Redis (``--redis``) under a throwaway prefix that the
 program deletes afterwards. Modes run interleaved, ``--rounds`` times each; the table gives the
@@ -19,7 +21,8 @@ median and the range, and the CPU the process used per event (user + system, ste
 wall clock on a busy machine). The Go programs run on the contenders' CPUs (all but the last, like
 bench/informer.py), so GOMAXPROCS follows.
 
-Run: ``python bench/go.py [--rounds 5] [-n 10000] [--reconciles 100000] [--profile DIR]``.
+Run: ``python bench/go.py [--rounds 5] [-n 10000] [--reconciles 100000] [--get-reconciles 20000]
+[--profile DIR]``.
 Go: $CTRLSCOPE_GO, else ``go`` on PATH, else /usr/local/go/bin/go; without one it says so and exits 0.
 """
 
@@ -166,7 +169,9 @@ def interleave(binary: Path, modes: list[str], rounds: int, args_for: Any, befor
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=10_000, help="watch events in the canned stream")
-    parser.add_argument("--reconciles", type=int, default=100_000, help="timed reconciles per run")
+    parser.add_argument("--reconciles", type=int, default=100_000, help="timed reconciles per run (trivial)")
+    parser.add_argument("--get-reconciles", type=int, default=20_000,
+                        help="timed reconciles per run of the get-shaped Reconciler")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved runs of each mode (median)")
     parser.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
     parser.add_argument("--profile", type=Path, help="write CPU profiles of the last round here")
@@ -219,18 +224,22 @@ def main() -> None:
                 os.sched_setaffinity(0, split[1])
             modes = ["plain"] if binary.name.endswith("-plain") else ["plain", "ctrlscope", "ctrlscope+events"]
             skipped = {} if len(modes) > 1 else {"controller-runtime, ctrlscope": f"skipped: {why}"}
-            res = interleave(binary, modes, args.rounds,
-                             lambda: ["-n", str(args.reconciles), "-redis", args.redis],
-                             profile=args.profile, tag="reconcile")
-            rows = [summarize(f"controller-runtime, {m}", res[m], "reconciles_per_s", "cpu_us_per_reconcile")
-                    for m in modes]
-            procs = next((r["gomaxprocs"] for r in rows if "gomaxprocs" in r), "?")
-            print(f"go reconcile ({version}, GOMAXPROCS {procs}): controller-runtime reconciles/s, trivial "
-                  f"Reconciler, 1 worker, priority queue, {args.reconciles:,} distinct keys per run; median of "
-                  f"{args.rounds} interleaved runs")
-            print_table("", "reconciles/s", "CPU µs/rec.", rows, skipped)
-            verdicts.append(verdict("reconcile", rows))
-            print()
+            shapes = [("trivial", args.reconciles, "trivial Reconciler"),
+                      ("get", args.get_reconciles, "Reconciler GETs its Pod (~1.5 kB) from a local httptest "
+                                                   "API server and decodes it")]
+            for work, count, what in shapes:
+                res = interleave(binary, modes, args.rounds,
+                                 lambda count=count, work=work: ["-n", str(count), "-work", work, "-redis", args.redis],
+                                 profile=args.profile, tag="reconcile" if work == "trivial" else f"reconcile-{work}")
+                rows = [summarize(f"controller-runtime, {m}", res[m], "reconciles_per_s", "cpu_us_per_reconcile")
+                        for m in modes]
+                procs = next((r["gomaxprocs"] for r in rows if "gomaxprocs" in r), "?")
+                print(f"go reconcile, {work} ({version}, GOMAXPROCS {procs}): controller-runtime reconciles/s, {what}, "
+                      f"1 worker, priority queue, {count:,} distinct keys per run; median of {args.rounds} "
+                      f"interleaved runs")
+                print_table("", "reconciles/s", "CPU µs/rec.", rows, skipped)
+                verdicts.append(verdict(f"reconcile ({work})", rows))
+                print()
 
     print(f"goal: instrumented (mode ctrlscope) at most {GOAL:.0f}% slower than plain, by median rate and by "
           f"CPU per event, no records dropped")

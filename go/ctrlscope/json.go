@@ -9,14 +9,22 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
+
+// plain says which bytes a JSON string holds as they are: printable ASCII but the quote and backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // appendString appends s as a JSON string.
 func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+		if !plain[s[i]] {
 			enc, _ := json.Marshal(s) // rare: escapes and non-ASCII; Marshal cannot fail on a string
 			return append(b, enc...)
 		}
@@ -40,14 +48,53 @@ func appendFloat(b []byte, f float64) []byte {
 	return strconv.AppendFloat(b, f, format, -1, 64)
 }
 
-// record builds one record: {"k":kind,...fields...,"ts":ms}.
+// appendJSONString appends s exactly as encoding/json writes it (which also escapes <, > and &).
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '<' || c == '>' || c == '&' {
+			enc, _ := json.Marshal(s)
+			return append(b, enc...)
+		}
+	}
+	return appendString(b, s)
+}
+
+// appendJSONFloat appends f exactly as encoding/json writes a float64 (finite f).
+func appendJSONFloat(b []byte, f float64) []byte {
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' { // as encoding/json: e-09 becomes e-9
+		n := len(b)
+		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// record builds one record: {"k":kind,...fields...,"ts":ms}. Records come from a pool: the
+// publisher copies what it is handed, so a record is released once published.
 type record struct{ b []byte }
 
+var recordPool = sync.Pool{New: func() any { return &record{b: make([]byte, 0, 256)} }}
+
 func newRecord(kind RecordKind) *record {
-	r := &record{b: make([]byte, 0, 160)}
-	r.b = append(r.b, `{"k":`...)
+	r := recordPool.Get().(*record)
+	r.b = append(r.b[:0], `{"k":`...)
 	r.b = appendString(r.b, string(kind))
 	return r
+}
+
+// release returns r to the pool; its bytes must not be used afterwards.
+func (r *record) release() {
+	if cap(r.b) <= 4096 {
+		recordPool.Put(r)
+	}
 }
 
 func (r *record) key(k string) {

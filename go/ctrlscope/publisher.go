@@ -19,12 +19,16 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"crypto/rand"
@@ -54,23 +58,57 @@ type PublisherOptions struct {
 }
 
 type pending struct {
-	topic string
-	rec   []byte
+	t   *topicState
+	rec []byte // a copy in one of the publisher's slabs
+}
+
+// stateEntry is one key of a topic's state. An entry that is not live is a delete that no frame
+// has carried yet: it stays in the map (dirty) until the next frame is built.
+type stateEntry struct {
+	key   string
+	val   []byte    // the JSON value (kind valueRaw), owned by the entry
+	item  QueueItem // the value (kind valueQueueItem), encoded only when a frame carries it
+	count int       // kept with the key across values by its writer (a reconcile summary's attempts)
+	kind  uint8
+	live  bool // the key holds a value
+	dirty bool // changed since the last frame (then in topicState.dirty)
+}
+
+const (
+	valueRaw uint8 = iota
+	valueQueueItem
+)
+
+func (e *stateEntry) appendValue(b []byte) []byte {
+	if e.kind == valueQueueItem {
+		return e.item.appendJSON(b)
+	}
+	return append(b, e.val...)
 }
 
 type topicState struct {
-	name    string
-	state   map[string][]byte // key -> JSON value: the truth
-	dirty   map[string]struct{}
-	reset   bool // the first frame of every publisher run rewrites the snapshot
-	dropped int
-	seq     int64
-	maxlen  int
+	name                       string
+	streamKey, snapKey, seqKey string
+	state                      map[string]*stateEntry // the truth, plus deletes not yet in a frame
+	live                       int                    // keys holding a value
+	dirty                      []*stateEntry          // changed since the last frame, each once
+	reset                      bool                   // the first frame of every publisher run rewrites the snapshot
+	dropped                    int
+	seq                        int64
+	maxlen                     int
+}
+
+func (t *topicState) markDirty(e *stateEntry) {
+	if !e.dirty {
+		e.dirty = true
+		t.dirty = append(t.dirty, e)
+	}
 }
 
 type builtFrame struct {
 	topic string
-	args  []any // ARGV after epoch and maxlen: frame, topic, src, seq, reset, nset, pairs..., deletes...
+	t     *topicState
+	args  []any // ARGV: epoch and maxlen (filled in by send), frame, topic, src, seq, reset, nset, pairs..., deletes...
 }
 
 type inflight struct {
@@ -85,11 +123,16 @@ type Publisher struct {
 	clock clock.PassiveClock
 	rdb   *redis.Client
 
-	mu     sync.Mutex // guards buf, topics
+	mu     sync.Mutex // guards buf, slab, topics (and their state), free
 	buf    []pending  // a ring: head is the oldest
 	head   int
 	n      int
+	peak   int64
+	behind int    // records published past half the buffer since the last yield
+	slab   []byte // records are copied here, slab after slab: one allocation per many records
 	topics map[string]*topicState
+	free   []*stateEntry // entries of deletes a frame carried, for reuse
+	bufs   [][]byte      // frame buffers Redis confirmed, for reuse
 
 	flushMu   sync.Mutex // one flush at a time (the loop, Stop, tests)
 	inflight  *inflight
@@ -105,6 +148,7 @@ type Publisher struct {
 	RecordsPublished atomic.Int64
 	FramesPublished  atomic.Int64
 	RecordsDropped   atomic.Int64
+	BufferPeak       atomic.Int64 // the most records the buffer held at once
 	RedisErrors      atomic.Int64
 	connected        atomic.Bool
 }
@@ -119,6 +163,17 @@ func NewPublisher(url string, opts PublisherOptions) (*Publisher, error) {
 	// Every call is bounded: a frame pipeline is small, so 5 s without an answer means Redis is gone.
 	ro.ReadTimeout, ro.WriteTimeout, ro.DialTimeout = 5*time.Second, 5*time.Second, 2*time.Second
 	ro.MaxRetries = -1 // the loop retries frames itself, unchanged; go-redis must not resend on its own
+	dial := ro.Dialer
+	if dial == nil {
+		dial = redis.NewDialer(ro)
+	}
+	ro.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &pollConn{Conn: c}, nil
+	}
 	if opts.Prefix == "" {
 		opts.Prefix = "ctrlscope:"
 	}
@@ -147,6 +202,63 @@ func NewPublisher(url string, opts PublisherOptions) (*Publisher, error) {
 		stopped: make(chan struct{})}, nil
 }
 
+// pollInterval is how long a read of Redis' reply waits at a time (see pollConn).
+const pollInterval = time.Millisecond
+
+// pollConn is the publisher's Redis connection: a read that would wait for the reply waits in
+// steps of pollInterval (within the deadline go-redis set) instead of all at once. Why: a waiting
+// read parks its goroutine on the network poller, and a process whose every P is busy polls the
+// network only when the scheduler runs out of work or sysmon steps in, every 10 ms; the replies to a
+// pipeline of frames trickle in over tens of ms, so the flush goroutine lost ~10 ms per wake-up and
+// fell behind the records of a busy controller. Deadlines are timers, which the scheduler runs on
+// every round: a read that times out returns at once and the next one finds the bytes that arrived.
+type pollConn struct {
+	net.Conn
+	deadline time.Time // the read deadline go-redis asked for (one goroutine uses a conn at a time)
+}
+
+func (c *pollConn) SetDeadline(t time.Time) error {
+	c.deadline = t
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *pollConn) SetReadDeadline(t time.Time) error {
+	c.deadline = t
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *pollConn) Read(b []byte) (int, error) {
+	for {
+		step := time.Now().Add(pollInterval)
+		if !c.deadline.IsZero() && !step.Before(c.deadline) {
+			if err := c.Conn.SetReadDeadline(c.deadline); err != nil {
+				return 0, err
+			}
+			return c.Conn.Read(b)
+		}
+		if err := c.Conn.SetReadDeadline(step); err != nil {
+			return 0, err
+		}
+		n, err := c.Conn.Read(b)
+		var ne net.Error
+		if n == 0 && err != nil && errors.As(err, &ne) && ne.Timeout() {
+			continue // the step is over, not the caller's deadline
+		}
+		if rerr := c.Conn.SetReadDeadline(c.deadline); err == nil && rerr != nil {
+			err = rerr
+		}
+		return n, err
+	}
+}
+
+// SyscallConn is the underlying connection's (go-redis' health check peeks at the socket).
+func (c *pollConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -165,37 +277,144 @@ func (p *Publisher) Connected() bool { return p.connected.Load() }
 // Redis is the publisher's client (for the inspector and tests; do not send frames through it).
 func (p *Publisher) Redis() *redis.Client { return p.rdb }
 
-func (p *Publisher) topic(name string) *topicState {
+func (p *Publisher) topic(name string) *topicState { // p.mu held
 	t := p.topics[name]
 	if t == nil {
-		t = &topicState{name: name, state: map[string][]byte{}, dirty: map[string]struct{}{}, reset: true}
+		t = &topicState{name: name, state: map[string]*stateEntry{}, reset: true,
+			streamKey: p.key("stream", name), snapKey: p.key("snap", name), seqKey: p.key("pubseq", name)}
 		p.topics[name] = t
 	}
 	return t
 }
 
-// Publish queues one record (a JSON object with "k" and "ts") for topic. When the buffer is full
-// the oldest record is dropped and counted against its topic, whose next frame says so.
-func (p *Publisher) Publish(topic string, rec []byte) {
-	p.mu.Lock()
+// slabSize is the size of the slabs records are copied into.
+const slabSize = 64 << 10
+
+func (p *Publisher) copyRecord(rec []byte) []byte { // p.mu held
+	if cap(p.slab)-len(p.slab) < len(rec) {
+		p.slab = make([]byte, 0, max(slabSize, len(rec)))
+	}
+	n := len(p.slab)
+	p.slab = append(p.slab, rec...)
+	return p.slab[n:len(p.slab):len(p.slab)]
+}
+
+// publishLocked buffers a copy of rec for t; it says what to do once p.mu is released (p.after).
+func (p *Publisher) publishLocked(t *topicState, rec []byte) next { // p.mu held
 	if p.n == p.opts.BufferLimit {
 		old := p.buf[p.head]
 		p.buf[p.head] = pending{}
 		p.head = (p.head + 1) % len(p.buf)
 		p.n--
-		p.topic(old.topic).dropped++
+		old.t.dropped++
 		p.RecordsDropped.Add(1)
 	}
 	if p.n == len(p.buf) {
 		p.grow()
 	}
-	p.buf[(p.head+p.n)%len(p.buf)] = pending{topic, rec}
+	p.buf[(p.head+p.n)%len(p.buf)] = pending{t, p.copyRecord(rec)}
 	p.n++
-	full := p.n >= p.opts.MaxFrameRecords
-	p.mu.Unlock()
-	if full {
-		p.poke()
+	if int64(p.n) > p.peak {
+		p.peak = int64(p.n)
+		p.BufferPeak.Store(p.peak)
 	}
+	if p.n < p.opts.MaxFrameRecords {
+		return nextNothing
+	}
+	if p.n > p.opts.BufferLimit/2 {
+		if p.behind++; p.behind >= yieldEvery {
+			p.behind = 0
+			return nextYield
+		}
+	}
+	return nextPoke
+}
+
+// next is what a producer does after publishing, outside the lock.
+type next uint8
+
+const (
+	nextNothing next = iota
+	nextPoke         // a flush's worth of records waits: wake the loop
+	nextYield        // and the buffer is more than half full: also yield the processor
+)
+
+// yieldEvery: past half the buffer, every yieldEvery-th record yields the CPU (see after).
+const yieldEvery = 64
+
+// after pokes the flush loop when a flush's worth of records waits. Past half the buffer it also
+// yields the processor now and then (runtime.Gosched: the caller goes on at once when nothing else
+// waits to run; it never waits for the flush). Why: goroutines that hand work to each other (a
+// controller's queue and workers) run one after the other ahead of the rest of the run queue, so on
+// a busy processor the flush goroutine, runnable, can wait long enough for the buffer to overflow;
+// a turn now costs the controller what the flush costs anyway, and keeps the records.
+func (p *Publisher) after(n next) {
+	if n == nextNothing {
+		return
+	}
+	p.poke()
+	if n == nextYield {
+		runtime.Gosched()
+	}
+}
+
+// entry is key's entry in t, created (not yet live) if there is none.
+func (p *Publisher) entry(t *topicState, key string) *stateEntry { // p.mu held
+	e := t.state[key]
+	if e == nil {
+		if n := len(p.free); n > 0 {
+			e = p.free[n-1]
+			p.free[n-1] = nil
+			p.free = p.free[:n-1]
+			e.key = key
+		} else {
+			e = &stateEntry{key: key}
+		}
+		t.state[key] = e
+	}
+	return e
+}
+
+// setLive makes e hold a value of kind and marks it changed.
+func (t *topicState) setLive(e *stateEntry, kind uint8) {
+	if !e.live {
+		e.live = true
+		t.live++
+	}
+	e.kind = kind
+	t.markDirty(e)
+}
+
+// deleteLocked deletes key from t's state (a no-op for a key it does not hold).
+func (t *topicState) deleteLocked(key string) {
+	e := t.state[key]
+	if e == nil || !e.live {
+		return
+	}
+	e.live = false
+	e.val = e.val[:0]
+	t.live--
+	t.markDirty(e)
+}
+
+func (p *Publisher) setStateLocked(t *topicState, key string, value []byte) { // p.mu held
+	if value == nil {
+		t.deleteLocked(key)
+		return
+	}
+	e := p.entry(t, key)
+	e.val = append(e.val[:0], value...)
+	t.setLive(e, valueRaw)
+}
+
+// Publish queues one record (a JSON object with "k" and "ts") for topic; rec is copied, the caller
+// may reuse it. When the buffer is full the oldest record is dropped and counted against its
+// topic, whose next frame says so.
+func (p *Publisher) Publish(topic string, rec []byte) {
+	p.mu.Lock()
+	n := p.publishLocked(p.topic(topic), rec)
+	p.mu.Unlock()
+	p.after(n)
 }
 
 func (p *Publisher) grow() {
@@ -217,20 +436,11 @@ func (p *Publisher) poke() {
 	}
 }
 
-// SetState sets key in topic's state to the JSON value (nil deletes the key).
+// SetState sets key in topic's state to the JSON value (nil deletes the key); value is copied,
+// the caller may reuse it.
 func (p *Publisher) SetState(topic, key string, value []byte) {
 	p.mu.Lock()
-	t := p.topic(topic)
-	if value == nil {
-		if _, ok := t.state[key]; !ok {
-			p.mu.Unlock()
-			return
-		}
-		delete(t.state, key)
-	} else {
-		t.state[key] = value
-	}
-	t.dirty[key] = struct{}{}
+	p.setStateLocked(p.topic(topic), key, value)
 	p.mu.Unlock()
 }
 
@@ -239,7 +449,7 @@ func (p *Publisher) StateLen(topic string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if t := p.topics[topic]; t != nil {
-		return len(t.state)
+		return t.live
 	}
 	return 0
 }
@@ -252,9 +462,11 @@ func (p *Publisher) StateKeys(topic string) []string {
 	if t == nil {
 		return nil
 	}
-	keys := make([]string, 0, len(t.state))
-	for k := range t.state {
-		keys = append(keys, k)
+	keys := make([]string, 0, t.live)
+	for k, e := range t.state {
+		if e.live {
+			keys = append(keys, k)
+		}
 	}
 	return keys
 }
@@ -326,18 +538,27 @@ func (p *Publisher) run() {
 	}
 }
 
-// drain flushes until the buffer holds less than a flush's worth of records.
+// drain flushes until the buffer holds less than a flush's worth of records. Whatever waits goes
+// in one pipeline, up to sendBatches flushes' worth (each flush's frames as one Flush builds them):
+// in a busy process the flush goroutine waits for its turn on the CPU and again for the poller to
+// hand it Redis' reply (with GOMAXPROCS 1 and busy workers, up to ~10 ms each), so a round trip
+// must carry the backlog, not a fixed 2,000 records.
 func (p *Publisher) drain(ctx context.Context) error {
 	for {
-		n, err := p.Flush(ctx)
+		n, err := p.flushBatches(ctx, sendBatches)
 		if err != nil {
 			return err
 		}
-		if n < p.opts.MaxFrameRecords {
+		if n < sendBatches*p.opts.MaxFrameRecords {
 			return nil
 		}
 	}
 }
+
+// sendBatches is how many flushes' worth of frames (each at most MaxFrameRecords records, one
+// frame per topic) the loop sends in one pipeline at most when that many records wait: 64,000
+// records by default, some 7 MB of frames.
+const sendBatches = 32
 
 func (p *Publisher) key(kind, topic string) string { return p.opts.Prefix + kind + ":" + topic }
 
@@ -378,7 +599,7 @@ func (p *Publisher) onNewEpoch() {
 		for _, f := range in.frames { // in frame order, each topic's records once
 			if recs, ok := in.records[f.topic]; ok {
 				for _, r := range recs {
-					back = append(back, pending{f.topic, r})
+					back = append(back, pending{f.t, r})
 				}
 				delete(in.records, f.topic)
 			}
@@ -396,7 +617,7 @@ func (p *Publisher) prepend(items []pending) {
 	}
 	for i := len(items) - 1; i >= 0; i-- {
 		if p.n == len(p.buf) { // full: the oldest (being prepended) is the one to drop
-			p.topic(items[i].topic).dropped++
+			items[i].t.dropped++
 			p.RecordsDropped.Add(1)
 			continue
 		}
@@ -409,23 +630,55 @@ func (p *Publisher) prepend(items []pending) {
 // Flush sends everything buffered now (at most MaxFrameRecords records) and returns how many
 // records it sent. A frame that failed in flight is retried unchanged before any new one is built.
 func (p *Publisher) Flush(ctx context.Context) (int, error) {
-	p.flushMu.Lock()
-	defer p.flushMu.Unlock()
-	return p.flush(ctx, 0)
+	return p.flushBatches(ctx, 1)
 }
 
-func (p *Publisher) flush(ctx context.Context, depth int) (int, error) {
+func (p *Publisher) flushBatches(ctx context.Context, batches int) (int, error) {
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	return p.flush(ctx, batches, 0)
+}
+
+// build takes up to batches flushes' worth of records and builds their frames: each batch is what
+// one Flush would send (one frame per topic, at most MaxFrameRecords records); the first carries
+// the state changes.
+func (p *Publisher) build(batches int) *inflight {
+	now := roundMs(p.wallMs())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var in *inflight
+	for b := 0; b < batches; b++ {
+		if b > 0 && p.n == 0 {
+			break
+		}
+		records := p.takeRecordsLocked()
+		frames := p.buildFramesLocked(records, now)
+		if len(frames) == 0 {
+			break
+		}
+		if in == nil {
+			in = &inflight{frames: frames, records: records}
+			continue
+		}
+		in.frames = append(in.frames, frames...)
+		for name, recs := range records {
+			in.records[name] = append(in.records[name], recs...)
+		}
+	}
+	return in
+}
+
+func (p *Publisher) flush(ctx context.Context, batches, depth int) (int, error) {
 	epoch, err := p.ensureEpoch(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if p.inflight == nil {
-		records := p.takeRecords()
-		frames := p.buildFrames(records)
-		if len(frames) == 0 {
+		in := p.build(batches)
+		if in == nil {
 			return 0, nil
 		}
-		p.inflight = &inflight{frames: frames, records: records}
+		p.inflight = in
 	}
 	in := p.inflight
 	results, err := p.send(ctx, epoch, in.frames)
@@ -455,8 +708,9 @@ func (p *Publisher) flush(ctx context.Context, depth int) (int, error) {
 		p.inflight = &inflight{frames: in.frames, records: keep}
 		p.epoch = ""
 		p.onNewEpoch()
-		return p.flush(ctx, depth+1)
+		return p.flush(ctx, batches, depth+1)
 	}
+	p.recycle(in.frames)
 	sent := 0
 	for _, recs := range in.records {
 		sent += len(recs)
@@ -464,6 +718,33 @@ func (p *Publisher) flush(ctx context.Context, depth int) (int, error) {
 	p.RecordsPublished.Add(int64(sent))
 	p.FramesPublished.Add(int64(len(in.frames)))
 	return sent, nil
+}
+
+// frameBufsKept bounds the confirmed frame buffers kept for reuse.
+const frameBufsKept = 64
+
+// recycle keeps the buffers of frames Redis confirmed (nothing refers to them any more).
+func (p *Publisher) recycle(frames []builtFrame) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range frames {
+		if b, ok := f.args[2].([]byte); ok && len(p.bufs) < frameBufsKept && cap(b) <= 1<<20 {
+			p.bufs = append(p.bufs, b[:0])
+		}
+	}
+}
+
+// frameBuf is an empty buffer of at least size bytes.
+func (p *Publisher) frameBuf(size int) []byte { // p.mu held
+	for len(p.bufs) > 0 {
+		b := p.bufs[len(p.bufs)-1]
+		p.bufs[len(p.bufs)-1] = nil
+		p.bufs = p.bufs[:len(p.bufs)-1]
+		if cap(b) >= size {
+			return b
+		}
+	}
+	return make([]byte, 0, size)
 }
 
 func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
@@ -474,18 +755,17 @@ func (p *Publisher) send(ctx context.Context, epoch string, frames []builtFrame)
 	cmds := make([]*redis.Cmd, len(frames))
 	epochKey, topicsKey := p.opts.Prefix+"epoch", p.opts.Prefix+"topics"
 	p.mu.Lock()
-	maxlens := make([]int, len(frames))
-	for i, f := range frames {
-		maxlens[i] = p.opts.MaxLen
-		if t := p.topics[f.topic]; t != nil && t.maxlen > 0 {
-			maxlens[i] = t.maxlen
+	for _, f := range frames {
+		maxlen := p.opts.MaxLen
+		if f.t.maxlen > 0 {
+			maxlen = f.t.maxlen
 		}
+		f.args[0], f.args[1] = epoch, maxlen
 	}
 	p.mu.Unlock()
 	for i, f := range frames {
-		keys := []string{p.key("stream", f.topic), p.key("snap", f.topic), epochKey, topicsKey, p.key("pubseq", f.topic)}
-		args := append([]any{epoch, maxlens[i]}, f.args...)
-		cmds[i] = frameScript.EvalSha(ctx, pipe, keys, args...)
+		keys := []string{f.t.streamKey, f.t.snapKey, epochKey, topicsKey, f.t.seqKey}
+		cmds[i] = frameScript.EvalSha(ctx, pipe, keys, f.args...)
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil {
@@ -511,13 +791,24 @@ func (p *Publisher) send(ctx context.Context, epoch string, frames []builtFrame)
 func (p *Publisher) takeRecords() map[string][][]byte {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.takeRecordsLocked()
+}
+
+func (p *Publisher) buildFrames(records map[string][][]byte) []builtFrame {
+	now := roundMs(p.wallMs())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.buildFramesLocked(records, now)
+}
+
+func (p *Publisher) takeRecordsLocked() map[string][][]byte { // p.mu held
 	out := map[string][][]byte{}
 	n := min(p.n, p.opts.MaxFrameRecords)
 	for i := 0; i < n; i++ {
 		e := p.buf[p.head]
 		p.buf[p.head] = pending{}
 		p.head = (p.head + 1) % len(p.buf)
-		out[e.topic] = append(out[e.topic], e.rec)
+		out[e.t.name] = append(out[e.t.name], e.rec)
 	}
 	p.n -= n
 	return out
@@ -529,10 +820,12 @@ func wallMs(t time.Time) float64 {
 	return float64(t.UnixMilli()) + float64(t.Nanosecond()%1_000_000)/1e6
 }
 
-func (p *Publisher) buildFrames(records map[string][][]byte) []builtFrame {
-	now := roundMs(p.wallMs())
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func byKey(a, b *stateEntry) int { return strings.Compare(a.key, b.key) }
+
+// freeLimit bounds the entries kept for reuse.
+const freeLimit = 4096
+
+func (p *Publisher) buildFramesLocked(records map[string][][]byte, now float64) []builtFrame { // p.mu held
 	names := make([]string, 0, len(records))
 	for name := range records {
 		names = append(names, name)
@@ -546,48 +839,65 @@ func (p *Publisher) buildFrames(records map[string][][]byte) []builtFrame {
 	var frames []builtFrame
 	for _, name := range names {
 		t := p.topic(name)
-		var keys []string // set keys first, then deleted (a reset has no deletes)
-		var deleted map[string]bool
+		var entries []*stateEntry // set keys first, then deleted (a reset has no deletes)
 		if t.reset {
-			keys = make([]string, 0, len(t.state))
-			for k := range t.state {
-				keys = append(keys, k)
+			entries = make([]*stateEntry, 0, t.live)
+			for _, e := range t.state {
+				if e.live {
+					entries = append(entries, e)
+				}
 			}
-			sort.Strings(keys)
+			slices.SortFunc(entries, byKey)
 		} else {
 			// Sorted: which keys share a frame is then the same in every run and implementation
 			// (protocol/vectors/encode/state-chunking.json).
-			dirty := make([]string, 0, len(t.dirty))
-			for k := range t.dirty {
-				dirty = append(dirty, k)
-			}
-			sort.Strings(dirty)
-			deleted = map[string]bool{}
-			var gone []string
-			for _, k := range dirty {
-				if _, ok := t.state[k]; ok {
-					keys = append(keys, k)
-				} else {
-					deleted[k] = true
-					gone = append(gone, k)
+			entries = make([]*stateEntry, 0, len(t.dirty))
+			nset := 0
+			for _, e := range t.dirty {
+				if e.live {
+					entries = append(entries, e)
+					nset++
 				}
 			}
-			keys = append(keys, gone...)
+			for _, e := range t.dirty {
+				if !e.live {
+					entries = append(entries, e)
+				}
+			}
+			slices.SortFunc(entries[:nset], byKey)
+			slices.SortFunc(entries[nset:], byKey)
 		}
-		var chunks [][]string
+		var chunks [][]*stateEntry
 		if t.reset {
-			chunks = [][]string{keys} // a reset carries its state in the hash write only
+			chunks = [][]*stateEntry{entries} // a reset carries its state in the hash write only
 		} else {
-			for i := 0; i < len(keys); i += StateKeysPerFrame {
-				chunks = append(chunks, keys[i:min(i+StateKeysPerFrame, len(keys))])
+			for i := 0; i < len(entries); i += StateKeysPerFrame {
+				chunks = append(chunks, entries[i:min(i+StateKeysPerFrame, len(entries))])
 			}
 			if len(chunks) == 0 {
-				chunks = [][]string{nil}
+				chunks = [][]*stateEntry{nil}
 			}
+		}
+		recs := records[name]
+		recBytes := 0
+		for _, r := range recs {
+			recBytes += len(r) + 1
 		}
 		for n, chunk := range chunks {
 			t.seq++
-			b := make([]byte, 0, 256)
+			size := 160 + len(p.opts.Name)
+			if n == 0 {
+				size += recBytes
+			}
+			if !t.reset {
+				for _, e := range chunk {
+					size += len(e.key) + 8 + len(e.val)
+					if e.kind == valueQueueItem {
+						size += 96
+					}
+				}
+			}
+			b := p.frameBuf(size)
 			if t.reset {
 				// "reset" first, else "r" first: readers tell frames apart by these bytes.
 				b = append(b, `{"reset":true,"r":[`...)
@@ -595,7 +905,7 @@ func (p *Publisher) buildFrames(records map[string][][]byte) []builtFrame {
 				b = append(b, `{"r":[`...)
 			}
 			if n == 0 {
-				for i, r := range records[name] {
+				for i, r := range recs {
 					if i > 0 {
 						b = append(b, ',')
 					}
@@ -608,48 +918,83 @@ func (p *Publisher) buildFrames(records map[string][][]byte) []builtFrame {
 			b = appendString(b, p.opts.Name)
 			b = append(b, `,"seq":`...)
 			b = strconv.AppendInt(b, t.seq, 10)
+			// The snapshot's values are the very bytes of the frame's "s" (a reset: of vals).
+			var offs []int
+			var vals []byte
 			if !t.reset {
+				offs = make([]int, 0, 2*len(chunk))
 				b = append(b, `,"s":{`...)
-				for i, k := range chunk {
+				for i, e := range chunk {
 					if i > 0 {
 						b = append(b, ',')
 					}
-					b = appendString(b, k)
+					b = appendString(b, e.key)
 					b = append(b, ':')
-					if deleted[k] {
+					if !e.live {
 						b = append(b, "null"...)
 					} else {
-						b = append(b, t.state[k]...)
+						start := len(b)
+						b = e.appendValue(b)
+						offs = append(offs, start, len(b))
 					}
 				}
 				b = append(b, '}')
+			} else {
+				offs = make([]int, 0, 2*len(chunk))
+				for _, e := range chunk {
+					start := len(vals)
+					vals = e.appendValue(vals)
+					offs = append(offs, start, len(vals))
+				}
 			}
 			if t.dropped > 0 && n == 0 {
 				b = append(b, `,"dropped":`...)
 				b = strconv.AppendInt(b, int64(t.dropped), 10)
 			}
 			b = append(b, '}')
-			var pairs, gone []any
-			for _, k := range chunk {
-				if deleted[k] {
-					gone = append(gone, k)
-				} else {
-					pairs = append(pairs, k, string(t.state[k]))
-				}
+			src := b
+			if t.reset {
+				src = vals
 			}
+			nset := len(offs) / 2
 			reset := "0"
 			if t.reset && n == 0 {
 				reset = "1"
 			}
-			args := make([]any, 0, 6+len(pairs)+len(gone))
-			args = append(args, string(b), name, p.opts.Name, t.seq, reset, len(pairs)/2)
-			args = append(args, pairs...)
-			args = append(args, gone...)
-			frames = append(frames, builtFrame{topic: name, args: args})
+			args := make([]any, 0, 8+2*nset+(len(chunk)-nset))
+			args = append(args, nil, nil, b, name, p.opts.Name, t.seq, reset, nset)
+			v := 0
+			for _, e := range chunk {
+				if e.live {
+					args = append(args, e.key, src[offs[v]:offs[v+1]:offs[v+1]])
+					v += 2
+				}
+			}
+			for _, e := range chunk {
+				if !e.live {
+					args = append(args, e.key)
+				}
+			}
+			frames = append(frames, builtFrame{topic: name, t: t, args: args})
 		}
 		// Consumed now: the built frames are retried unchanged until Redis confirms them.
+		for i, e := range t.dirty {
+			e.dirty = false
+			if !e.live { // the delete is in a frame: forget the key
+				delete(t.state, e.key)
+				if len(p.free) < freeLimit {
+					*e = stateEntry{val: e.val[:0]}
+					p.free = append(p.free, e)
+				}
+			}
+			t.dirty[i] = nil
+		}
+		if cap(t.dirty) > 4*StateKeysPerFrame {
+			t.dirty = nil
+		} else {
+			t.dirty = t.dirty[:0]
+		}
 		t.reset = false
-		t.dirty = map[string]struct{}{}
 		t.dropped = 0
 	}
 	return frames

@@ -23,7 +23,9 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -35,25 +37,37 @@ type Telemetry struct {
 	worker string
 	clock  clock.PassiveClock
 
-	mu         sync.Mutex
-	topics     map[[2]string]string
-	components map[string]map[string]any
-	queues     map[string]map[string]*QueueItem // queue -> key -> item (the fold's input)
-	reconciles map[[2]string]*reconcileSummary
-	informers  map[string]*informerCounts
-	ctrls      map[string]*controllerCounts
+	mu          sync.Mutex
+	topics      map[[2]string]string
+	components  map[string]map[string]any
+	queueTopics map[string]*QueueTopic // their items are the publisher's state entries
+	ctrlTopics  map[string]*ControllerTopic
+	informers   map[string]*informerCounts
+	ctrls       map[string]*controllerCounts
 
 	componentsTopic string
 	// MetricsTopic and ErrorsTopic are this worker's metrics and errors topics.
 	MetricsTopic, ErrorsTopic string
 }
 
-type reconcileSummary struct {
-	Attempts int     `json:"attempts"`
-	Result   string  `json:"result"`
-	At       float64 `json:"at"`
-	Duration float64 `json:"duration"`
-	Error    *string `json:"error"`
+// appendReconcileSummary appends a key's last reconcile, a controller topic's state value, byte for
+// byte as encoding/json writes {"attempts","result","at","duration","error"} (error null when "").
+func appendReconcileSummary(b []byte, attempts int, result string, at, duration float64, errText string) []byte {
+	b = append(b, `{"attempts":`...)
+	b = strconv.AppendInt(b, int64(attempts), 10)
+	b = append(b, `,"result":`...)
+	b = appendJSONString(b, result)
+	b = append(b, `,"at":`...)
+	b = appendJSONFloat(b, at)
+	b = append(b, `,"duration":`...)
+	b = appendJSONFloat(b, duration)
+	b = append(b, `,"error":`...)
+	if errText == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, errText)
+	}
+	return append(b, '}')
 }
 
 type informerCounts struct {
@@ -89,8 +103,8 @@ func NewTelemetry(pub *Publisher, worker string, opts TelemetryOptions) *Telemet
 		opts.Clock = clock.RealClock{}
 	}
 	t := &Telemetry{pub: pub, worker: TopicPart(worker), clock: opts.Clock, topics: map[[2]string]string{},
-		components: map[string]map[string]any{}, queues: map[string]map[string]*QueueItem{},
-		reconciles: map[[2]string]*reconcileSummary{}, informers: map[string]*informerCounts{},
+		components: map[string]map[string]any{}, queueTopics: map[string]*QueueTopic{},
+		ctrlTopics: map[string]*ControllerTopic{}, informers: map[string]*informerCounts{},
 		ctrls: map[string]*controllerCounts{}}
 	t.componentsTopic = mustTopic(t.worker, TopicKindComponents, "")
 	t.MetricsTopic = mustTopic(t.worker, TopicKindMetrics, "")
@@ -107,14 +121,19 @@ func (t *Telemetry) Clock() clock.PassiveClock { return t.clock }
 
 // Topic is this worker's topic of kind for component name.
 func (t *Telemetry) Topic(kind TopicKind, name string) string {
-	k := [2]string{string(kind), name}
 	t.mu.Lock()
+	topic := t.topicLocked(kind, name)
+	t.mu.Unlock()
+	return topic
+}
+
+func (t *Telemetry) topicLocked(kind TopicKind, name string) string { // t.mu held
+	k := [2]string{string(kind), name}
 	topic, ok := t.topics[k]
 	if !ok {
 		topic = mustTopic(t.worker, kind, name)
 		t.topics[k] = topic
 	}
-	t.mu.Unlock()
 	return topic
 }
 
@@ -122,6 +141,7 @@ func (t *Telemetry) now() float64 { return wallMs(t.clock.Now()) }
 
 func (t *Telemetry) emit(kind TopicKind, name string, r *record) {
 	t.pub.Publish(t.Topic(kind, name), r.done(t.now()))
+	r.release()
 }
 
 func mustJSON(v any) []byte {
@@ -350,44 +370,99 @@ type QueueRecord struct {
 }
 
 // Queue: one workqueue operation. The key's item follows by FoldQueueOp.
-func (t *Telemetry) Queue(queue string, q QueueRecord) {
-	now := t.now()
-	topic := t.Topic(TopicKindQueue, queue)
-	rec := newRecord(RecordKindQueue).str("op", string(q.Op)).str("key", q.Key).int("depth", q.Depth).
-		optFloat("delay", q.Delay).optInt("requeues", q.Requeues).optFloat("duration", q.Duration).done(now)
-	if q.Key == "" {
-		t.pub.Publish(topic, rec)
-		return
-	}
-	// The fold and the record go out under one lock, so that two goroutines' operations on one
-	// queue reach the state in the order of their records.
-	t.mu.Lock()
-	items := t.queues[queue]
-	if items == nil {
-		items = map[string]*QueueItem{}
-		t.queues[queue] = items
-	}
-	prev := items[q.Key]
-	item, ok := FoldQueueOp(prev, q.Op, now, q.Delay, q.Requeues)
-	t.pub.Publish(topic, rec)
-	if ok {
-		items[q.Key] = &item
-		t.pub.SetState(topic, q.Key, item.appendJSON(nil))
-	} else {
-		delete(items, q.Key)
-		t.pub.SetState(topic, q.Key, nil)
-	}
-	t.mu.Unlock()
-}
+func (t *Telemetry) Queue(queue string, q QueueRecord) { t.QueueTopic(queue).Record(q) }
 
 // QueueItem is key's current item on queue (what the fold of its records says), if any.
 func (t *Telemetry) QueueItem(queue, key string) (QueueItem, bool) {
+	return t.QueueTopic(queue).Item(key)
+}
+
+// QueueTopic is one queue's topic, for a wrapper that publishes every operation of the queue: it
+// saves looking the queue up per operation. Its methods are safe for concurrent use.
+type QueueTopic struct {
+	tel   *Telemetry
+	topic string
+	ts    *topicState // the publisher's, from the first record on (guarded by the publisher's mu)
+}
+
+// QueueTopic is queue's topic handle (the same one for every call with the same name).
+func (t *Telemetry) QueueTopic(queue string) *QueueTopic {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if it := t.queues[queue][key]; it != nil {
-		return *it, true
+	q := t.queueTopics[queue]
+	if q == nil {
+		q = &QueueTopic{tel: t, topic: t.topicLocked(TopicKindQueue, queue)}
+		t.queueTopics[queue] = q
+	}
+	return q
+}
+
+// Topic is the queue's topic name.
+func (q *QueueTopic) Topic() string { return q.topic }
+
+// Record publishes one operation of the queue and returns the key's item after it (ok false: the
+// key is gone, or the record has no key). The record, the fold and the state change happen
+// under the publisher's one lock, so that two goroutines' operations on one queue reach the state
+// in the order of their records, and a frame never has the one without the other.
+func (q *QueueTopic) Record(r QueueRecord) (QueueItem, bool) {
+	now := q.tel.now()
+	rb := newRecord(RecordKindQueue).str("op", string(r.Op)).str("key", r.Key).int("depth", r.Depth).
+		optFloat("delay", r.Delay).optInt("requeues", r.Requeues).optFloat("duration", r.Duration)
+	rec := rb.done(now)
+	p := q.tel.pub
+	var item QueueItem
+	var ok bool
+	p.mu.Lock()
+	if q.ts == nil {
+		q.ts = p.topic(q.topic)
+	}
+	next := p.publishLocked(q.ts, rec)
+	if r.Key != "" {
+		item, ok = p.foldQueueLocked(q.ts, r.Key, r.Op, now, r.Delay, r.Requeues)
+	}
+	p.mu.Unlock()
+	rb.release()
+	p.after(next)
+	return item, ok
+}
+
+// Item is key's current item, if any.
+func (q *QueueTopic) Item(key string) (QueueItem, bool) {
+	p := q.tel.pub
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ts := q.ts
+	if ts == nil {
+		if ts = p.topics[q.topic]; ts == nil {
+			return QueueItem{}, false
+		}
+	}
+	if e := ts.state[key]; e != nil && e.live && e.kind == valueQueueItem {
+		return e.item, true
 	}
 	return QueueItem{}, false
+}
+
+// foldQueueLocked applies one queue record to key's item in t's state (FoldQueueOp).
+func (p *Publisher) foldQueueLocked(t *topicState, key string, op QueueOp, now float64, delay *float64,
+	requeues *int) (QueueItem, bool) { // p.mu held
+	var prev *QueueItem
+	e := t.state[key]
+	if e != nil && e.live && e.kind == valueQueueItem {
+		prev = &e.item
+	}
+	item, ok := FoldQueueOp(prev, op, now, delay, requeues)
+	if !ok {
+		t.deleteLocked(key)
+		return item, false
+	}
+	if e == nil {
+		e = p.entry(t, key)
+	}
+	e.item = item
+	e.val = e.val[:0]
+	t.setLive(e, valueQueueItem)
+	return item, true
 }
 
 // -- controllers -------------------------------------------------------------------------------
@@ -416,11 +491,51 @@ func (t *Telemetry) Controller(controller string, watches []string, workers int,
 
 type reconcileKey struct{}
 
+// ControllerTopic is one controller's topic, for a wrapper that publishes every Reconcile of the
+// controller: it saves looking the controller up per call. Its methods are safe for concurrent use.
+type ControllerTopic struct {
+	tel      *Telemetry
+	name     string
+	ctxValue any // name, boxed once for the Reconcile contexts
+	topic    string
+	ts       *topicState       // the publisher's, from the first record on (publisher's mu)
+	counts   *controllerCounts // from the first ReconcileEnd on (tel.mu)
+	known    atomic.Bool       // the controller has its components entry
+}
+
+// ControllerTopic is controller's topic handle (the same one for every call with the same name).
+func (t *Telemetry) ControllerTopic(controller string) *ControllerTopic {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.ctrlTopics[controller]
+	if c == nil {
+		c = &ControllerTopic{tel: t, name: controller, ctxValue: controller,
+			topic: t.topicLocked(TopicKindController, controller)}
+		t.ctrlTopics[controller] = c
+	}
+	return c
+}
+
 // ReconcileStart: a worker called Reconcile for key. The returned context names the controller, so
 // API writes made with it are attributed to this Reconcile (see Request).
 func (t *Telemetry) ReconcileStart(ctx context.Context, controller, key string, worker int) context.Context {
-	t.emit(TopicKindController, controller, newRecord(RecordKindReconcileStart).str("key", key).int("worker", worker))
-	return context.WithValue(ctx, reconcileKey{}, controller)
+	return t.ControllerTopic(controller).ReconcileStart(ctx, key, worker)
+}
+
+// ReconcileStart is Telemetry.ReconcileStart for this controller.
+func (c *ControllerTopic) ReconcileStart(ctx context.Context, key string, worker int) context.Context {
+	rb := newRecord(RecordKindReconcileStart).str("key", key).int("worker", worker)
+	rec := rb.done(c.tel.now())
+	p := c.tel.pub
+	p.mu.Lock()
+	if c.ts == nil {
+		c.ts = p.topic(c.topic)
+	}
+	next := p.publishLocked(c.ts, rec)
+	p.mu.Unlock()
+	rb.release()
+	p.after(next)
+	return context.WithValue(ctx, reconcileKey{}, c.ctxValue)
 }
 
 // ReconcilingController is the controller whose Reconcile ctx belongs to ("" if none).
@@ -435,32 +550,46 @@ func ReconcilingController(ctx context.Context) string {
 // ReconcileEnd: Reconcile returned (or panicked) with result.
 func (t *Telemetry) ReconcileEnd(controller, key string, worker int, duration time.Duration, result ReconcileResult,
 	requeueAfter time.Duration, errText string) {
-	t.emit(TopicKindController, controller, newRecord(RecordKindReconcile).str("key", key).int("worker", worker).
-		float("duration", duration.Seconds()).str("result", string(result)).
-		float("requeue_after", requeueAfter.Seconds()).optStr("error", errText))
+	t.ControllerTopic(controller).ReconcileEnd(key, worker, duration, result, requeueAfter, errText)
+}
+
+// ReconcileEnd is Telemetry.ReconcileEnd for this controller. The record and the key's summary
+// (the topic's state) change under the publisher's one lock.
+func (c *ControllerTopic) ReconcileEnd(key string, worker int, duration time.Duration, result ReconcileResult,
+	requeueAfter time.Duration, errText string) {
+	t := c.tel
 	now := t.now()
+	rb := newRecord(RecordKindReconcile).str("key", key).int("worker", worker).
+		float("duration", duration.Seconds()).str("result", string(result)).
+		float("requeue_after", requeueAfter.Seconds()).optStr("error", errText)
+	rec := rb.done(now)
+	p := t.pub
+	p.mu.Lock()
+	if c.ts == nil {
+		c.ts = p.topic(c.topic)
+	}
+	next := p.publishLocked(c.ts, rec)
+	e := p.entry(c.ts, key)
+	e.count++ // attempts
+	e.val = appendReconcileSummary(e.val[:0], e.count, string(result), now, duration.Seconds(), errText)
+	c.ts.setLive(e, valueRaw)
+	p.mu.Unlock()
+	rb.release()
+	p.after(next)
 	t.mu.Lock()
-	rk := [2]string{controller, key}
-	s := t.reconciles[rk]
-	if s == nil {
-		s = &reconcileSummary{}
-		t.reconciles[rk] = s
+	if c.counts == nil {
+		c.counts = t.controllerCounts(c.name)
 	}
-	s.Attempts++
-	s.Result, s.At, s.Duration = string(result), now, duration.Seconds()
-	s.Error = nil
-	if errText != "" {
-		e := errText
-		s.Error = &e
-	}
-	value := mustJSON(s)
-	t.controllerCounts(controller).LastResult = string(result)
-	_, known := t.components[string(ComponentKindController)+"/"+controller]
-	t.mu.Unlock()
-	t.pub.SetState(t.Topic(TopicKindController, controller), key, value)
+	c.counts.LastResult = string(result)
+	known := c.known.Load()
 	if !known {
-		t.component(controller, ComponentKindController, nil)
+		_, known = t.components[string(ComponentKindController)+"/"+c.name]
 	}
+	t.mu.Unlock()
+	if !known {
+		t.component(c.name, ComponentKindController, nil)
+	}
+	c.known.Store(true)
 }
 
 // Request: an API request finished (code 0: no response). Writes made with a Reconcile's context
@@ -509,8 +638,9 @@ func (t *Telemetry) Status(table, key string, value map[string]any) {
 
 // SetupError: a controller could not be set up.
 func (t *Telemetry) SetupError(controller, errText string) {
-	t.pub.Publish(t.ErrorsTopic, newRecord(RecordKindSetupError).str("controller", controller).
-		str("error", errText).done(t.now()))
+	r := newRecord(RecordKindSetupError).str("controller", controller).str("error", errText)
+	t.pub.Publish(t.ErrorsTopic, r.done(t.now()))
+	r.release()
 }
 
 // sortedKeys is a helper for deterministic iteration.

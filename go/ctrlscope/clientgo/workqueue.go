@@ -78,11 +78,13 @@ type Queue[T comparable] struct {
 	limiter *RateLimiter[T]
 	tel     *ctrlscope.Telemetry
 	name    string
+	qt      *ctrlscope.QueueTopic
 	keyOf   func(T) string
 	clock   clock.WithTicker
 	pq      bool
 
-	mu sync.Mutex // orders the records of one queue (each op and its record under it)
+	mu    sync.Mutex // orders the records of one queue (each op and its record under it)
+	depth int        // the inner queue's Len when an op last asked it (q.mu)
 
 	timerMu sync.Mutex
 	pending delayHeap[T]
@@ -130,7 +132,7 @@ func WrapQueue[T comparable](tel *ctrlscope.Telemetry, name string, inner workqu
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	q := &Queue[T]{inner: inner, limiter: limiter, tel: tel, name: name, keyOf: opts.KeyOf, clock: opts.Clock,
+	q := &Queue[T]{inner: inner, limiter: limiter, tel: tel, name: name, qt: tel.QueueTopic(name), keyOf: opts.KeyOf, clock: opts.Clock,
 		pq: opts.PriorityQueue, byKey: map[string]*delayed[T]{}, firing: map[string]*delayed[T]{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	go q.fireLoop()
 	return q
@@ -141,14 +143,22 @@ func (q *Queue[T]) Inner() workqueue.TypedRateLimitingInterface[T] { return q.in
 
 func seconds(d time.Duration) *float64 { s := d.Seconds(); return &s }
 
-func (q *Queue[T]) record(op ctrlscope.QueueOp, key string, depth int, delay, duration *float64, requeues *int) {
-	q.tel.Queue(q.name, ctrlscope.QueueRecord{Op: op, Key: key, Depth: depth, Delay: delay, Duration: duration,
+func (q *Queue[T]) record(op ctrlscope.QueueOp, key string, depth int, delay, duration *float64,
+	requeues *int) (ctrlscope.QueueItem, bool) {
+	return q.qt.Record(ctrlscope.QueueRecord{Op: op, Key: key, Depth: depth, Delay: delay, Duration: duration,
 		Requeues: requeues})
+}
+
+// len is the inner queue's Len, remembered for Forget (q.mu held). controller-runtime's priority
+// queue applies its buffered adds on every Len, so the wrapper asks once per operation at most.
+func (q *Queue[T]) len() int {
+	q.depth = q.inner.Len()
+	return q.depth
 }
 
 // classify says what an Add of key does now, from the key's item (client-go's queue rules).
 func (q *Queue[T]) classify(key string) ctrlscope.QueueOp {
-	item, ok := q.tel.QueueItem(q.name, key)
+	item, ok := q.qt.Item(key)
 	switch {
 	case !ok:
 		return ctrlscope.QueueOpAdd
@@ -177,7 +187,7 @@ func (q *Queue[T]) Add(item T) {
 }
 
 func (q *Queue[T]) addedLocked(key string) {
-	q.record(q.classify(key), key, q.inner.Len(), nil, nil, nil)
+	q.record(q.classify(key), key, q.len(), nil, nil, nil)
 }
 
 // Len is the inner queue's.
@@ -201,18 +211,20 @@ func (q *Queue[T]) gotLocked(item T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	key := q.keyOf(item)
-	if it, ok := q.tel.QueueItem(q.name, key); !ok || it.S != ctrlscope.QueueItemStateQueued {
+	depth := q.len()
+	it, ok := q.qt.Item(key)
+	if !ok || it.S != ctrlscope.QueueItemStateQueued {
 		// The inner queue handed out a key our model does not have queued: its delayed add fired
 		// before our timer did. Publish that add now (and drop our timer), so the story stays whole.
 		q.cancel(key)
-		q.record(ctrlscope.QueueOpAdd, key, q.inner.Len()+1, nil, nil, nil)
+		it, ok = q.record(ctrlscope.QueueOpAdd, key, depth+1, nil, nil, nil)
 	}
 	var waited *float64
-	if it, ok := q.tel.QueueItem(q.name, key); ok && it.S == ctrlscope.QueueItemStateQueued && it.Since > 0 {
+	if ok && it.S == ctrlscope.QueueItemStateQueued && it.Since > 0 {
 		w := (wallMs(q.tel) - it.Since) / 1000
 		waited = &w
 	}
-	q.record(ctrlscope.QueueOpGet, key, q.inner.Len(), nil, waited, nil)
+	q.record(ctrlscope.QueueOpGet, key, depth, nil, waited, nil)
 }
 
 // Done marks item processed; a key added meanwhile is queued again (published as requeue).
@@ -220,17 +232,17 @@ func (q *Queue[T]) Done(item T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	key := q.keyOf(item)
-	it, _ := q.tel.QueueItem(q.name, key)
+	it, _ := q.qt.Item(key)
 	var worked *float64
 	if it.S == ctrlscope.QueueItemStateProcessing && it.Since > 0 {
 		w := (wallMs(q.tel) - it.Since) / 1000
 		worked = &w
 	}
-	depth := q.inner.Len() // done reports the depth before a dirty key goes back in
+	depth := q.len() // done reports the depth before a dirty key goes back in
 	q.inner.Done(item)
 	q.record(ctrlscope.QueueOpDone, key, depth, nil, worked, nil)
 	if it.Dirty {
-		q.record(ctrlscope.QueueOpRequeue, key, q.inner.Len(), nil, nil, nil)
+		q.record(ctrlscope.QueueOpRequeue, key, q.len(), nil, nil, nil)
 	}
 }
 
@@ -250,7 +262,7 @@ func (q *Queue[T]) shutdown() {
 	q.once.Do(func() {
 		close(q.stop)
 		q.mu.Lock()
-		q.record(ctrlscope.QueueOpShutdown, "", q.inner.Len(), nil, nil, nil)
+		q.record(ctrlscope.QueueOpShutdown, "", q.len(), nil, nil, nil)
 		q.mu.Unlock()
 	})
 }
@@ -303,13 +315,13 @@ func (q *Queue[T]) AddWith(item T, after time.Duration, rateLimited bool, add fu
 	key := q.keyOf(item)
 	absorbed := false
 	if q.pq { // a key the priority queue holds ready keeps being ready: the delay is absorbed
-		it, ok := q.tel.QueueItem(q.name, key)
+		it, ok := q.qt.Item(key)
 		absorbed = ok && (it.S == ctrlscope.QueueItemStateQueued || it.Dirty)
 	}
 	add()
 	// Len first: controller-runtime's priority queue applies adds from a buffer (asking the rate
 	// limiter only then) and Len flushes that buffer.
-	depth := q.inner.Len()
+	depth := q.len()
 	d := after
 	if rateLimited {
 		last, _ := q.limiter.takeLast(item)
@@ -334,12 +346,14 @@ func (q *Queue[T]) AddWith(item T, after time.Duration, rateLimited bool, add fu
 }
 
 // Forget clears the rate limiter's count for item (published with the count being cleared).
+// Forget does not change the queue: its depth is the one the queue's last operation saw (a Len of
+// controller-runtime's priority queue applies its add buffer, which is not free).
 func (q *Queue[T]) Forget(item T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := q.limiter.NumRequeues(item)
 	q.inner.Forget(item)
-	q.record(ctrlscope.QueueOpForget, q.keyOf(item), q.inner.Len(), nil, nil, &n)
+	q.record(ctrlscope.QueueOpForget, q.keyOf(item), q.depth, nil, nil, &n)
 }
 
 // NumRequeues is the rate limiter's count for item.

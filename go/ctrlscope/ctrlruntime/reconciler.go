@@ -27,19 +27,27 @@ import (
 // Reconcile, so the worker index is a slot: the lowest one free while the call runs. With N workers
 // the indexes are 0..N-1 and a worker's calls that do not overlap another's keep its index.
 func (i *Instrumentation) Reconciler(name string, r reconcile.Reconciler) reconcile.Reconciler {
-	return &observedReconciler{i: i, name: name, inner: r}
+	i.mu.Lock()
+	info := i.controller(name)
+	i.mu.Unlock()
+	return &observedReconciler{i: i, name: name, inner: r, info: info, topic: i.tel.ControllerTopic(name)}
 }
 
 type observedReconciler struct {
 	i     *Instrumentation
 	name  string
 	inner reconcile.Reconciler
+	info  *controllerInfo // i.controller(name): its slots (i.mu)
+	topic *ctrlscope.ControllerTopic
 }
 
 func (i *Instrumentation) takeSlot(controller string) int {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	c := i.controller(controller)
+	return takeSlotLocked(i.controller(controller))
+}
+
+func takeSlotLocked(c *controllerInfo) int { // i.mu held
 	for n, used := range c.slots {
 		if !used {
 			c.slots[n] = true
@@ -54,6 +62,18 @@ func (i *Instrumentation) releaseSlot(controller string, n int) {
 	i.mu.Lock()
 	i.controller(controller).slots[n] = false
 	i.mu.Unlock()
+}
+
+func (o *observedReconciler) takeSlot() int {
+	o.i.mu.Lock()
+	defer o.i.mu.Unlock()
+	return takeSlotLocked(o.info)
+}
+
+func (o *observedReconciler) releaseSlot(n int) {
+	o.i.mu.Lock()
+	o.info.slots[n] = false
+	o.i.mu.Unlock()
 }
 
 // Classify is the ReconcileResult of a Reconcile that returned res, err.
@@ -72,15 +92,15 @@ func Classify(res reconcile.Result, err error) ctrlscope.ReconcileResult {
 }
 
 func (o *observedReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
-	tel := o.i.tel
+	tel, topic := o.i.tel, o.topic
 	key := Key(req)
-	worker := o.i.takeSlot(o.name)
-	defer o.i.releaseSlot(o.name, worker)
-	ctx = tel.ReconcileStart(ctx, o.name, key, worker)
+	worker := o.takeSlot()
+	defer o.releaseSlot(worker)
+	ctx = topic.ReconcileStart(ctx, key, worker)
 	start := tel.Clock().Now()
 	defer func() {
 		if p := recover(); p != nil {
-			tel.ReconcileEnd(o.name, key, worker, tel.Clock().Since(start), ctrlscope.ReconcileResultPanic, 0,
+			topic.ReconcileEnd(key, worker, tel.Clock().Since(start), ctrlscope.ReconcileResultPanic, 0,
 				fmt.Sprintf("panic: %v", p))
 			panic(p)
 		}
@@ -95,6 +115,6 @@ func (o *observedReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if result != ctrlscope.ReconcileResultRequeueAfter {
 		requeueAfter = 0
 	}
-	tel.ReconcileEnd(o.name, key, worker, tel.Clock().Since(start), result, requeueAfter, errText)
+	topic.ReconcileEnd(key, worker, tel.Clock().Since(start), result, requeueAfter, errText)
 	return res, err
 }

@@ -239,5 +239,6 @@ func (t *Telemetry) Close() map[string]any {
 	_ = t.rdb.Close()
 	return map[string]any{"final_flush_s": flush, "records_published": t.Pub.RecordsPublished.Load(),
 		"frames_published": t.Pub.FramesPublished.Load(), "records_dropped": t.Pub.RecordsDropped.Load(),
+		"buffer_peak":  t.Pub.BufferPeak.Load(),
 		"redis_errors": t.Pub.RedisErrors.Load(), "redis_keys_deleted": deleted}
 }
