@@ -357,6 +357,24 @@ func TestHandlerPublishesTheRequestsItsHandlerEnqueued(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("events:\n got  %v\n want %v", got, want)
 	}
+	// Each event is also the informer handler call that delivered it ("controller/c"), on the
+	// informer's topic, for the pipeline's handler stage; the filtered one too.
+	calls := map[string][]string{}
+	for _, informer := range []string{"apps/v1/Deployment", "v1/ConfigMap"} {
+		hrecs, _ := h.read(t, h.tel.Topic(ctrlscope.TopicKindInformer, informer))
+		for _, r := range hrecs {
+			if r["k"] == "handler" && r["handler"] == "controller/c" && r["outcome"] == "ok" {
+				calls[informer] = append(calls[informer], r["event"].(string)+" "+r["key"].(string))
+			}
+		}
+	}
+	wantCalls := map[string][]string{
+		"apps/v1/Deployment": {"add default/db", "update default/web"},
+		"v1/ConfigMap":       {"add default/web-summary", "update default/moved", "delete default/stray"},
+	}
+	if !reflect.DeepEqual(calls, wantCalls) {
+		t.Fatalf("informer handler calls:\n got  %v\n want %v", calls, wantCalls)
+	}
 	waitFor(t, func() bool { return q.Len() == 3 })
 	var order []reconcile.Request
 	for n := 0; n < 3; n++ {

@@ -2,14 +2,17 @@ package ctrlruntime
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -17,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
+	"github.com/ctrlscope/ctrlscope/go/ctrlscope/clientgo"
 )
 
 // Handler wraps h, an event handler of controller, so that each event it gets is published as an
@@ -51,28 +55,94 @@ func (h *observedHandler) publish(event ctrlscope.ControllerEvent, obj client.Ob
 	h.i.tel.Event(h.controller, event, objectKey(obj), r.requests(), "")
 }
 
+// handlerEvents: which informer handler method delivered a controller event (controller-runtime's
+// source registers one ResourceEventHandler per watch on the informer; it runs the predicates and
+// then this handler). Generic events come from channels, not informers.
+var handlerEvents = map[ctrlscope.ControllerEvent]ctrlscope.HandlerEvent{
+	ctrlscope.ControllerEventCreate: ctrlscope.HandlerEventAdd,
+	ctrlscope.ControllerEventUpdate: ctrlscope.HandlerEventUpdate,
+	ctrlscope.ControllerEventDelete: ctrlscope.HandlerEventDelete,
+}
+
+// informerCall publishes the informer handler call that delivered an event to controller, on the
+// informer's topic, as the Python runtime's controllers do (handler "controller/{name}"): the
+// pipeline's handler stage counts them. A panic in the handler is published, then re-raised.
+func (i *Instrumentation) informerCall(controller string, ev ctrlscope.ControllerEvent, old, obj client.Object,
+	start time.Time, panicked any) {
+	hev, ok := handlerEvents[ev]
+	informer := i.informerOf(obj)
+	if !ok || informer == "" {
+		return
+	}
+	call := ctrlscope.HandlerCall{Handler: "controller/" + controller, Event: hev, Key: objectKey(obj),
+		Outcome: ctrlscope.HandlerOutcomeOk, New: obj}
+	if old != nil && !reflect.ValueOf(old).IsNil() {
+		call.Old = old
+	}
+	if !start.IsZero() {
+		call.Duration = i.tel.Clock().Since(start)
+	}
+	if panicked != nil {
+		call.Outcome, call.Error = ctrlscope.HandlerOutcomeError, fmt.Sprintf("panic: %v", panicked)
+	}
+	i.tel.Handler(informer, call)
+}
+
+// informerOf names the informer obj's events come from ("group/version/Kind"), "" if the scheme
+// does not know its type. Looked up once per Go type (unstructured objects carry their kind).
+func (i *Instrumentation) informerOf(obj client.Object) string {
+	if obj == nil || reflect.ValueOf(obj).IsNil() {
+		return ""
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return clientgo.InformerName(u.GroupVersionKind())
+	}
+	t := reflect.TypeOf(obj)
+	if name, ok := i.informerNames.Load(t); ok {
+		return name.(string)
+	}
+	name := ""
+	if gvk, err := apiutil.GVKForObject(obj, i.mgr.GetScheme()); err == nil {
+		name = clientgo.InformerName(gvk)
+	}
+	i.informerNames.Store(t, name)
+	return name
+}
+
+func (h *observedHandler) call(ev ctrlscope.ControllerEvent, old, obj client.Object, run func()) {
+	start := h.i.tel.Clock().Now()
+	defer func() {
+		if p := recover(); p != nil {
+			h.i.informerCall(h.controller, ev, old, obj, start, p)
+			panic(p)
+		}
+	}()
+	run()
+	h.i.informerCall(h.controller, ev, old, obj, start, nil)
+}
+
 // Create implements handler.EventHandler.
 func (h *observedHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	r, rq := record(q)
-	h.inner.Create(ctx, e, rq)
+	h.call(ctrlscope.ControllerEventCreate, nil, e.Object, func() { h.inner.Create(ctx, e, rq) })
 	h.publish(ctrlscope.ControllerEventCreate, e.Object, r)
 }
 
 // Update implements handler.EventHandler.
 func (h *observedHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	r, rq := record(q)
-	h.inner.Update(ctx, e, rq)
 	obj := e.ObjectNew
 	if obj == nil || reflect.ValueOf(obj).IsNil() {
 		obj = e.ObjectOld
 	}
+	h.call(ctrlscope.ControllerEventUpdate, e.ObjectOld, obj, func() { h.inner.Update(ctx, e, rq) })
 	h.publish(ctrlscope.ControllerEventUpdate, obj, r)
 }
 
 // Delete implements handler.EventHandler.
 func (h *observedHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	r, rq := record(q)
-	h.inner.Delete(ctx, e, rq)
+	h.call(ctrlscope.ControllerEventDelete, nil, e.Object, func() { h.inner.Delete(ctx, e, rq) })
 	h.publish(ctrlscope.ControllerEventDelete, e.Object, r)
 }
 
@@ -193,6 +263,7 @@ type observedPredicate struct {
 func (p *observedPredicate) verdict(ok bool, ev ctrlscope.ControllerEvent, obj client.Object) bool {
 	if !ok {
 		p.i.tel.Event(p.controller, ev, objectKey(obj), nil, p.name)
+		p.i.informerCall(p.controller, ev, nil, obj, time.Time{}, nil) // the call ended at the predicate
 	}
 	return ok
 }

@@ -60,6 +60,8 @@ type Instrumentation struct {
 	ctrls     map[string]*controllerInfo
 	informers map[string]toolscache.SharedIndexInformer // informer name -> the cache's informer
 	observers []*clientgo.Informer
+
+	informerNames sync.Map // reflect.Type of a watched object -> its informer's name (see informerOf)
 }
 
 type controllerInfo struct {
