@@ -12,9 +12,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
-
-	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestDumpFrameBytes(t *testing.T) {
@@ -26,26 +23,7 @@ func TestDumpFrameBytes(t *testing.T) {
 	for name, v := range loadVectors(t, "encode") {
 		ctx := context.Background()
 		prefix := fmt.Sprintf("ctrlscope-go-bytes-%s:", randomHex(4))
-		clk := clocktesting.NewFakePassiveClock(time.UnixMilli(int64(num(v["wall_ms"]))))
-		pub, err := NewPublisher(redisURL(), PublisherOptions{Prefix: prefix, Name: str(v["publisher"]), Clock: clk})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tel := NewTelemetry(pub, str(v["worker"]), TelemetryOptions{Runtime: Runtime(str(v["runtime"])), Clock: clk})
-		rctx := context.Background()
-		for _, raw := range v["steps"].([]any) {
-			s := raw.(map[string]any)
-			switch {
-			case s["advance"] != nil:
-				clk.SetTime(clk.Now().Add(seconds(s["advance"])))
-			case s["flush"] == true:
-				if _, err := pub.Flush(ctx); err != nil {
-					t.Fatal(err)
-				}
-			default:
-				call(t, tel, &rctx, s)
-			}
-		}
+		runEncodeSteps(t, v, prefix)
 		var out strings.Builder
 		topics, _ := rdb.SMembers(ctx, prefix+"topics").Result()
 		sort.Strings(topics)
@@ -66,7 +44,6 @@ func TestDumpFrameBytes(t *testing.T) {
 				fmt.Fprintf(&out, "snap %s %q %s\n", topic, k, hash[k])
 			}
 		}
-		pub.Stop(time.Second)
 		cleanPrefix(rdb, prefix)
 		if err := os.WriteFile(filepath.Join(dir, name+".bytes"), []byte(out.String()), 0o644); err != nil {
 			t.Fatal(err)

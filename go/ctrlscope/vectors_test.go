@@ -190,6 +190,34 @@ func checkFrameBytes(t *testing.T, raw string) {
 	}
 }
 
+// runEncodeSteps runs an encode vector's steps through a Publisher and Telemetry under prefix,
+// on the vector's clock, and stops the publisher: the frames are in Redis afterwards.
+func runEncodeSteps(t *testing.T, v map[string]any, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	clk := clocktesting.NewFakePassiveClock(time.UnixMilli(int64(num(v["wall_ms"]))))
+	pub, err := NewPublisher(redisURL(), PublisherOptions{Prefix: prefix, Name: str(v["publisher"]), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Stop(time.Second)
+	tel := NewTelemetry(pub, str(v["worker"]), TelemetryOptions{Runtime: Runtime(str(v["runtime"])), Clock: clk})
+	rctx := context.Background()
+	for _, raw := range v["steps"].([]any) {
+		s := raw.(map[string]any)
+		switch {
+		case s["advance"] != nil:
+			clk.SetTime(clk.Now().Add(seconds(s["advance"])))
+		case s["flush"] == true:
+			if _, err := pub.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			call(t, tel, &rctx, s)
+		}
+	}
+}
+
 func TestEncodeVectors(t *testing.T) {
 	rdb := testRedis(t)
 	for name, v := range loadVectors(t, "encode") {
@@ -197,27 +225,7 @@ func TestEncodeVectors(t *testing.T) {
 			ctx := context.Background()
 			prefix := fmt.Sprintf("ctrlscope-go-vectors-%s:", randomHex(4))
 			defer cleanPrefix(rdb, prefix)
-			clk := clocktesting.NewFakePassiveClock(time.UnixMilli(int64(num(v["wall_ms"]))))
-			pub, err := NewPublisher(redisURL(), PublisherOptions{Prefix: prefix, Name: str(v["publisher"]), Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pub.Stop(time.Second)
-			tel := NewTelemetry(pub, str(v["worker"]), TelemetryOptions{Runtime: Runtime(str(v["runtime"])), Clock: clk})
-			rctx := context.Background()
-			for _, raw := range v["steps"].([]any) {
-				s := raw.(map[string]any)
-				switch {
-				case s["advance"] != nil:
-					clk.SetTime(clk.Now().Add(seconds(s["advance"])))
-				case s["flush"] == true:
-					if _, err := pub.Flush(ctx); err != nil {
-						t.Fatal(err)
-					}
-				default:
-					call(t, tel, &rctx, s)
-				}
-			}
+			runEncodeSteps(t, v, prefix)
 			topics, err := rdb.SMembers(ctx, prefix+"topics").Result()
 			if err != nil {
 				t.Fatal(err)

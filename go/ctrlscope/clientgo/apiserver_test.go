@@ -7,12 +7,10 @@ package clientgo
 // initial-events-end bookmark), 410 for a watch from a compacted resourceVersion, and POST.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,117 +18,32 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
-	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
+	"github.com/ctrlscope/ctrlscope/go/internal/testtel"
 )
 
-type telFixture struct {
-	rdb    *redis.Client
-	pub    *ctrlscope.Publisher
-	tel    *ctrlscope.Telemetry
-	prefix string
-}
+// telFixture: a Telemetry (worker "w") publishing under a private prefix; the publisher is not
+// started, tests flush it themselves.
+type telFixture struct{ *testtel.Harness }
 
-func testRedisURL() string {
-	if u := os.Getenv("REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
-
-// newTelFixture: a Telemetry (worker "w") publishing under a private prefix; the publisher is
-// not started, tests flush it themselves.
 func newTelFixture(t *testing.T, clk clock.PassiveClock) *telFixture {
 	t.Helper()
-	opts, err := redis.ParseURL(testRedisURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		_ = rdb.Close()
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no Redis at %s: %v", testRedisURL(), err)
-		}
-		t.Skipf("no Redis at %s (%v); CI runs these", testRedisURL(), err)
-	}
-	prefix := fmt.Sprintf("ctrlscope-clientgo-test-%d:", time.Now().UnixNano())
-	pub, err := ctrlscope.NewPublisher(testRedisURL(), ctrlscope.PublisherOptions{Prefix: prefix, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &telFixture{rdb: rdb, pub: pub, prefix: prefix,
-		tel: ctrlscope.NewTelemetry(pub, "w", ctrlscope.TelemetryOptions{Clock: clk})}
-	t.Cleanup(func() {
-		pub.Stop(time.Second)
-		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 500).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-		_ = rdb.Close()
-	})
-	return f
-}
-
-func (f *telFixture) flush(t *testing.T) {
-	t.Helper()
-	for {
-		n, err := f.pub.Flush(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			return
-		}
-	}
+	return &telFixture{testtel.New(t, testtel.Options{Worker: "w", Clock: clk})}
 }
 
 // topic flushes and reads one topic back as a reader does: its records in order (without ts)
 // and the state its snapshot holds.
 func (f *telFixture) topic(t *testing.T, topic string) ([]map[string]any, map[string]any) {
 	t.Helper()
-	f.flush(t)
-	ctx := context.Background()
-	entries, err := f.rdb.XRange(ctx, f.prefix+"stream:"+topic, "-", "+").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := ctrlscope.NewTopicState()
-	var recs []map[string]any
-	for _, e := range entries {
-		got, err := s.Apply(e.ID, []byte(e.Values["f"].(string)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range got {
-			delete(r, "ts")
-			recs = append(recs, r)
-		}
-	}
-	hash, err := f.rdb.HGetAll(ctx, f.prefix+"snap:"+topic).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	state := map[string]any{}
-	for k, v := range hash {
-		if k == "__id__" {
-			continue
-		}
-		var x any
-		if err := json.Unmarshal([]byte(v), &x); err != nil {
-			t.Fatal(err)
-		}
-		state[k] = x
-	}
-	if len(hash) > 0 && len(entries) > 0 && hash["__id__"] != entries[len(entries)-1].ID {
-		t.Fatalf("the snapshot of %s is not as of its last frame", topic)
+	f.Flush(t)
+	recs, state := f.Read(t, topic)
+	for _, r := range recs {
+		delete(r, "ts")
 	}
 	return recs, state
 }

@@ -26,7 +26,7 @@ func TestHandlers(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.UnixMilli(1_700_000_000_000))
 	f := newTelFixture(t, clk)
 	var got []string
-	h := Handlers(f.tel, "apps/v1/Deployment", "print", cache.ResourceEventHandlerFuncs{
+	h := Handlers(f.Tel, "apps/v1/Deployment", "print", cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { clk.Step(250 * time.Millisecond); got = append(got, "add") },
 		UpdateFunc: func(_, _ any) { got = append(got, "update") },
 		DeleteFunc: func(obj any) { clk.Step(time.Second); got = append(got, "delete") },
@@ -67,7 +67,7 @@ func TestHandlers(t *testing.T) {
 func TestHandlerPanic(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.UnixMilli(1_700_000_000_000))
 	f := newTelFixture(t, clk)
-	h := HandlerFuncs(f.tel, "apps/v1/Deployment", "crashy", cache.ResourceEventHandlerFuncs{
+	h := HandlerFuncs(f.Tel, "apps/v1/Deployment", "crashy", cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, _ any) { clk.Step(time.Second / 2); panic("boom") },
 	})
 	if h.AddFunc != nil || h.DeleteFunc != nil {

@@ -93,19 +93,19 @@ func testObservedInformer(t *testing.T, watchList bool) {
 	srv.apply("default/a", deployment("default", "a", 1), false)
 	listRV := srv.apply("default/b", deployment("default", "b", 1), false)
 
-	cs, err := kubernetes.NewForConfig(WrapConfig(f.tel, srv.config()))
+	cs, err := kubernetes.NewForConfig(WrapConfig(f.Tel, srv.config()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	inf := factory.Apps().V1().Deployments().Informer()
 	name := InformerName(appsv1.SchemeGroupVersion.WithKind("Deployment"))
-	obs, err := ObserveInformer(f.tel, name, inf)
+	obs, err := ObserveInformer(f.Tel, name, inf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var user userCalls
-	if _, err := inf.AddEventHandler(Handlers(f.tel, name, "user", cache.ResourceEventHandlerFuncs{
+	if _, err := inf.AddEventHandler(Handlers(f.Tel, name, "user", cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { user.add("add " + obj.(*appsv1.Deployment).Name) },
 		UpdateFunc: func(_, obj any) { user.add("update " + obj.(*appsv1.Deployment).Name) },
 		DeleteFunc: func(obj any) { user.add("delete " + objectKey(obj)) },
@@ -230,7 +230,7 @@ func TestObserveStartedInformer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
 	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
-	if _, err := ObserveInformer(f.tel, "apps/v1/Deployment", inf); err == nil {
+	if _, err := ObserveInformer(f.Tel, "apps/v1/Deployment", inf); err == nil {
 		t.Fatal("observing a running informer succeeded")
 	}
 	cancel()
@@ -241,7 +241,7 @@ func TestObserveStartedInformer(t *testing.T) {
 func TestBackoffNominal(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.UnixMilli(1_700_000_000_000))
 	f := newTelFixture(t, clk)
-	o := &Informer{tel: f.tel, name: "v1/Pod"}
+	o := &Informer{tel: f.Tel, name: "v1/Pod"}
 	for i := 0; i < 7; i++ {
 		o.backingOff("test")
 		clk.Step(time.Second)

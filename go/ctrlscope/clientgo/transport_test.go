@@ -22,7 +22,7 @@ import (
 func TestTransportWrites(t *testing.T) {
 	f := newTelFixture(t, clock.RealClock{})
 	srv := newAPIServer(t, true)
-	cs, err := kubernetes.NewForConfig(WrapConfig(f.tel, srv.config()))
+	cs, err := kubernetes.NewForConfig(WrapConfig(f.Tel, srv.config()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestTransportWrites(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments("default").Create(bg, deployment("", "outside", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ctx := f.tel.ReconcileStart(bg, "web", "default/x", 0)
+	ctx := f.Tel.ReconcileStart(bg, "web", "default/x", 0)
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, deployment("", "x", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestTransportUnobservedRequests(t *testing.T) {
 	f := newTelFixture(t, clock.RealClock{})
 	srv := newAPIServer(t, true)
 	srv.apply("default/a", deployment("default", "a", 1), false)
-	cs, _ := kubernetes.NewForConfig(WrapConfig(f.tel, srv.config()))
+	cs, _ := kubernetes.NewForConfig(WrapConfig(f.Tel, srv.config()))
 	list, err := cs.AppsV1().Deployments("").List(context.Background(), metav1.ListOptions{})
 	if err != nil || len(list.Items) != 1 {
 		t.Fatal(list, err)

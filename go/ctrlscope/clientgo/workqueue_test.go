@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
+	"github.com/ctrlscope/ctrlscope/go/internal/testtel"
 )
 
 type queueRecord struct {
@@ -19,10 +20,10 @@ type queueRecord struct {
 }
 
 // readQueue returns every queue record published to the queue's topic and its final state.
-func readQueue(t *testing.T, h *harness, name string) ([]queueRecord, map[string]any) {
+func readQueue(t *testing.T, h *testtel.Harness, name string) ([]queueRecord, map[string]any) {
 	t.Helper()
-	topic := h.tel.Topic(ctrlscope.TopicKindQueue, name)
-	recs, state := h.read(t, topic)
+	topic := h.Tel.Topic(ctrlscope.TopicKindQueue, name)
+	recs, state := h.Read(t, topic)
 	var out []queueRecord
 	for _, r := range recs {
 		b, _ := json.Marshal(r)
@@ -43,9 +44,9 @@ func ops(recs []queueRecord) []string {
 
 func TestQueueTellsClientGosStory(t *testing.T) {
 	h := newHarness(t)
-	clk := h.clock
+	clk := h.Clock
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, time.Second)
-	q := NewRateLimitingQueue[string](h.tel, "podsets", limiter, QueueOptions[string]{Clock: clk})
+	q := NewRateLimitingQueue[string](h.Tel, "podsets", limiter, QueueOptions[string]{Clock: clk})
 
 	q.Add("default/a")
 	q.Add("default/a") // already queued: dedup
@@ -60,14 +61,14 @@ func TestQueueTellsClientGosStory(t *testing.T) {
 	clk.Step(6 * time.Millisecond)
 	// Both the inner queue's timer and ours (which publishes the add) must have fired.
 	waitFor(t, func() bool {
-		it, _ := h.tel.QueueItem("podsets", "default/a")
+		it, _ := h.Tel.QueueItem("podsets", "default/a")
 		return q.Len() == 1 && it.S == ctrlscope.QueueItemStateQueued
 	})
 	key, _ = q.Get()
 	q.Forget(key)
 	q.Done(key)
 	q.ShutDown()
-	h.flush(t)
+	h.Flush(t)
 
 	recs, state := readQueue(t, h, "podsets")
 	want := []string{"add default/a", "dedup default/a", "get default/a", "defer default/a", "dedup default/a",

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
+	"github.com/ctrlscope/ctrlscope/go/internal/testtel"
 )
 
 // fakeManager answers what the per-controller helpers ask a manager; the rest is not called.
@@ -43,8 +44,8 @@ func (m fakeManager) GetLogger() logr.Logger                  { return logr.Disc
 func (m fakeManager) GetScheme() *runtime.Scheme              { return m.scheme }
 func (m fakeManager) GetRESTMapper() meta.RESTMapper          { return m.mapper }
 
-func newInstrumentation(h *harness, mgr fakeManager) *Instrumentation {
-	return &Instrumentation{mgr: mgr, tel: h.tel, opts: Options{Clock: clock.RealClock{}},
+func newInstrumentation(h *testtel.Harness, mgr fakeManager) *Instrumentation {
+	return &Instrumentation{mgr: mgr, tel: h.Tel, opts: Options{Clock: clock.RealClock{}},
 		ctrls: map[string]*controllerInfo{}}
 }
 
@@ -54,9 +55,9 @@ func req(namespace, name string) reconcile.Request {
 
 type rec = map[string]any
 
-func queueOps(t *testing.T, h *harness, name string) ([]string, []rec, map[string]any) {
+func queueOps(t *testing.T, h *testtel.Harness, name string) ([]string, []rec, map[string]any) {
 	t.Helper()
-	recs, state := h.read(t, h.tel.Topic(ctrlscope.TopicKindQueue, name))
+	recs, state := h.Read(t, h.Tel.Topic(ctrlscope.TopicKindQueue, name))
 	var out []string
 	for _, r := range recs {
 		out = append(out, r["op"].(string)+" "+r["key"].(string))
@@ -71,9 +72,9 @@ func sameOps(t *testing.T, got, want []string) {
 	}
 }
 
-func component(t *testing.T, h *harness, key string) rec {
+func component(t *testing.T, h *testtel.Harness, key string) rec {
 	t.Helper()
-	_, state := h.read(t, "w/test/components")
+	_, state := h.Read(t, "w/test/components")
 	c, _ := state[key].(rec)
 	return c
 }
@@ -117,9 +118,9 @@ func TestPriorityQueueKeepsPrioritiesAndPublishesEachKey(t *testing.T) {
 	}
 	pq.Forget(a)
 	pq.Done(a)
-	waitFor(t, func() bool { h.flush(t); return component(t, h, "controller/c")["started"] == true })
+	waitFor(t, func() bool { h.Flush(t); return component(t, h, "controller/c")["started"] == true })
 	pq.ShutDown()
-	h.flush(t)
+	h.Flush(t)
 
 	got, recs, state := queueOps(t, h, "c")
 	sameOps(t, got, []string{"add default/a", "add default/b", "add node1", "get default/b", "done default/b",
@@ -166,7 +167,7 @@ func TestClassicQueueWhenThePriorityQueueIsOff(t *testing.T) {
 	q.Forget(got)
 	q.Done(got)
 	q.ShutDown()
-	h.flush(t)
+	h.Flush(t)
 	ops, recs, state := queueOps(t, h, "c")
 	sameOps(t, ops, []string{"add default/a", "dedup default/a", "get default/a", "defer default/a", "done default/a",
 		"requeue default/a", "get default/a", "add_rate_limited default/a", "done default/a", "add default/a",
@@ -191,7 +192,7 @@ func TestReconcilerPublishesEachAttemptAndItsResult(t *testing.T) {
 	var contexts []string
 	r := i.Reconciler("c", reconcileFunc(func(ctx context.Context, r reconcile.Request) (reconcile.Result, error) {
 		contexts = append(contexts, ctrlscope.ReconcilingController(ctx))
-		h.clock.Step(20 * time.Millisecond)
+		h.Clock.Step(20 * time.Millisecond)
 		switch r.Name {
 		case "again":
 			return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // still acted on upstream
@@ -217,8 +218,8 @@ func TestReconcilerPublishesEachAttemptAndItsResult(t *testing.T) {
 		}()
 		_, _ = r.Reconcile(context.Background(), req("", "boom"))
 	}()
-	h.flush(t)
-	recs, state := h.read(t, h.tel.Topic(ctrlscope.TopicKindController, "c"))
+	h.Flush(t)
+	recs, state := h.Read(t, h.Tel.Topic(ctrlscope.TopicKindController, "c"))
 	var results []string
 	for n, x := range recs {
 		if n%2 == 0 {
@@ -336,8 +337,8 @@ func TestHandlerPublishesTheRequestsItsHandlerEnqueued(t *testing.T) {
 	if !preds[0].Update(event.UpdateEvent{ObjectOld: web, ObjectNew: newer}) {
 		t.Fatal("a spec change passes")
 	}
-	h.flush(t)
-	recs, _ := h.read(t, h.tel.Topic(ctrlscope.TopicKindController, "c"))
+	h.Flush(t)
+	recs, _ := h.Read(t, h.Tel.Topic(ctrlscope.TopicKindController, "c"))
 	type ev struct {
 		Event, Key string
 		Requests   []any
@@ -361,7 +362,7 @@ func TestHandlerPublishesTheRequestsItsHandlerEnqueued(t *testing.T) {
 	// informer's topic, for the pipeline's handler stage; the filtered one too.
 	calls := map[string][]string{}
 	for _, informer := range []string{"apps/v1/Deployment", "v1/ConfigMap"} {
-		hrecs, _ := h.read(t, h.tel.Topic(ctrlscope.TopicKindInformer, informer))
+		hrecs, _ := h.Read(t, h.Tel.Topic(ctrlscope.TopicKindInformer, informer))
 		for _, r := range hrecs {
 			if r["k"] == "handler" && r["handler"] == "controller/c" && r["outcome"] == "ok" {
 				calls[informer] = append(calls[informer], r["event"].(string)+" "+r["key"].(string))
