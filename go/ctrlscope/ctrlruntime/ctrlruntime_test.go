@@ -351,7 +351,7 @@ func TestHandlerPublishesTheRequestsItsHandlerEnqueued(t *testing.T) {
 	want := []ev{
 		{"create", "default/db", []any{"default/db"}, nil},
 		{"create", "default/web-summary", []any{"default/web"}, nil},
-		{"update", "default/moved", []any{"default/web", "default/api"}, nil},
+		{"update", "default/moved", []any{"default/api", "default/web"}, nil},
 		{"delete", "default/stray", []any{}, nil},
 		{"update", "default/web", []any{}, "GenerationChangedPredicate"},
 	}

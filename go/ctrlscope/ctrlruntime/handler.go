@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -171,10 +172,14 @@ func (r *recorder) note(items ...reconcile.Request) {
 	}
 }
 
+// requests are sorted: a handler may enqueue from a set (EnqueueRequestForOwner adds the old and
+// the new owners of an update in map order), and a record should not depend on map order.
 func (r *recorder) requests() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]string{}, r.keys...)
+	out := append([]string{}, r.keys...)
+	sort.Strings(out)
+	return out
 }
 
 func (r *recorder) Add(item reconcile.Request) {
