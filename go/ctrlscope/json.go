@@ -97,10 +97,12 @@ func (r *record) release() {
 	}
 }
 
+// key starts field k. Keys are this package's literals, plain ASCII identifiers (what appendString
+// would write as they are), so they are copied without the escape check.
 func (r *record) key(k string) {
-	r.b = append(r.b, ',')
-	r.b = appendString(r.b, k)
-	r.b = append(r.b, ':')
+	r.b = append(r.b, ',', '"')
+	r.b = append(r.b, k...)
+	r.b = append(r.b, '"', ':')
 }
 
 func (r *record) str(k, v string) *record { r.key(k); r.b = appendString(r.b, v); return r }

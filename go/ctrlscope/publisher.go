@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"crypto/rand"
 	"encoding/hex"
@@ -60,6 +61,7 @@ type PublisherOptions struct {
 type pending struct {
 	t   *topicState
 	rec []byte // a copy in one of the publisher's slabs
+	gen uint64 // that slab's generation (see copyRecord)
 }
 
 // stateEntry is one key of a topic's state. An entry that is not live is a delete that no frame
@@ -96,6 +98,8 @@ type topicState struct {
 	dropped                    int
 	seq                        int64
 	maxlen                     int
+	taking                     [][]byte // records being taken for a frame (takeRecordsLocked)
+	spare                      [][]byte // a confirmed frame's record list, for reuse
 }
 
 func (t *topicState) markDirty(e *stateEntry) {
@@ -114,6 +118,7 @@ type builtFrame struct {
 type inflight struct {
 	frames  []builtFrame
 	records map[string][][]byte
+	maxGen  uint64 // the newest slab generation its records were copied to
 }
 
 // Publisher publishes frames to Redis (see the file comment). Create with NewPublisher, Start it,
@@ -130,9 +135,14 @@ type Publisher struct {
 	peak   int64
 	behind int    // records published past half the buffer since the last yield
 	slab   []byte // records are copied here, slab after slab: one allocation per many records
-	topics map[string]*topicState
-	free   []*stateEntry // entries of deletes a frame carried, for reuse
-	bufs   [][]byte      // frame buffers Redis confirmed, for reuse
+	gen    uint64 // slab's generation: counts the slabs
+	// retired are full slabs, oldest first; once every record in one is confirmed (or dropped)
+	// it goes to freeSlabs for reuse (see releaseSlabs).
+	retired   []slab
+	freeSlabs [][]byte
+	topics    map[string]*topicState
+	free      []*stateEntry // entries of deletes a frame carried, for reuse
+	bufs      [][]byte      // frame buffers Redis confirmed, for reuse
 
 	flushMu   sync.Mutex // one flush at a time (the loop, Stop, tests)
 	inflight  *inflight
@@ -290,13 +300,63 @@ func (p *Publisher) topic(name string) *topicState { // p.mu held
 // slabSize is the size of the slabs records are copied into.
 const slabSize = 64 << 10
 
+// slabsKept bounds the free slabs kept for reuse.
+const slabsKept = 4
+
+type slab struct {
+	gen uint64
+	b   []byte
+}
+
 func (p *Publisher) copyRecord(rec []byte) []byte { // p.mu held
 	if cap(p.slab)-len(p.slab) < len(rec) {
-		p.slab = make([]byte, 0, max(slabSize, len(rec)))
+		if cap(p.slab) == slabSize {
+			p.retired = append(p.retired, slab{p.gen, p.slab})
+		}
+		p.gen++
+		if n := len(p.freeSlabs); n > 0 && len(rec) <= slabSize {
+			p.slab = p.freeSlabs[n-1][:0]
+			p.freeSlabs[n-1] = nil
+			p.freeSlabs = p.freeSlabs[:n-1]
+		} else {
+			p.slab = make([]byte, 0, max(slabSize, len(rec)))
+		}
 	}
 	n := len(p.slab)
 	p.slab = append(p.slab, rec...)
 	return p.slab[n:len(p.slab):len(p.slab)]
+}
+
+// forgetSlabs drops the retired slabs older than gen from the list (not for reuse: a frame in flight
+// may hold their records), so that the slabs of dropped records do not pile up while Redis is away.
+func (p *Publisher) forgetSlabs(gen uint64) { // p.mu held
+	if len(p.retired) == 0 || p.retired[0].gen >= gen {
+		return
+	}
+	i := 0
+	for i < len(p.retired) && p.retired[i].gen < gen {
+		i++
+	}
+	n := copy(p.retired, p.retired[i:])
+	clear(p.retired[n:])
+	p.retired = p.retired[:n]
+}
+
+// releaseSlabs makes the retired slabs older than gen free: a confirmed frame held records up to
+// slab gen, and the buffer is taken oldest first, so nothing refers to them any more (records a
+// void frame put back are in slabs onNewEpoch forgot).
+func (p *Publisher) releaseSlabs(gen uint64) { // p.mu held
+	i := 0
+	for ; i < len(p.retired) && p.retired[i].gen < gen; i++ {
+		if len(p.freeSlabs) < slabsKept {
+			p.freeSlabs = append(p.freeSlabs, p.retired[i].b[:0])
+		}
+	}
+	if i > 0 {
+		n := copy(p.retired, p.retired[i:])
+		clear(p.retired[n:])
+		p.retired = p.retired[:n]
+	}
 }
 
 // publishLocked buffers a copy of rec for t; it says what to do once p.mu is released (p.after).
@@ -308,11 +368,13 @@ func (p *Publisher) publishLocked(t *topicState, rec []byte) next { // p.mu held
 		p.n--
 		old.t.dropped++
 		p.RecordsDropped.Add(1)
+		p.forgetSlabs(old.gen)
 	}
 	if p.n == len(p.buf) {
 		p.grow()
 	}
-	p.buf[(p.head+p.n)%len(p.buf)] = pending{t, p.copyRecord(rec)}
+	c := p.copyRecord(rec)
+	p.buf[(p.head+p.n)%len(p.buf)] = pending{t, c, p.gen}
 	p.n++
 	if int64(p.n) > p.peak {
 		p.peak = int64(p.n)
@@ -599,12 +661,15 @@ func (p *Publisher) onNewEpoch() {
 		for _, f := range in.frames { // in frame order, each topic's records once
 			if recs, ok := in.records[f.topic]; ok {
 				for _, r := range recs {
-					back = append(back, pending{f.t, r})
+					back = append(back, pending{f.t, r, 0})
 				}
 				delete(in.records, f.topic)
 			}
 		}
 		p.prepend(back)
+		// The records put back may sit in any retired slab: let the GC have those.
+		clear(p.retired)
+		p.retired = p.retired[:0]
 	}
 	for _, t := range p.topics {
 		t.reset = true
@@ -651,15 +716,16 @@ func (p *Publisher) build(batches int) *inflight {
 		if b > 0 && p.n == 0 {
 			break
 		}
-		records := p.takeRecordsLocked()
+		records, gen := p.takeRecordsGenLocked()
 		frames := p.buildFramesLocked(records, now)
 		if len(frames) == 0 {
 			break
 		}
 		if in == nil {
-			in = &inflight{frames: frames, records: records}
+			in = &inflight{frames: frames, records: records, maxGen: gen}
 			continue
 		}
+		in.maxGen = max(in.maxGen, gen)
 		in.frames = append(in.frames, frames...)
 		for name, recs := range records {
 			in.records[name] = append(in.records[name], recs...)
@@ -710,11 +776,11 @@ func (p *Publisher) flush(ctx context.Context, batches, depth int) (int, error) 
 		p.onNewEpoch()
 		return p.flush(ctx, batches, depth+1)
 	}
-	p.recycle(in.frames)
 	sent := 0
 	for _, recs := range in.records {
 		sent += len(recs)
 	}
+	p.recycle(in)
 	p.RecordsPublished.Add(int64(sent))
 	p.FramesPublished.Add(int64(len(in.frames)))
 	return sent, nil
@@ -723,28 +789,41 @@ func (p *Publisher) flush(ctx context.Context, batches, depth int) (int, error) 
 // frameBufsKept bounds the confirmed frame buffers kept for reuse.
 const frameBufsKept = 64
 
-// recycle keeps the buffers of frames Redis confirmed (nothing refers to them any more).
-func (p *Publisher) recycle(frames []builtFrame) {
+// recycle keeps the buffers of frames Redis confirmed, their record lists and the slabs of their
+// records (nothing refers to them any more).
+func (p *Publisher) recycle(in *inflight) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, f := range frames {
+	p.releaseSlabs(in.maxGen)
+	for _, f := range in.frames {
+		if recs, ok := in.records[f.topic]; ok && f.t.spare == nil && cap(recs) <= 4*sendBatches*p.opts.MaxFrameRecords {
+			clear(recs)
+			f.t.spare = recs[:0]
+			delete(in.records, f.topic)
+		}
 		if b, ok := f.args[2].([]byte); ok && len(p.bufs) < frameBufsKept && cap(b) <= 1<<20 {
 			p.bufs = append(p.bufs, b[:0])
 		}
 	}
 }
 
-// frameBuf is an empty buffer of at least size bytes.
+// frameBuf is an empty buffer of at least size bytes. Sizes are rounded up to a power of two (at
+// least 4 KiB), so that confirmed buffers fit the next frames of their topic.
 func (p *Publisher) frameBuf(size int) []byte { // p.mu held
-	for len(p.bufs) > 0 {
-		b := p.bufs[len(p.bufs)-1]
-		p.bufs[len(p.bufs)-1] = nil
-		p.bufs = p.bufs[:len(p.bufs)-1]
-		if cap(b) >= size {
+	for i := len(p.bufs) - 1; i >= 0; i-- {
+		if b := p.bufs[i]; cap(b) >= size {
+			last := len(p.bufs) - 1
+			p.bufs[i] = p.bufs[last]
+			p.bufs[last] = nil
+			p.bufs = p.bufs[:last]
 			return b
 		}
 	}
-	return make([]byte, 0, size)
+	c := 4096
+	for c < size {
+		c <<= 1
+	}
+	return make([]byte, 0, c)
 }
 
 func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
@@ -802,16 +881,42 @@ func (p *Publisher) buildFrames(records map[string][][]byte) []builtFrame {
 }
 
 func (p *Publisher) takeRecordsLocked() map[string][][]byte { // p.mu held
+	out, _ := p.takeRecordsGenLocked()
+	return out
+}
+
+// takeRecordsGenLocked takes up to MaxFrameRecords records, by topic, and the newest slab
+// generation among them.
+func (p *Publisher) takeRecordsGenLocked() (map[string][][]byte, uint64) { // p.mu held
 	out := map[string][][]byte{}
 	n := min(p.n, p.opts.MaxFrameRecords)
+	var gen uint64
+	var topics []*topicState
 	for i := 0; i < n; i++ {
 		e := p.buf[p.head]
 		p.buf[p.head] = pending{}
-		p.head = (p.head + 1) % len(p.buf)
-		out[e.t.name] = append(out[e.t.name], e.rec)
+		p.head++
+		if p.head == len(p.buf) {
+			p.head = 0
+		}
+		t := e.t
+		if t.taking == nil {
+			t.taking = t.spare
+			t.spare = nil
+			if t.taking == nil {
+				t.taking = make([][]byte, 0, 64)
+			}
+			topics = append(topics, t)
+		}
+		t.taking = append(t.taking, e.rec)
+		gen = max(gen, e.gen)
+	}
+	for _, t := range topics {
+		out[t.name] = t.taking
+		t.taking = nil
 	}
 	p.n -= n
-	return out
+	return out, gen
 }
 
 func (p *Publisher) wallMs() float64 { return wallMs(p.clock.Now()) }
@@ -963,16 +1068,28 @@ func (p *Publisher) buildFramesLocked(records map[string][][]byte, now float64) 
 			}
 			args := make([]any, 0, 8+2*nset+(len(chunk)-nset))
 			args = append(args, nil, nil, b, name, p.opts.Name, t.seq, reset, nset)
-			v := 0
+			// The keys and values go in as *string (go-redis writes them as it writes a string or
+			// a []byte): boxing a pointer allocates nothing, boxing a string or slice would, per key.
+			// The values are strings over the frame's (or the reset's) bytes, which nothing writes
+			// to until Redis confirmed the frame (recycle).
+			strs := make([]string, len(chunk)+nset)
+			j, v := 0, 0
 			for _, e := range chunk {
 				if e.live {
-					args = append(args, e.key, src[offs[v]:offs[v+1]:offs[v+1]])
+					strs[j] = e.key
+					if n := offs[v+1] - offs[v]; n > 0 {
+						strs[j+1] = unsafe.String(&src[offs[v]], n)
+					}
+					args = append(args, &strs[j], &strs[j+1])
+					j += 2
 					v += 2
 				}
 			}
 			for _, e := range chunk {
 				if !e.live {
-					args = append(args, e.key)
+					strs[j] = e.key
+					args = append(args, &strs[j])
+					j++
 				}
 			}
 			frames = append(frames, builtFrame{topic: name, t: t, args: args})

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
@@ -57,6 +58,12 @@ func appendOptString(b []byte, s string) []byte {
 func Summarize(obj any) Summary {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
+	}
+	if pod, ok := obj.(*corev1.Pod); ok && pod != nil {
+		// The commonest kind, without the accessor's interface calls or reflection: the same
+		// fields as below (a typed object's empty phase is an absent one).
+		return Summary{RV: pod.ResourceVersion, Gen: pod.Generation, UID: string(pod.UID),
+			Deleting: pod.DeletionTimestamp != nil, Phase: string(pod.Status.Phase), HasPhase: pod.Status.Phase != ""}
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {

@@ -42,7 +42,8 @@ type Telemetry struct {
 	components  map[string]map[string]any
 	queueTopics map[string]*QueueTopic // their items are the publisher's state entries
 	ctrlTopics  map[string]*ControllerTopic
-	informers   map[string]*informerCounts
+	informers   map[string]*informerCounts // the values' fields are guarded by the publisher's mu
+	infTopics   map[string]*InformerTopic
 	ctrls       map[string]*controllerCounts
 
 	componentsTopic string
@@ -104,7 +105,7 @@ func NewTelemetry(pub *Publisher, worker string, opts TelemetryOptions) *Telemet
 	}
 	t := &Telemetry{pub: pub, worker: TopicPart(worker), clock: opts.Clock, topics: map[[2]string]string{},
 		components: map[string]map[string]any{}, queueTopics: map[string]*QueueTopic{},
-		ctrlTopics: map[string]*ControllerTopic{}, informers: map[string]*informerCounts{},
+		ctrlTopics: map[string]*ControllerTopic{}, informers: map[string]*informerCounts{}, infTopics: map[string]*InformerTopic{},
 		ctrls: map[string]*controllerCounts{}}
 	t.componentsTopic = mustTopic(t.worker, TopicKindComponents, "")
 	t.MetricsTopic = mustTopic(t.worker, TopicKindMetrics, "")
@@ -200,10 +201,16 @@ func (t *Telemetry) controllerCounts(name string) *controllerCounts { // t.mu he
 // writes from Reconcile, failed ones, conflicts and the last result.
 func (t *Telemetry) Stages() map[string]any {
 	t.mu.Lock()
-	informers := make(map[string]informerCounts, len(t.informers))
+	live := make(map[string]*informerCounts, len(t.informers))
 	for name, c := range t.informers {
+		live[name] = c
+	}
+	t.pub.mu.Lock()
+	informers := make(map[string]informerCounts, len(live))
+	for name, c := range live {
 		informers[name] = *c
 	}
+	t.pub.mu.Unlock()
 	ctrls := make(map[string]controllerCounts, len(t.ctrls))
 	for name, c := range t.ctrls {
 		ctrls[name] = *c
@@ -245,11 +252,7 @@ func (t *Telemetry) WatchStart(informer, resourceVersion string) {
 
 // WatchEvent: one watch event reached the cache.
 func (t *Telemetry) WatchEvent(informer string, eventType WatchEventType, key, resourceVersion string) {
-	t.emit(TopicKindInformer, informer, newRecord(RecordKindWatch).str("type", string(eventType)).str("key", key).
-		str("rv", resourceVersion))
-	t.mu.Lock()
-	t.informerCounts(informer).Watch++
-	t.mu.Unlock()
+	t.InformerTopic(informer).WatchEvent(eventType, key, resourceVersion)
 }
 
 // Bookmark: a BOOKMARK advanced the resourceVersion.
@@ -282,18 +285,12 @@ func (t *Telemetry) ReflectorState(informer string, state ReflectorState) {
 
 // StoreUpsert: obj is in the cache under key now.
 func (t *Telemetry) StoreUpsert(informer, key string, obj any) {
-	t.pub.SetState(t.Topic(TopicKindInformer, informer), key, Summarize(obj).appendJSON(nil))
-	t.mu.Lock()
-	t.informerCounts(informer).Cache++
-	t.mu.Unlock()
+	t.InformerTopic(informer).StoreUpsert(key, obj)
 }
 
 // StoreDelete: key left the cache.
 func (t *Telemetry) StoreDelete(informer, key string) {
-	t.pub.SetState(t.Topic(TopicKindInformer, informer), key, nil)
-	t.mu.Lock()
-	t.informerCounts(informer).Cache++
-	t.mu.Unlock()
+	t.InformerTopic(informer).StoreDelete(key)
 }
 
 // StoreReplace: the cache now holds exactly items (a relist), key -> object.
@@ -306,25 +303,22 @@ func (t *Telemetry) StoreReplace(informer string, items map[string]any) {
 			gone++
 		}
 	}
+	it := t.InformerTopic(informer)
+	p := t.pub
 	for key, obj := range items {
-		t.pub.SetState(topic, key, Summarize(obj).appendJSON(nil))
+		s := Summarize(obj)
+		p.mu.Lock()
+		it.setSummaryLocked(key, s)
+		p.mu.Unlock()
 	}
-	t.mu.Lock()
-	t.informerCounts(informer).Cache += gone + len(items)
-	t.mu.Unlock()
+	p.mu.Lock()
+	it.counts.Cache += gone + len(items)
+	p.mu.Unlock()
 }
 
 // Fifo: a delta entered (FifoOpQueued) or left (FifoOpPopped) the informer's queue.
 func (t *Telemetry) Fifo(informer string, op FifoOp, key string, delta DeltaType, depth int) {
-	t.emit(TopicKindInformer, informer, newRecord(RecordKindFifo).str("op", string(op)).str("key", key).
-		str("delta", string(delta)).int("depth", depth))
-	t.mu.Lock()
-	c := t.informerCounts(informer)
-	c.FifoDepth = depth
-	if op == FifoOpQueued {
-		c.Fifo++
-	}
-	t.mu.Unlock()
+	t.InformerTopic(informer).Fifo(op, key, delta, depth)
 }
 
 // HandlerCall is one event handler call: which handler, which event, its outcome.
@@ -335,26 +329,136 @@ type HandlerCall struct {
 	Outcome   HandlerOutcome
 	Duration  time.Duration
 	Error     string
-	Old, New  any  // the objects the handler received (only their resourceVersions are published)
-	Tombstone bool // a delete seen only by a relist: the last known object
+	Old, New  any       // the objects the handler received (only their resourceVersions are published)
+	Tombstone bool      // a delete seen only by a relist: the last known object
+	At        time.Time // when the call returned, the record's time (zero: now)
 }
 
 // Handler: an event handler ran.
 func (t *Telemetry) Handler(informer string, c HandlerCall) {
+	t.InformerTopic(informer).Handler(c)
+}
+
+// InformerTopic is one informer's topic, for an observer that publishes every event of the
+// informer: it saves looking the informer up per call. Its methods are safe for concurrent use.
+type InformerTopic struct {
+	tel    *Telemetry
+	topic  string
+	ts     *topicState     // the publisher's, from the first record on (guarded by the publisher's mu)
+	counts *informerCounts // its fields guarded by the publisher's mu
+}
+
+// InformerTopic is informer's topic handle (the same one for every call with the same name).
+func (t *Telemetry) InformerTopic(informer string) *InformerTopic {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	it := t.infTopics[informer]
+	if it == nil {
+		it = &InformerTopic{tel: t, topic: t.topicLocked(TopicKindInformer, informer), counts: t.informerCounts(informer)}
+		t.infTopics[informer] = it
+	}
+	return it
+}
+
+// Topic is the informer's topic name.
+func (it *InformerTopic) Topic() string { return it.topic }
+
+func (it *InformerTopic) state() *topicState { // the publisher's mu held
+	if it.ts == nil {
+		it.ts = it.tel.pub.topic(it.topic)
+	}
+	return it.ts
+}
+
+// publish publishes r (finished at now) and counts it with count, under the publisher's lock.
+func (it *InformerTopic) publish(r *record, now float64, count func(c *informerCounts)) {
+	rec := r.done(now)
+	p := it.tel.pub
+	p.mu.Lock()
+	next := p.publishLocked(it.state(), rec)
+	count(it.counts)
+	p.mu.Unlock()
+	r.release()
+	p.after(next)
+}
+
+func countWatch(c *informerCounts)   { c.Watch++ }
+func countHandler(c *informerCounts) { c.Handlers++ }
+func countHandlerError(c *informerCounts) {
+	c.Handlers++
+	c.HandlerErrors++
+}
+
+// WatchEvent is Telemetry.WatchEvent for this informer.
+func (it *InformerTopic) WatchEvent(eventType WatchEventType, key, resourceVersion string) {
+	r := newRecord(RecordKindWatch).str("type", string(eventType)).str("key", key).str("rv", resourceVersion)
+	it.publish(r, it.tel.now(), countWatch)
+}
+
+// StoreUpsert is Telemetry.StoreUpsert for this informer.
+func (it *InformerTopic) StoreUpsert(key string, obj any) {
+	s := Summarize(obj)
+	p := it.tel.pub
+	p.mu.Lock()
+	it.setSummaryLocked(key, s)
+	it.counts.Cache++
+	p.mu.Unlock()
+}
+
+// setSummaryLocked sets key's state value to s, written straight into the entry.
+func (it *InformerTopic) setSummaryLocked(key string, s Summary) { // the publisher's mu held
+	t := it.state()
+	e := it.tel.pub.entry(t, key)
+	e.val = s.appendJSON(e.val[:0])
+	t.setLive(e, valueRaw)
+}
+
+// StoreDelete is Telemetry.StoreDelete for this informer.
+func (it *InformerTopic) StoreDelete(key string) {
+	p := it.tel.pub
+	p.mu.Lock()
+	it.state().deleteLocked(key)
+	it.counts.Cache++
+	p.mu.Unlock()
+}
+
+// Fifo is Telemetry.Fifo for this informer.
+func (it *InformerTopic) Fifo(op FifoOp, key string, delta DeltaType, depth int) {
+	r := newRecord(RecordKindFifo).str("op", string(op)).str("key", key).str("delta", string(delta)).
+		int("depth", depth)
+	rec := r.done(it.tel.now())
+	p := it.tel.pub
+	p.mu.Lock()
+	next := p.publishLocked(it.state(), rec)
+	c := it.counts
+	c.FifoDepth = depth
+	if op == FifoOpQueued {
+		c.Fifo++
+	}
+	p.mu.Unlock()
+	r.release()
+	p.after(next)
+}
+
+// Handler is Telemetry.Handler for this informer.
+func (it *InformerTopic) Handler(c HandlerCall) {
 	r := newRecord(RecordKindHandler).str("handler", c.Handler).str("event", string(c.Event)).str("key", c.Key).
 		str("outcome", string(c.Outcome)).float("duration", c.Duration.Seconds()).optStr("error", c.Error).
 		optStr("rv", ResourceVersion(c.New)).optStr("old_rv", ResourceVersion(c.Old))
 	if c.Tombstone {
 		r.boolean("tombstone", true)
 	}
-	t.emit(TopicKindInformer, informer, r)
-	t.mu.Lock()
-	ic := t.informerCounts(informer)
-	ic.Handlers++
-	if c.Outcome == HandlerOutcomeError {
-		ic.HandlerErrors++
+	var now float64
+	if c.At.IsZero() {
+		now = it.tel.now()
+	} else {
+		now = wallMs(c.At)
 	}
-	t.mu.Unlock()
+	if c.Outcome == HandlerOutcomeError {
+		it.publish(r, now, countHandlerError)
+	} else {
+		it.publish(r, now, countHandler)
+	}
 }
 
 // -- workqueue ---------------------------------------------------------------------------------
@@ -426,6 +530,40 @@ func (q *QueueTopic) Record(r QueueRecord) (QueueItem, bool) {
 	return item, ok
 }
 
+// RecordAdd publishes an add of key at depth, classified from the key's current item the way
+// client-go's queue decides it: a key queued or already dirty is a dedup, one processing a defer,
+// any other an add. Classification, record and fold happen under the publisher's one lock.
+func (q *QueueTopic) RecordAdd(key string, depth int) (QueueOp, QueueItem, bool) {
+	now := q.tel.now()
+	p := q.tel.pub
+	p.mu.Lock()
+	if q.ts == nil {
+		q.ts = p.topic(q.topic)
+	}
+	op := QueueOpAdd
+	e := q.ts.state[key]
+	if e != nil && e.live && e.kind == valueQueueItem {
+		switch {
+		case e.item.S == QueueItemStateQueued || e.item.Dirty:
+			op = QueueOpDedup
+		case e.item.S == QueueItemStateProcessing:
+			op = QueueOpDefer
+		}
+	}
+	rb := newRecord(RecordKindQueue).str("op", string(op)).str("key", key).int("depth", depth).
+		optFloat("delay", nil).optInt("requeues", nil).optFloat("duration", nil)
+	next := p.publishLocked(q.ts, rb.done(now))
+	var item QueueItem
+	var ok bool
+	if key != "" {
+		item, ok = p.foldQueueEntryLocked(q.ts, e, key, op, now, nil, nil)
+	}
+	p.mu.Unlock()
+	rb.release()
+	p.after(next)
+	return op, item, ok
+}
+
 // Item is key's current item, if any.
 func (q *QueueTopic) Item(key string) (QueueItem, bool) {
 	p := q.tel.pub
@@ -446,8 +584,13 @@ func (q *QueueTopic) Item(key string) (QueueItem, bool) {
 // foldQueueLocked applies one queue record to key's item in t's state (FoldQueueOp).
 func (p *Publisher) foldQueueLocked(t *topicState, key string, op QueueOp, now float64, delay *float64,
 	requeues *int) (QueueItem, bool) { // p.mu held
+	return p.foldQueueEntryLocked(t, t.state[key], key, op, now, delay, requeues)
+}
+
+// foldQueueEntryLocked is foldQueueLocked with key's entry (nil: none) already looked up.
+func (p *Publisher) foldQueueEntryLocked(t *topicState, e *stateEntry, key string, op QueueOp, now float64,
+	delay *float64, requeues *int) (QueueItem, bool) { // p.mu held
 	var prev *QueueItem
-	e := t.state[key]
 	if e != nil && e.live && e.kind == valueQueueItem {
 		prev = &e.item
 	}

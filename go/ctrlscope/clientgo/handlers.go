@@ -26,13 +26,13 @@ var PanicFlushTimeout = 2 * time.Second
 // name, event, key, outcome, duration, resourceVersions, tombstone) on informer's topic.
 // Register the result in place of h: inf.AddEventHandler(clientgo.Handlers(tel, name, "print", h)).
 func Handlers(tel *ctrlscope.Telemetry, informer, handlerName string, h cache.ResourceEventHandler) cache.ResourceEventHandler {
-	return &observedHandler{c: handlerCaller{tel: tel, informer: informer, handler: handlerName}, h: h}
+	return &observedHandler{c: handlerCaller{tel: tel, it: tel.InformerTopic(informer), handler: handlerName}, h: h}
 }
 
 // HandlerFuncs is Handlers for a ResourceEventHandlerFuncs: each function that is set is wrapped;
 // one left nil stays nil, so an event without a function publishes nothing (nothing ran).
 func HandlerFuncs(tel *ctrlscope.Telemetry, informer, handlerName string, f cache.ResourceEventHandlerFuncs) cache.ResourceEventHandlerFuncs {
-	c := handlerCaller{tel: tel, informer: informer, handler: handlerName}
+	c := handlerCaller{tel: tel, it: tel.InformerTopic(informer), handler: handlerName}
 	out := cache.ResourceEventHandlerFuncs{}
 	if add := f.AddFunc; add != nil {
 		out.AddFunc = func(obj any) { c.call(ctrlscope.HandlerEventAdd, nil, obj, func() { add(obj) }) }
@@ -66,8 +66,9 @@ func (o *observedHandler) OnDelete(obj any) {
 }
 
 type handlerCaller struct {
-	tel               *ctrlscope.Telemetry
-	informer, handler string
+	tel     *ctrlscope.Telemetry
+	it      *ctrlscope.InformerTopic
+	handler string
 }
 
 func (c handlerCaller) call(event ctrlscope.HandlerEvent, oldObj, obj any, f func()) {
@@ -90,7 +91,7 @@ func (c handlerCaller) call(event ctrlscope.HandlerEvent, oldObj, obj any, f fun
 		} else {
 			rec.Error = fmt.Sprintf("panic: %v", r)
 		}
-		c.tel.Handler(c.informer, rec)
+		c.it.Handler(rec)
 		ctx, cancel := context.WithTimeout(context.Background(), PanicFlushTimeout)
 		_, _ = c.tel.Publisher().Flush(ctx)
 		cancel()
@@ -100,6 +101,8 @@ func (c handlerCaller) call(event ctrlscope.HandlerEvent, oldObj, obj any, f fun
 	}()
 	f()
 	returned = true
-	rec.Outcome, rec.Duration = ctrlscope.HandlerOutcomeOk, clk.Since(start)
-	c.tel.Handler(c.informer, rec)
+	// One clock read for the duration and the record's time.
+	end := clk.Now()
+	rec.Outcome, rec.Duration, rec.At = ctrlscope.HandlerOutcomeOk, end.Sub(start), end
+	c.it.Handler(rec)
 }

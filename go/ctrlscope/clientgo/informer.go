@@ -125,6 +125,7 @@ func WithWatchErrorHandler(handler cache.WatchErrorHandlerWithContext) InformerO
 type Informer struct {
 	tel          *ctrlscope.Telemetry
 	name         string
+	it           *ctrlscope.InformerTopic
 	inf          cache.SharedIndexInformer
 	gvr          schema.GroupVersionResource
 	hasGVR       bool
@@ -163,7 +164,8 @@ type Informer struct {
 // record is published at sync (rv and cache size then) and relisted changes are indistinguishable
 // from watch events.
 func ObserveInformer(tel *ctrlscope.Telemetry, name string, inf cache.SharedIndexInformer, opts ...InformerOption) (*Informer, error) {
-	o := &Informer{tel: tel, name: name, inf: inf, stop: make(chan struct{}), started: tel.Clock().Now()}
+	o := &Informer{tel: tel, name: name, it: tel.InformerTopic(name), inf: inf, stop: make(chan struct{}),
+		started: tel.Clock().Now()}
 	for _, opt := range opts {
 		opt(o)
 	}
@@ -449,13 +451,13 @@ func sameObject(a, b any) bool {
 func (h observingHandler) OnAdd(obj any, isInInitialList bool) {
 	o := h.o
 	key := objectKey(obj)
-	o.tel.StoreUpsert(o.name, key, obj)
+	o.it.StoreUpsert(key, obj)
 	switch {
 	case isInInitialList:
 	case o.relistItem(obj):
-		o.tel.Fifo(o.name, ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeReplaced, 0)
+		o.it.Fifo(ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeReplaced, 0)
 	default:
-		o.tel.WatchEvent(o.name, ctrlscope.WatchEventTypeAdded, key, ctrlscope.ResourceVersion(obj))
+		o.it.WatchEvent(ctrlscope.WatchEventTypeAdded, key, ctrlscope.ResourceVersion(obj))
 	}
 }
 
@@ -464,28 +466,28 @@ func (h observingHandler) OnUpdate(oldObj, newObj any) {
 	key := objectKey(newObj)
 	if sameObject(oldObj, newObj) {
 		// A resync: the cached object handed out again; the cache did not change.
-		o.tel.Fifo(o.name, ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeSync, 0)
+		o.it.Fifo(ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeSync, 0)
 		return
 	}
-	o.tel.StoreUpsert(o.name, key, newObj)
+	o.it.StoreUpsert(key, newObj)
 	rv := ctrlscope.ResourceVersion(newObj)
 	if rv == ctrlscope.ResourceVersion(oldObj) || o.relistItem(newObj) {
-		o.tel.Fifo(o.name, ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeReplaced, 0)
+		o.it.Fifo(ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeReplaced, 0)
 		return
 	}
-	o.tel.WatchEvent(o.name, ctrlscope.WatchEventTypeModified, key, rv)
+	o.it.WatchEvent(ctrlscope.WatchEventTypeModified, key, rv)
 }
 
 func (h observingHandler) OnDelete(obj any) {
 	o := h.o
 	key := objectKey(obj)
-	o.tel.StoreDelete(o.name, key)
+	o.it.StoreDelete(key)
 	if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		// Deleted while unseen: a relist no longer had it.
-		o.tel.Fifo(o.name, ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeDeleted, 0)
+		o.it.Fifo(ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeDeleted, 0)
 		return
 	}
-	o.tel.WatchEvent(o.name, ctrlscope.WatchEventTypeDeleted, key, ctrlscope.ResourceVersion(obj))
+	o.it.WatchEvent(ctrlscope.WatchEventTypeDeleted, key, ctrlscope.ResourceVersion(obj))
 }
 
 // -- the registry the transport matches requests against -----------------------------------------

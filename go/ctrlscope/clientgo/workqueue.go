@@ -128,6 +128,9 @@ func WrapQueue[T comparable](tel *ctrlscope.Telemetry, name string, inner workqu
 	limiter *RateLimiter[T], opts QueueOptions[T]) *Queue[T] {
 	if opts.KeyOf == nil {
 		opts.KeyOf = DefaultKey[T]
+		if f, ok := any(func(s string) string { return s }).(func(T) string); ok {
+			opts.KeyOf = f // DefaultKey of a string, without boxing it
+		}
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -156,21 +159,6 @@ func (q *Queue[T]) len() int {
 	return q.depth
 }
 
-// classify says what an Add of key does now, from the key's item (client-go's queue rules).
-func (q *Queue[T]) classify(key string) ctrlscope.QueueOp {
-	item, ok := q.qt.Item(key)
-	switch {
-	case !ok:
-		return ctrlscope.QueueOpAdd
-	case item.S == ctrlscope.QueueItemStateQueued || item.Dirty:
-		return ctrlscope.QueueOpDedup
-	case item.S == ctrlscope.QueueItemStateProcessing:
-		return ctrlscope.QueueOpDefer
-	default:
-		return ctrlscope.QueueOpAdd
-	}
-}
-
 // Add adds item (published as add, dedup or defer).
 func (q *Queue[T]) Add(item T) {
 	if q.inner.ShuttingDown() {
@@ -187,7 +175,8 @@ func (q *Queue[T]) Add(item T) {
 }
 
 func (q *Queue[T]) addedLocked(key string) {
-	q.record(q.classify(key), key, q.len(), nil, nil, nil)
+	// Classified (add, dedup or defer) from the key's item and published in one step (RecordAdd).
+	q.qt.RecordAdd(key, q.len())
 }
 
 // Len is the inner queue's.
