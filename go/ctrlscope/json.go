@@ -163,8 +163,6 @@ func (r *record) strs(k string, vs []string) *record {
 	return r
 }
 
-func (r *record) raw(k string, v []byte) *record { r.key(k); r.b = append(r.b, v...); return r }
-
 func (r *record) done(tsMs float64) []byte {
 	r.key("ts")
 	r.b = appendFloat(r.b, tsMs)

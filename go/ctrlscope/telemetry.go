@@ -22,7 +22,6 @@ package ctrlscope
 import (
 	"context"
 	"encoding/json"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -784,14 +783,4 @@ func (t *Telemetry) SetupError(controller, errText string) {
 	r := newRecord(RecordKindSetupError).str("controller", controller).str("error", errText)
 	t.pub.Publish(t.ErrorsTopic, r.done(t.now()))
 	r.release()
-}
-
-// sortedKeys is a helper for deterministic iteration.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
