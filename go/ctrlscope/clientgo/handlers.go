@@ -75,7 +75,7 @@ func (c handlerCaller) call(event ctrlscope.HandlerEvent, oldObj, obj any, f fun
 	clk := c.tel.Clock()
 	start := clk.Now()
 	_, tombstone := obj.(cache.DeletedFinalStateUnknown)
-	rec := ctrlscope.HandlerCall{Handler: c.handler, Event: event, Key: objectKey(obj), Old: oldObj, New: obj,
+	rec := ctrlscope.HandlerCall{Handler: c.handler, Event: event, Key: ObjectKey(obj), Old: oldObj, New: obj,
 		Tombstone: tombstone}
 	returned := false
 	defer func() {

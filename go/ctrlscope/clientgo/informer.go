@@ -415,17 +415,6 @@ func (o *Informer) watchEnded(reason ctrlscope.WatchEndReason, errText string, i
 
 type observingHandler struct{ o *Informer }
 
-func objectKey(obj any) string {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return t.Key
-	}
-	key, err := cache.MetaNamespaceKeyFunc(obj)
-	if err != nil {
-		return ""
-	}
-	return key
-}
-
 // relistItem says whether a notification for obj belongs to the last relist: while the relist's
 // notifications last, objects are at or below its resourceVersion; the first newer one is a watch
 // event and ends the window.
@@ -450,7 +439,7 @@ func sameObject(a, b any) bool {
 
 func (h observingHandler) OnAdd(obj any, isInInitialList bool) {
 	o := h.o
-	key := objectKey(obj)
+	key := ObjectKey(obj)
 	o.it.StoreUpsert(key, obj)
 	switch {
 	case isInInitialList:
@@ -463,7 +452,7 @@ func (h observingHandler) OnAdd(obj any, isInInitialList bool) {
 
 func (h observingHandler) OnUpdate(oldObj, newObj any) {
 	o := h.o
-	key := objectKey(newObj)
+	key := ObjectKey(newObj)
 	if sameObject(oldObj, newObj) {
 		// A resync: the cached object handed out again; the cache did not change.
 		o.it.Fifo(ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeSync, 0)
@@ -480,7 +469,7 @@ func (h observingHandler) OnUpdate(oldObj, newObj any) {
 
 func (h observingHandler) OnDelete(obj any) {
 	o := h.o
-	key := objectKey(obj)
+	key := ObjectKey(obj)
 	o.it.StoreDelete(key)
 	if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		// Deleted while unseen: a relist no longer had it.

@@ -108,7 +108,7 @@ func testObservedInformer(t *testing.T, watchList bool) {
 	if _, err := inf.AddEventHandler(Handlers(f.Tel, name, "user", cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { user.add("add " + obj.(*appsv1.Deployment).Name) },
 		UpdateFunc: func(_, obj any) { user.add("update " + obj.(*appsv1.Deployment).Name) },
-		DeleteFunc: func(obj any) { user.add("delete " + objectKey(obj)) },
+		DeleteFunc: func(obj any) { user.add("delete " + ObjectKey(obj)) },
 	})); err != nil {
 		t.Fatal(err)
 	}

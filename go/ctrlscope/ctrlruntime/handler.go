@@ -42,14 +42,12 @@ type observedHandler struct {
 	inner      handler.EventHandler
 }
 
+// objectKey is clientgo.ObjectKey, "" for a nil object (an event may carry a typed nil).
 func objectKey(obj client.Object) string {
 	if obj == nil || reflect.ValueOf(obj).IsNil() {
 		return ""
 	}
-	if obj.GetNamespace() == "" {
-		return obj.GetName()
-	}
-	return obj.GetNamespace() + "/" + obj.GetName()
+	return clientgo.ObjectKey(obj)
 }
 
 func (h *observedHandler) publish(event ctrlscope.ControllerEvent, obj client.Object, r *recorder) {

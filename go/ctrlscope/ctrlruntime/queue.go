@@ -14,12 +14,7 @@ import (
 
 // Key names a request as informers key objects: "namespace/name", or "name" when cluster-scoped
 // (reconcile.Request's String gives "/name" there).
-func Key(r reconcile.Request) string {
-	if r.Namespace == "" {
-		return r.Name
-	}
-	return r.Namespace + "/" + r.Name
-}
+func Key(r reconcile.Request) string { return clientgo.NamespacedKey(r.NamespacedName) }
 
 // ControllerOptions returns o with NewQueue set so that the controller's workqueue publishes its
 // per-key state to queue/{name} (name: the controller's name, which is also the queue's). Pass
