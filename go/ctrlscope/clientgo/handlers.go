@@ -65,6 +65,15 @@ func (o *observedHandler) OnDelete(obj any) {
 	o.c.call(ctrlscope.HandlerEventDelete, nil, obj, func() { o.h.OnDelete(obj) })
 }
 
+// CallHandler runs f as one call of handler handlerName for an event of informer's, published
+// like a Handlers call: duration and outcome; a panic published as an error (the publisher flushed
+// within PanicFlushTimeout), then raised again. For wrappers of other handler shapes
+// (controller-runtime's event handlers); oldObj is nil but for updates.
+func CallHandler(tel *ctrlscope.Telemetry, informer, handlerName string, event ctrlscope.HandlerEvent, oldObj, obj any,
+	f func()) {
+	handlerCaller{tel: tel, it: tel.InformerTopic(informer), handler: handlerName}.call(event, oldObj, obj, f)
+}
+
 type handlerCaller struct {
 	tel     *ctrlscope.Telemetry
 	it      *ctrlscope.InformerTopic

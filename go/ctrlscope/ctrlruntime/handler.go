@@ -2,7 +2,6 @@ package ctrlruntime
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"sort"
 	"strings"
@@ -63,28 +62,17 @@ var handlerEvents = map[ctrlscope.ControllerEvent]ctrlscope.HandlerEvent{
 	ctrlscope.ControllerEventDelete: ctrlscope.HandlerEventDelete,
 }
 
-// informerCall publishes the informer handler call that delivered an event to controller, on the
-// informer's topic, as the Python runtime's controllers do (handler "controller/{name}"): the
-// pipeline's handler stage counts them. A panic in the handler is published, then re-raised.
-func (i *Instrumentation) informerCall(controller string, ev ctrlscope.ControllerEvent, old, obj client.Object,
-	start time.Time, panicked any) {
-	hev, ok := handlerEvents[ev]
-	informer := i.informerOf(obj)
-	if !ok || informer == "" {
-		return
+// informerHandler says on which informer's topic an event of controller's is published as the
+// informer handler call that delivered it, as the Python runtime's controllers do (handler
+// "controller/{name}": the pipeline's handler stage counts them); ok is false for generic events
+// and objects of types the scheme does not know.
+func (i *Instrumentation) informerHandler(controller string, ev ctrlscope.ControllerEvent, obj client.Object) (
+	informer, handlerName string, hev ctrlscope.HandlerEvent, ok bool) {
+	hev, ok = handlerEvents[ev]
+	if informer = i.informerOf(obj); !ok || informer == "" {
+		return "", "", "", false
 	}
-	call := ctrlscope.HandlerCall{Handler: "controller/" + controller, Event: hev, Key: objectKey(obj),
-		Outcome: ctrlscope.HandlerOutcomeOk, New: obj}
-	if old != nil && !reflect.ValueOf(old).IsNil() {
-		call.Old = old
-	}
-	if !start.IsZero() {
-		call.Duration = i.tel.Clock().Since(start)
-	}
-	if panicked != nil {
-		call.Outcome, call.Error = ctrlscope.HandlerOutcomeError, fmt.Sprintf("panic: %v", panicked)
-	}
-	i.tel.Handler(informer, call)
+	return informer, "controller/" + controller, hev, true
 }
 
 // informerOf names the informer obj's events come from ("group/version/Kind"), "" if the scheme
@@ -108,16 +96,19 @@ func (i *Instrumentation) informerOf(obj client.Object) string {
 	return name
 }
 
+// call runs the inner handler as the informer handler call that delivered the event (timed; a
+// panic is published, then raised again: clientgo.CallHandler).
 func (h *observedHandler) call(ev ctrlscope.ControllerEvent, old, obj client.Object, run func()) {
-	start := h.i.tel.Clock().Now()
-	defer func() {
-		if p := recover(); p != nil {
-			h.i.informerCall(h.controller, ev, old, obj, start, p)
-			panic(p)
-		}
-	}()
-	run()
-	h.i.informerCall(h.controller, ev, old, obj, start, nil)
+	informer, name, hev, ok := h.i.informerHandler(h.controller, ev, obj)
+	if !ok {
+		run()
+		return
+	}
+	var oldObj any
+	if old != nil && !reflect.ValueOf(old).IsNil() {
+		oldObj = old
+	}
+	clientgo.CallHandler(h.i.tel, informer, name, hev, oldObj, obj, run)
 }
 
 // Create implements handler.EventHandler.
@@ -266,7 +257,11 @@ type observedPredicate struct {
 func (p *observedPredicate) verdict(ok bool, ev ctrlscope.ControllerEvent, obj client.Object) bool {
 	if !ok {
 		p.i.tel.Event(p.controller, ev, objectKey(obj), nil, p.name)
-		p.i.informerCall(p.controller, ev, nil, obj, time.Time{}, nil) // the call ended at the predicate
+		if informer, name, hev, found := p.i.informerHandler(p.controller, ev, obj); found {
+			// the informer handler call ended at the predicate
+			p.i.tel.Handler(informer, ctrlscope.HandlerCall{Handler: name, Event: hev, Key: objectKey(obj),
+				Outcome: ctrlscope.HandlerOutcomeOk, New: obj})
+		}
 	}
 	return ok
 }
