@@ -167,7 +167,11 @@ func (q *Queue[T]) Add(item T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.inner.Add(item)
-	key := q.keyOf(item)
+	q.addedNowLocked(q.keyOf(item))
+}
+
+// addedNowLocked publishes an add the inner queue made at once (q.mu held).
+func (q *Queue[T]) addedNowLocked(key string) {
 	if q.pq {
 		q.cancel(key) // the priority queue made a waiting key ready: its delayed add is gone
 	}
@@ -288,20 +292,14 @@ func (q *Queue[T]) AddWith(item T, after time.Duration, rateLimited bool, add fu
 	if q.inner.ShuttingDown() {
 		return
 	}
-	if !rateLimited && after <= 0 {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		add()
-		key := q.keyOf(item)
-		if q.pq {
-			q.cancel(key)
-		}
-		q.addedLocked(key)
-		return
-	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	key := q.keyOf(item)
+	if !rateLimited && after <= 0 {
+		add()
+		q.addedNowLocked(key)
+		return
+	}
 	absorbed := false
 	if q.pq { // a key the priority queue holds ready keeps being ready: the delay is absorbed
 		it, ok := q.qt.Item(key)
