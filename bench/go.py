@@ -23,7 +23,8 @@ bench/informer.py), so GOMAXPROCS follows.
 
 Run: ``python bench/go.py [--rounds 5] [-n 10000] [--reconciles 100000] [--get-reconciles 20000]
 [--profile DIR]``.
-Go: $CTRLSCOPE_GO, else ``go`` on PATH, else /usr/local/go/bin/go; without one it says so and exits 0.
+Go: ``controllers.golang.find_go`` ($CTRLSCOPE_GO, ``go`` on PATH, /usr/local/go/bin/go, .venv's; none with
+CTRLSCOPE_SKIP_GO=1); without one it says so and exits 0.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -44,13 +44,7 @@ BIN_DIR = ROOT / "run" / "go-bin"
 GOAL = 5.0  # % slower than plain, at most (the issue's goal)
 sys.path.insert(0, str(ROOT))
 
-
-def find_go() -> str | None:
-    """The Go toolchain: $CTRLSCOPE_GO, ``go`` on PATH, or /usr/local/go/bin/go."""
-    for candidate in (os.environ.get("CTRLSCOPE_GO"), shutil.which("go"), "/usr/local/go/bin/go"):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+from controllers.golang import find_go  # noqa: E402  (the Go the demo and the tests use)
 
 
 def build(go: str, program: str, instrumented: bool = True) -> tuple[Path | None, str]:
