@@ -8,27 +8,20 @@ published consistent, like a Python worker's.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import wait_until
 from tests.golang.telemetry import Published
+from tests.sim.conftest import Kubectl
 
-KUBECTL = "/usr/bin/kubectl"
 INFORMER = "w/go-informer/informer/apps_v1_Deployment"
 
 
 def kubectl(kubeconfig: Path, home: Path, *args: str) -> str:
-    env = {"HOME": str(home), "KUBECONFIG": str(kubeconfig), "PATH": os.environ.get("PATH", ""),
-           "KUBECTL_KUBERC": "false"}
-    r = subprocess.run([KUBECTL, "--cache-dir", str(home / "cache"), *args], env=env, capture_output=True,
-                       text=True, timeout=30)
-    assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
-    return r.stdout
+    return Kubectl.for_kubeconfig(kubeconfig, home).run(*args, timeout=30).stdout
 
 
 @pytest.fixture

@@ -8,16 +8,15 @@ import sys
 
 import orjson
 import pytest
-import redis
 
 from controllers.clock import FakeClock
 from controllers.publish import ProtocolPublisher
 from controllers.schema import PROTOCOL_VERSION, QueueOp, TopicKind, worker_topic
 from controllers.telemetry.publisher import RedisPublisher
-from controllers.telemetry.streams import SNAPSHOT_ID_FIELD, Keys
 from controllers.telemetry.telemetry_observer import TelemetryObserver
 from controllers.workqueue import RateLimitingQueue
 from tests.conftest import ROOT
+from tests.telemetry.test_publisher import read_snapshot, read_stream
 
 
 @pytest.fixture
@@ -40,29 +39,15 @@ def flush(pub: RedisPublisher) -> None:
 
 
 def records(url: str, prefix: str, topic: str) -> list[dict]:
-    r = redis.Redis.from_url(url)
-    try:
-        return [rec for _, f in r.xrange(Keys(prefix).stream(topic)) for rec in orjson.loads(f[b"f"])["r"]]
-    finally:
-        r.close()
+    return [rec for _, frame in read_stream(url, prefix, topic) for rec in frame["r"]]
 
 
 def frames(url: str, prefix: str, topic: str) -> list[dict]:
-    r = redis.Redis.from_url(url)
-    try:
-        return [orjson.loads(f[b"f"]) for _, f in r.xrange(Keys(prefix).stream(topic))]
-    finally:
-        r.close()
+    return [frame for _, frame in read_stream(url, prefix, topic)]
 
 
 def snapshot(url: str, prefix: str, topic: str) -> dict:
-    r = redis.Redis.from_url(url)
-    try:
-        raw = r.hgetall(Keys(prefix).snapshot(topic))
-    finally:
-        r.close()
-    raw.pop(SNAPSHOT_ID_FIELD.encode(), None)
-    return {k.decode(): orjson.loads(v) for k, v in raw.items()}
+    return read_snapshot(url, prefix, topic)[1]
 
 
 def test_add_is_reported_as_add_dedup_or_defer_from_the_queue_item_model(api, redis_url, prefix):

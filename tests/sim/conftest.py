@@ -64,8 +64,18 @@ class Kubectl:
     """Runs the real kubectl binary against one cluster, never touching the user's config."""
 
     def __init__(self, cluster: SimCluster, home: Path) -> None:
+        self._use(cluster.write_kubeconfig(home / "kubeconfig"), home)
+
+    @classmethod
+    def for_kubeconfig(cls, kubeconfig: Path, home: Path) -> Kubectl:
+        """kubectl for a cluster this process does not run (``manage.py simcluster``'s kubeconfig)."""
+        kubectl = cls.__new__(cls)
+        kubectl._use(kubeconfig, home)
+        return kubectl
+
+    def _use(self, kubeconfig: Path, home: Path) -> None:
         self.home = home
-        self.kubeconfig = cluster.write_kubeconfig(home / "kubeconfig")
+        self.kubeconfig = kubeconfig
         self.env = {"HOME": str(home), "KUBECONFIG": str(self.kubeconfig), "PATH": os.environ.get("PATH", ""),
                     "KUBECTL_KUBERC": "false"}
 

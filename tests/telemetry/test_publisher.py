@@ -25,7 +25,7 @@ def read_snapshot(url: str, prefix: str, topic: str) -> tuple[bytes, dict]:
         raw = r.hgetall(Keys(prefix).snapshot(topic))
     finally:
         r.close()
-    snap_id = raw.pop(SNAPSHOT_ID_FIELD.encode())
+    snap_id = raw.pop(SNAPSHOT_ID_FIELD.encode(), b"0-0")  # no hash: the empty state as of 0-0
     return snap_id, {k.decode(): orjson.loads(v) for k, v in raw.items()}
 
 
