@@ -131,11 +131,12 @@ class MetricsObserver(Observer):
         elif op == QueueOp.ADD_RATE_LIMITED:
             self.retries.labels(queue, queue).inc()
 
-    def on_reconcile_start(self, controller: str, *, key: str, worker: int) -> None:
+    def on_reconcile_start(self, controller: str, *, key: str, worker: int, **_: Any) -> None:
         self.active_workers.labels(controller).inc()
 
     def on_reconcile_end(self, controller: str, *, key: str, worker: int, duration: float,
-                         result: ReconcileResult, requeue_after: float = 0.0, error: str | None = None) -> None:
+                         result: ReconcileResult, requeue_after: float = 0.0, error: str | None = None,
+                         **_: Any) -> None:
         self.active_workers.labels(controller).dec()
         self.reconcile_time.labels(controller).observe(duration)
         if result in FAILED_RESULTS:

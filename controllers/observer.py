@@ -27,9 +27,14 @@ from typing import Any
 from controllers.schema import (
     ControllerEvent,
     DeltaType,
+    ErrorKind,
     FifoOp,
+    HandlerCause,
     HandlerEvent,
     HandlerOutcome,
+    HandlerProgress,
+    LogLevel,
+    ObservationMode,
     QueueOp,
     ReconcileResult,
     ReflectorState,
@@ -115,10 +120,12 @@ class Observer:
         """
 
     # -- Controller ------------------------------------------------------------------------
-    def on_controller(self, controller: str, *, watches: list[str], workers: int, started: bool) -> None:
+    def on_controller(self, controller: str, *, watches: list[str], workers: int, started: bool,
+                      mode: ObservationMode | None = None, unseen: list[str] | None = None) -> None:
         """A controller was wired to another informer (``watches``: every informer it watches so
         far) or started (``started``) or stopped its ``workers`` reconcile workers. A controller that
-        waits for its caches, or for leadership, has been reported but not started."""
+        waits for its caches, or for leadership, has been reported but not started. A controller
+        observed from outside its process says so (``mode``) and what that cannot see (``unseen``)."""
 
     # -- Controller event mapping -----------------------------------------------------------
     def on_event(self, controller: str, *, event: ControllerEvent, key: str, requests: list[str],
@@ -128,21 +135,41 @@ class Observer:
         the cause that the workqueue's dedup later discards."""
 
     # -- Reconcile -------------------------------------------------------------------------
-    def on_reconcile_start(self, controller: str, *, key: str, worker: int) -> None:
-        """A worker took ``key`` and called Reconcile."""
+    def on_reconcile_start(self, controller: str, *, key: str, worker: int, handler: str | None = None,
+                           cause: HandlerCause | None = None, retry: int | None = None) -> None:
+        """A worker took ``key`` and called Reconcile. Frameworks with per-object handlers (kopf)
+        also say which ``handler`` ran, its ``cause`` and ``retry`` (0 on the first attempt)."""
 
     def on_reconcile_end(self, controller: str, *, key: str, worker: int, duration: float,
                          result: ReconcileResult, requeue_after: float = 0.0,
-                         error: str | None = None) -> None:
+                         error: str | None = None, handler: str | None = None, cause: HandlerCause | None = None,
+                         retry: int | None = None, delay: float | None = None,
+                         error_kind: ErrorKind | None = None) -> None:
         """Reconcile returned or raised. ``result`` uses controller-runtime's labels:
-        success, error, requeue, requeue_after, terminal (and panic for unexpected exceptions)."""
+        success, error, requeue, requeue_after, terminal (and panic for unexpected exceptions).
+        A framework that retries a handler itself says when (``delay`` seconds) and why
+        (``error_kind``: a TemporaryError's own delay, a fixed backoff, given up...)."""
+
+    def on_log(self, controller: str, *, key: str, level: LogLevel, message: str,
+               handler: str | None = None) -> None:
+        """The controller logged ``message`` about object ``key`` (kopf's per-object loggers),
+        from inside ``handler`` when it is known."""
+
+    def on_progress(self, controller: str, *, key: str, handler: str, state: HandlerProgress | None,
+                    retries: int = 0, next_at: float | None = None, cause: HandlerCause | None = None,
+                    error: str | None = None) -> None:
+        """One handler's stored progress on object ``key`` (kopf's ``kopf.zalando.org/{handler}``
+        annotation or status field) as read from the object: ``state`` ``None`` when the progress
+        was removed; ``next_at`` wall ms of a delayed retry."""
 
     # -- API client ------------------------------------------------------------------------
-    def on_request(self, *, method: str, path: str, code: int, duration: float) -> None:
+    def on_request(self, *, method: str, path: str, code: int, duration: float,
+                   controller: str | None = None) -> None:
         """The API client made one request. ``code`` is the HTTP status, 0 when no response came
         (refused, reset, timed out); ``duration`` is seconds until the response headers. Called on
         the requesting thread, so an observer can tell a Reconcile's writes (made on that worker's
-        thread, between ``on_reconcile_start`` and ``on_reconcile_end``) from reflector lists."""
+        thread, between ``on_reconcile_start`` and ``on_reconcile_end``) from reflector lists.
+        An asynchronous caller, whose requests share one thread, names the ``controller`` instead."""
 
     # -- Leader election -------------------------------------------------------------------
     def on_leader(self, name: str, *, identity: str, leader: bool, holder: str | None) -> None:

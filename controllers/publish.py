@@ -44,8 +44,13 @@ from controllers.clock import Clock, RealClock
 from controllers.metrics import FAMILIES, MetricsObserver
 from controllers.observer import FanoutObserver, StoreOp
 from controllers.schema import (
+    ErrorKind,
+    HandlerCause,
     HandlerEvent,
     HandlerOutcome,
+    HandlerProgress,
+    LogLevel,
+    ObservationMode,
     QueueItemState,
     QueueOp,
     ReconcileResult,
@@ -128,9 +133,12 @@ class ProtocolPublisher:
         """A workqueue; name it like its controller, as controller-runtime does."""
         return QueueReport(self, name)
 
-    def controller(self, name: str, *, watches: Iterable[str] = (), workers: int = 1) -> ControllerReport:
-        """A controller (reconciler) that watches the named informers; reported as started."""
-        self.observer.on_controller(name, watches=list(watches), workers=workers, started=True)
+    def controller(self, name: str, *, watches: Iterable[str] = (), workers: int = 1, mode: str | None = None,
+                   unseen: Iterable[str] = ()) -> ControllerReport:
+        """A controller (reconciler) that watches the named informers; reported as started. One seen
+        from outside its process says so: ``mode`` (``ObservationMode``) and what it cannot see."""
+        self.observer.on_controller(name, watches=list(watches), workers=workers, started=True,
+                                    **({"mode": ObservationMode(mode), "unseen": list(unseen)} if mode else {}))
         return ControllerReport(self, name)
 
     def status(self, table: str, key: str, value: dict[str, Any] | None) -> None:
@@ -315,6 +323,24 @@ class ReconcileAttempt:
         self.result = ReconcileResult.SUCCESS
         self.requeue_after_seconds = 0.0
         self.error: str | None = None
+        self.delay: float | None = None
+        self.error_kind: ErrorKind | None = None
+
+    def retry_after(self, seconds: float, error: str, *, kind: str = ErrorKind.EXCEPTION) -> None:
+        """The handler failed and the framework runs it again by itself in ``seconds`` (kopf: a
+        ``TemporaryError``'s delay, or the handler's backoff for any other exception)."""
+        kind = ErrorKind(kind)
+        self.result = ReconcileResult.REQUEUE_AFTER if kind is ErrorKind.CHILDREN else ReconcileResult.ERROR
+        self.requeue_after_seconds = seconds if kind is ErrorKind.CHILDREN else 0.0
+        self.delay, self.error_kind, self.error = seconds, kind, error
+
+    def give_up(self, error: str, *, kind: str = ErrorKind.PERMANENT) -> None:
+        """The handler failed for good (a ``PermanentError``, out of retries or of time)."""
+        self.result, self.error, self.error_kind = ReconcileResult.TERMINAL, error, ErrorKind(kind)
+
+    def ignore(self, error: str) -> None:
+        """The handler raised and the framework ignored it (logged, never retried)."""
+        self.result, self.error, self.error_kind = ReconcileResult.SUCCESS, error, ErrorKind.IGNORED
 
     def requeue(self) -> None:
         """``Result{Requeue: true}``: retry with the rate limiter's backoff."""
@@ -350,22 +376,48 @@ class ControllerReport:
         self._obs.on_event(self.name, event=event, key=key, requests=mapped, filtered_by=filtered_by)
 
     @contextmanager
-    def reconcile(self, key: str, *, worker: int = 0) -> Iterator[ReconcileAttempt]:
+    def reconcile(self, key: str, *, worker: int = 0, handler: str | None = None, cause: str | None = None,
+                  retry: int | None = None) -> Iterator[ReconcileAttempt]:
         """Times one Reconcile of ``key``: an exception is result ``error`` (re-raised); otherwise
-        whatever the attempt was told (``requeue``, ``requeue_after``, ``terminal``), else success."""
+        whatever the attempt was told (``requeue``, ``requeue_after``, ``terminal``, ``retry_after``,
+        ``give_up``), else success. A framework's per-object handler names itself (``handler``, its
+        ``cause`` and ``retry``): the key's ``handlers`` state then says where each handler is."""
         attempt = ReconcileAttempt()
-        self._obs.on_reconcile_start(self.name, key=key, worker=worker)
+        named: dict[str, Any] = {}
+        if handler is not None:
+            named = {"handler": handler, "cause": HandlerCause(cause) if cause in _CAUSES else cause, "retry": retry}
+        self._obs.on_reconcile_start(self.name, key=key, worker=worker, **named)
         start = self._clock.now()
         try:
             yield attempt
         except Exception as exc:
             self._obs.on_reconcile_end(self.name, key=key, worker=worker, duration=self._clock.now() - start,
-                                       result=ReconcileResult.ERROR, error=f"{type(exc).__name__}: {exc}")
+                                       result=ReconcileResult.ERROR, error=f"{type(exc).__name__}: {exc}", **named)
             raise
+        if handler is not None:
+            named.update(delay=attempt.delay, error_kind=attempt.error_kind)
         self._obs.on_reconcile_end(self.name, key=key, worker=worker, duration=self._clock.now() - start,
                                    result=attempt.result, requeue_after=attempt.requeue_after_seconds,
-                                   error=attempt.error)
+                                   error=attempt.error, **named)
 
-    def write(self, *, method: str, path: str, code: int, duration: float) -> None:
-        """An API request made by the reconcile running on this thread (GETs are not writes)."""
-        self._obs.on_request(method=method, path=path, code=code, duration=duration)
+    def write(self, *, method: str, path: str, code: int, duration: float, attributed: bool = False) -> None:
+        """An API request made by the reconcile running on this thread (GETs are not writes).
+        ``attributed``: this controller made it while handling an object, whatever the thread (an
+        asyncio framework, whose handlers all share one thread, knows that better than the thread)."""
+        self._obs.on_request(method=method, path=path, code=code, duration=duration,
+                             **({"controller": self.name} if attributed else {}))
+
+    def log(self, key: str, level: str, message: str, *, handler: str | None = None) -> None:
+        """A line the controller logged about object ``key`` (``level``: a ``LogLevel``)."""
+        self._obs.on_log(self.name, key=key, level=LogLevel(level), message=message, handler=handler)
+
+    def progress(self, key: str, handler: str, state: str | None, *, retries: int = 0, next_at: float | None = None,
+                 cause: str | None = None, error: str | None = None) -> None:
+        """What object ``key`` stores about ``handler``'s progress (``state``: a ``HandlerProgress``,
+        ``None`` once the object no longer stores it; ``next_at``: wall ms of a delayed retry)."""
+        self._obs.on_progress(self.name, key=key, handler=handler,
+                              state=HandlerProgress(state) if state is not None else None, retries=retries,
+                              next_at=next_at, cause=cause, error=error)
+
+
+_CAUSES = frozenset(HandlerCause)

@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 0
+PROTOCOL_MINOR = 1
 PROTOCOL_VERSION = f"{PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
 """What every frame says in ``"v"``. A reader speaks one major version: frames of another major are
 not interpreted (the dashboard shows a notice); a newer minor only adds optional fields and record
@@ -69,6 +69,8 @@ class RecordKind(StrEnum):
     RECONCILE = "reconcile"  # Reconcile returned or raised (ReconcileResult)
     WRITE = "write"  # an API write made from a Reconcile
     LEADER = "leader"  # leader election changed (on the leader- pseudo-controller topic)
+    LOG = "log"  # v1.1: a line the controller logged about one object (kopf's object loggers)
+    PROGRESS = "progress"  # v1.1: one handler's stored progress on an object (kopf's annotations)
     # other topics
     METRICS = "metrics"  # a metrics sample (w/{worker}/metrics)
     SETUP_ERROR = "setup_error"  # a controller the worker could not start (w/{worker}/errors)
@@ -167,6 +169,63 @@ class ReconcileResult(StrEnum):
 
 
 FAILED_RESULTS = frozenset({ReconcileResult.ERROR, ReconcileResult.TERMINAL, ReconcileResult.PANIC})
+
+
+class ErrorKind(StrEnum):
+    """v1.1: how a failed handler attempt's error is treated (``reconcile`` record ``error_kind``), for
+    frameworks that retry a handler on their own schedule (kopf) rather than through a workqueue."""
+
+    TEMPORARY = "temporary"  # a TemporaryError: retried after its own ``delay``
+    EXCEPTION = "exception"  # any other exception: retried after the handler's fixed backoff
+    PERMANENT = "permanent"  # a PermanentError: never retried
+    TIMEOUT = "timeout"  # the handler ran out of its time budget: given up
+    RETRIES = "retries"  # the handler ran out of its retries: given up
+    IGNORED = "ignored"  # an exception the framework logs and ignores (kopf's @on.event handlers)
+    CHILDREN = "children"  # sub-handlers are unfinished: the parent runs again soon
+
+
+class HandlerCause(StrEnum):
+    """v1.1: why a handler ran (``reconcile_start``/``reconcile``/``progress`` record ``cause``)."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    RESUME = "resume"  # the operator (re)started and found the object
+    FIELD = "field"  # a field handler: one field of the object changed
+    EVENT = "event"  # a raw watch-event handler (kopf @on.event: no retries, no progress)
+    TIMER = "timer"  # a periodic timer
+    DAEMON = "daemon"  # a long-running daemon per object
+    INDEX = "index"  # an indexing handler
+    ACTIVITY = "activity"  # an operator-level activity: startup, cleanup, login, probe
+    ADMISSION = "admission"  # an admission webhook
+
+
+class HandlerProgress(StrEnum):
+    """v1.1: where one handler of one object is (the controller state's ``handlers`` entries)."""
+
+    PENDING = "pending"  # wanted for the object's current cause, not run yet
+    RUNNING = "running"
+    RETRYING = "retrying"  # failed, will run again at ``next_at``
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # failed permanently: will not run again for this cause
+
+
+class LogLevel(StrEnum):
+    """v1.1: a ``log`` record's ``level`` (Python logging's level names, lower case)."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    CRITICAL = "critical"
+
+
+class ObservationMode(StrEnum):
+    """v1.1: how a controller is seen (its component's ``mode``): from inside the process running it,
+    or from outside, from what it stores on the objects it handles."""
+
+    IN_PROCESS = "in-process"
+    ZERO_CODE = "zero-code"
 
 
 class ControllerEvent(StrEnum):
@@ -360,6 +419,52 @@ def fold_queue_op(state: dict[str, Any] | None, op: str, *, now_ms: float, delay
     return item
 
 
+# -- the handler progress model (v1.1) -----------------------------------------------------------------
+RETRIED_ERROR_KINDS = frozenset({ErrorKind.TEMPORARY, ErrorKind.EXCEPTION, ErrorKind.CHILDREN})
+"""Error kinds after which the framework runs the handler again on its own (at ``ts + delay``)."""
+
+
+def fold_handler_record(entry: dict[str, Any] | None, record: dict[str, Any]) -> dict[str, Any] | None:
+    """One handler's entry in a controller key's ``handlers`` state after one record that names the
+    handler (``reconcile_start``, ``reconcile`` or ``progress``); ``None``: the entry is gone.
+
+    The entry is ``{state (HandlerProgress), retries, at, next_at, cause, error}``. ``retries`` counts
+    the failed attempts so far, as kopf stores it. A ``reconcile`` whose error the framework retries
+    (``error_kind`` temporary / exception / children) leaves the handler ``retrying`` until
+    ``next_at = ts + delay·1000``; terminal and panic results (and kinds permanent / timeout /
+    retries) leave it ``failed``; success (and an ignored error) ``succeeded``. A ``progress`` record
+    is what the object stores, taken as it is (``state`` null removes the entry).
+    """
+    kind, ts = record.get("k"), record.get("ts", 0)
+    if kind == RecordKind.PROGRESS:
+        if record.get("state") is None:
+            return None
+        return {"state": record["state"], "retries": record.get("retries") or 0, "at": ts,
+                "next_at": record.get("next_at"), "cause": record.get("cause"), "error": record.get("error")}
+    item: dict[str, Any] = dict(entry) if entry else {"retries": 0}
+    item["at"] = ts
+    if record.get("cause") is not None:
+        item["cause"] = record["cause"]
+    if kind == RecordKind.RECONCILE_START:
+        item.update(state=HandlerProgress.RUNNING.value, next_at=None)
+        if record.get("retry") is not None:
+            item["retries"] = record["retry"]
+        return item
+    if kind != RecordKind.RECONCILE:
+        return entry
+    error_kind, result = record.get("error_kind"), record.get("result")
+    retry = record.get("retry", item.get("retries", 0)) or 0
+    item["error"] = record.get("error")
+    if result == ReconcileResult.SUCCESS or error_kind == ErrorKind.IGNORED:
+        item.update(state=HandlerProgress.SUCCEEDED.value, next_at=None, retries=retry)
+    elif error_kind in RETRIED_ERROR_KINDS or (result not in FAILED_RESULTS and record.get("delay")):
+        delay = record.get("delay") or record.get("requeue_after") or 0
+        item.update(state=HandlerProgress.RETRYING.value, next_at=ts + delay * 1000, retries=retry + 1)
+    else:
+        item.update(state=HandlerProgress.FAILED.value, next_at=None, retries=retry + 1)
+    return item
+
+
 # -- the vocabulary as data ---------------------------------------------------------------------------
 VOCABULARY: dict[str, type[StrEnum]] = {
     "RecordKind": RecordKind,
@@ -373,6 +478,11 @@ VOCABULARY: dict[str, type[StrEnum]] = {
     "QueueOp": QueueOp,
     "ReconcileResult": ReconcileResult,
     "ControllerEvent": ControllerEvent,
+    "ErrorKind": ErrorKind,
+    "HandlerCause": HandlerCause,
+    "HandlerProgress": HandlerProgress,
+    "LogLevel": LogLevel,
+    "ObservationMode": ObservationMode,
     "ComponentKind": ComponentKind,
     "QueueItemState": QueueItemState,
     "ResyncReason": ResyncReason,

@@ -50,6 +50,7 @@ from controllers.schema import (
     Runtime,
     TopicKind,
     WatchEndReason,
+    fold_handler_record,
     fold_queue_op,
     topic_part,
     worker_topic,
@@ -243,34 +244,86 @@ class TelemetryObserver(Observer):
         self._emit(TopicKind.CONTROLLER, controller, {"k": RecordKind.EVENT, "event": event, "key": key,
                                               "requests": requests, "filtered_by": filtered_by})
 
-    def on_controller(self, controller: str, *, watches: list[str], workers: int, started: bool) -> None:
-        self._component(controller, ComponentKind.CONTROLLER, watches=list(watches), workers=workers, started=started)
+    def on_controller(self, controller: str, *, watches: list[str], workers: int, started: bool,
+                      mode: str | None = None, unseen: list[str] | None = None) -> None:
+        extra: dict[str, Any] = {}
+        if mode is not None:  # v1.1
+            extra.update(mode=str(mode), unseen=list(unseen or []))
+        self._component(controller, ComponentKind.CONTROLLER, watches=list(watches), workers=workers, started=started,
+                        **extra)
         with self._counts_lock:
             self._controller(controller)  # counters from zero, so the first sample already has them
 
-    def on_reconcile_start(self, controller: str, *, key: str, worker: int) -> None:
+    def on_reconcile_start(self, controller: str, *, key: str, worker: int, handler: str | None = None,
+                           cause: str | None = None, retry: int | None = None) -> None:
         self._reconciling[threading.get_ident()] = controller
-        self._emit(TopicKind.CONTROLLER, controller, {"k": RecordKind.RECONCILE_START, "key": key, "worker": worker})
+        record = {"k": RecordKind.RECONCILE_START, "key": key, "worker": worker}
+        if handler is not None:  # v1.1: a framework's per-object handler (kopf)
+            record.update(handler=handler, cause=cause, retry=retry)
+        self._emit(TopicKind.CONTROLLER, controller, record)
+        if handler is not None:
+            self._fold_handler(controller, key, handler, record)
 
     def on_reconcile_end(self, controller: str, *, key: str, worker: int, duration: float, result: str,
-                         requeue_after: float = 0.0, error: str | None = None) -> None:
-        self._emit(TopicKind.CONTROLLER, controller, {"k": RecordKind.RECONCILE, "key": key, "worker": worker,
-                                              "duration": duration, "result": result,
-                                              "requeue_after": requeue_after, "error": error})
+                         requeue_after: float = 0.0, error: str | None = None, handler: str | None = None,
+                         cause: str | None = None, retry: int | None = None, delay: float | None = None,
+                         error_kind: str | None = None) -> None:
+        record = {"k": RecordKind.RECONCILE, "key": key, "worker": worker, "duration": duration, "result": result,
+                  "requeue_after": requeue_after, "error": error}
+        if handler is not None:
+            record.update(handler=handler, cause=cause, retry=retry, delay=delay, error_kind=error_kind)
+        self._emit(TopicKind.CONTROLLER, controller, record)
         self._reconciling.pop(threading.get_ident(), None)
         summary = self._reconciles.setdefault((controller, key), {"attempts": 0})
         summary["attempts"] += 1
         summary.update(result=result, at=self.clock.wall() * 1000, duration=duration, error=error)
-        self.publisher.set_state(self.topic(TopicKind.CONTROLLER, controller), key, dict(summary))
+        if handler is not None:
+            self._fold_handler(controller, key, handler, record)  # publishes the summary
+        else:
+            self.publisher.set_state(self.topic(TopicKind.CONTROLLER, controller), key, dict(summary))
         with self._counts_lock:
             self._controller(controller)["last_result"] = result
         if f"{ComponentKind.CONTROLLER}/{controller}" not in self._components:
             self._component(controller, ComponentKind.CONTROLLER)
 
-    def on_request(self, *, method: str, path: str, code: int, duration: float) -> None:
+    def on_log(self, controller: str, *, key: str, level: str, message: str, handler: str | None = None) -> None:
+        record = {"k": RecordKind.LOG, "key": key, "level": level, "message": message}
+        if handler is not None:
+            record["handler"] = handler
+        self._emit(TopicKind.CONTROLLER, controller, record)
+
+    def on_progress(self, controller: str, *, key: str, handler: str, state: str | None, retries: int = 0,
+                    next_at: float | None = None, cause: str | None = None, error: str | None = None) -> None:
+        record = {"k": RecordKind.PROGRESS, "key": key, "handler": handler, "state": state, "retries": retries,
+                  "next_at": next_at, "cause": cause, "error": error}
+        self._emit(TopicKind.CONTROLLER, controller, record)
+        self._fold_handler(controller, key, handler, record)
+
+    def _fold_handler(self, controller: str, key: str, handler: str, record: dict[str, Any]) -> None:
+        """The key's ``handlers`` entry for ``handler`` after ``record`` (``fold_handler_record``), and
+        the key's summary republished with it."""
+        summary = self._reconciles.setdefault((controller, key), {"attempts": 0})
+        handlers = dict(summary.get("handlers") or {})
+        entry = fold_handler_record(handlers.get(handler), record)
+        if entry is None:
+            handlers.pop(handler, None)
+        else:
+            handlers[handler] = entry
+        summary["handlers"] = handlers
+        topic = self.topic(TopicKind.CONTROLLER, controller)
+        if not handlers and not summary["attempts"]:
+            # Only stored progress ever named this key, and it is gone: so is the key.
+            del self._reconciles[(controller, key)]
+            self.publisher.set_state(topic, key, None)
+            return
+        self.publisher.set_state(topic, key, dict(summary))
+
+    def on_request(self, *, method: str, path: str, code: int, duration: float,
+                   controller: str | None = None) -> None:
         if method == "GET":
             return  # reads: lists, watches and a Reconcile's GETs are not writes
-        controller = self._reconciling.get(threading.get_ident())
+        if controller is None:
+            controller = self._reconciling.get(threading.get_ident())
         if controller is None:
             return  # not made from a Reconcile (an informer event handler, set-up code)
         self._emit(TopicKind.CONTROLLER, controller, {"k": RecordKind.WRITE, "method": method, "path": path, "code": code,

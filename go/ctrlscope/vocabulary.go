@@ -3,7 +3,7 @@
 package ctrlscope
 
 // ProtocolVersion is what every frame says in "v" (protocol/README.md §6).
-const ProtocolVersion = "1.0"
+const ProtocolVersion = "1.1"
 
 // ProtocolMajor is the major version this module speaks.
 const ProtocolMajor = 1
@@ -37,6 +37,8 @@ const (
 	RecordKindReconcile      RecordKind = "reconcile"
 	RecordKindWrite          RecordKind = "write"
 	RecordKindLeader         RecordKind = "leader"
+	RecordKindLog            RecordKind = "log"
+	RecordKindProgress       RecordKind = "progress"
 	RecordKindMetrics        RecordKind = "metrics"
 	RecordKindSetupError     RecordKind = "setup_error"
 	RecordKindFault          RecordKind = "fault"
@@ -45,7 +47,7 @@ const (
 )
 
 // AllRecordKind lists every RecordKind, in the specification's order.
-var AllRecordKind = []RecordKind{RecordKindInformer, RecordKindList, RecordKindWatchStart, RecordKindWatch, RecordKindBookmark, RecordKindWatchEnd, RecordKindBackoff, RecordKindState, RecordKindFifo, RecordKindHandler, RecordKindQueue, RecordKindEvent, RecordKindReconcileStart, RecordKindReconcile, RecordKindWrite, RecordKindLeader, RecordKindMetrics, RecordKindSetupError, RecordKindFault, RecordKindNarration, RecordKindReplay}
+var AllRecordKind = []RecordKind{RecordKindInformer, RecordKindList, RecordKindWatchStart, RecordKindWatch, RecordKindBookmark, RecordKindWatchEnd, RecordKindBackoff, RecordKindState, RecordKindFifo, RecordKindHandler, RecordKindQueue, RecordKindEvent, RecordKindReconcileStart, RecordKindReconcile, RecordKindWrite, RecordKindLeader, RecordKindLog, RecordKindProgress, RecordKindMetrics, RecordKindSetupError, RecordKindFault, RecordKindNarration, RecordKindReplay}
 
 // WatchEventType: A watch event's `type` as the API server sends it (client-go `watch.EventType`).
 type WatchEventType string
@@ -196,6 +198,86 @@ const (
 
 // AllControllerEvent lists every ControllerEvent, in the specification's order.
 var AllControllerEvent = []ControllerEvent{ControllerEventCreate, ControllerEventUpdate, ControllerEventDelete, ControllerEventGeneric}
+
+// ErrorKind: v1.1: how a failed handler attempt's error is treated (`reconcile` record `error_kind`), for
+type ErrorKind string
+
+// The values of ErrorKind.
+const (
+	ErrorKindTemporary ErrorKind = "temporary"
+	ErrorKindException ErrorKind = "exception"
+	ErrorKindPermanent ErrorKind = "permanent"
+	ErrorKindTimeout   ErrorKind = "timeout"
+	ErrorKindRetries   ErrorKind = "retries"
+	ErrorKindIgnored   ErrorKind = "ignored"
+	ErrorKindChildren  ErrorKind = "children"
+)
+
+// AllErrorKind lists every ErrorKind, in the specification's order.
+var AllErrorKind = []ErrorKind{ErrorKindTemporary, ErrorKindException, ErrorKindPermanent, ErrorKindTimeout, ErrorKindRetries, ErrorKindIgnored, ErrorKindChildren}
+
+// HandlerCause: v1.1: why a handler ran (`reconcile_start`/`reconcile`/`progress` record `cause`).
+type HandlerCause string
+
+// The values of HandlerCause.
+const (
+	HandlerCauseCreate    HandlerCause = "create"
+	HandlerCauseUpdate    HandlerCause = "update"
+	HandlerCauseDelete    HandlerCause = "delete"
+	HandlerCauseResume    HandlerCause = "resume"
+	HandlerCauseField     HandlerCause = "field"
+	HandlerCauseEvent     HandlerCause = "event"
+	HandlerCauseTimer     HandlerCause = "timer"
+	HandlerCauseDaemon    HandlerCause = "daemon"
+	HandlerCauseIndex     HandlerCause = "index"
+	HandlerCauseActivity  HandlerCause = "activity"
+	HandlerCauseAdmission HandlerCause = "admission"
+)
+
+// AllHandlerCause lists every HandlerCause, in the specification's order.
+var AllHandlerCause = []HandlerCause{HandlerCauseCreate, HandlerCauseUpdate, HandlerCauseDelete, HandlerCauseResume, HandlerCauseField, HandlerCauseEvent, HandlerCauseTimer, HandlerCauseDaemon, HandlerCauseIndex, HandlerCauseActivity, HandlerCauseAdmission}
+
+// HandlerProgress: v1.1: where one handler of one object is (the controller state's `handlers` entries).
+type HandlerProgress string
+
+// The values of HandlerProgress.
+const (
+	HandlerProgressPending   HandlerProgress = "pending"
+	HandlerProgressRunning   HandlerProgress = "running"
+	HandlerProgressRetrying  HandlerProgress = "retrying"
+	HandlerProgressSucceeded HandlerProgress = "succeeded"
+	HandlerProgressFailed    HandlerProgress = "failed"
+)
+
+// AllHandlerProgress lists every HandlerProgress, in the specification's order.
+var AllHandlerProgress = []HandlerProgress{HandlerProgressPending, HandlerProgressRunning, HandlerProgressRetrying, HandlerProgressSucceeded, HandlerProgressFailed}
+
+// LogLevel: v1.1: a `log` record's `level` (Python logging's level names, lower case).
+type LogLevel string
+
+// The values of LogLevel.
+const (
+	LogLevelDebug    LogLevel = "debug"
+	LogLevelInfo     LogLevel = "info"
+	LogLevelWarning  LogLevel = "warning"
+	LogLevelError    LogLevel = "error"
+	LogLevelCritical LogLevel = "critical"
+)
+
+// AllLogLevel lists every LogLevel, in the specification's order.
+var AllLogLevel = []LogLevel{LogLevelDebug, LogLevelInfo, LogLevelWarning, LogLevelError, LogLevelCritical}
+
+// ObservationMode: v1.1: how a controller is seen (its component's `mode`): from inside the process running it,
+type ObservationMode string
+
+// The values of ObservationMode.
+const (
+	ObservationModeInProcess ObservationMode = "in-process"
+	ObservationModeZeroCode  ObservationMode = "zero-code"
+)
+
+// AllObservationMode lists every ObservationMode, in the specification's order.
+var AllObservationMode = []ObservationMode{ObservationModeInProcess, ObservationModeZeroCode}
 
 // ComponentKind: An entry of `w/{worker}/components` state is keyed `{kind}/{name}`.
 type ComponentKind string
