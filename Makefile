@@ -37,6 +37,14 @@ endif
 
 venv: $(STAMP)
 
+# The other kopf versions tests/kopf runs the in-process mode against, each in .venv/kopf/<version>.
+KOPF_STAMP := $(VENV)/kopf/.stamp
+$(KOPF_STAMP): requirements-kopf.txt $(STAMP)
+	@for v in $$(sed -n 's/^kopf==//p' requirements-kopf.txt); do \
+	  $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
+	    --target $(VENV)/kopf/$$v kopf==$$v || exit 1; done
+	@touch $(KOPF_STAMP)
+
 $(STAMP): requirements.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
@@ -52,7 +60,7 @@ lint: venv
 
 # pytest exits 5 when it collected nothing: that is a failure here, never a pass.
 # CTRLSCOPE_GO tells the Python tests which `go` to run (empty when Go is skipped).
-test: venv lint go-vet go-test
+test: venv $(KOPF_STAMP) lint go-vet go-test
 	CTRLSCOPE_DEMO=1 CTRLSCOPE_GO='$(if $(GO_SKIP),,$(GO))' $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
