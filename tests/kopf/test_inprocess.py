@@ -186,3 +186,31 @@ def test_the_operators_behaviour_is_the_same_with_and_without_ctrlscope(kube, ko
         without["spec"], with_ctrlscope["spec"] = None, None  # (equal anyway: same manifests)
         assert with_ctrlscope == without, name
     assert "Creation is processed" in plain.output()
+
+
+def test_unsupported_kopf_versions_are_refused_with_what_to_do():
+    from controllers.kopf.inprocess import KopfVersionError, check_version
+
+    assert check_version("1.43.0") == (1, 43) and check_version("1.45.2") == (1, 45)
+    for bad in ("1.42.5", "1.46.0", "2.0", "nonsense"):
+        with pytest.raises(KopfVersionError) as exc:
+            check_version(bad)
+        assert bad in str(exc.value)
+    with pytest.raises(KopfVersionError, match="zero-code mode"):
+        check_version("1.30.0")
+
+
+def test_runkopf_says_what_is_missing(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "manage.py", "runkopf", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60, env={**__import__("os").environ, "CTRLSCOPE_DEMO": "1"})
+
+    nothing = run("--worker-name", "x")
+    assert nothing.returncode != 0 and "pass kopf's arguments after --" in nothing.stderr
+    missing = run("--kubeconfig", str(tmp_path / "nope.yaml"), "--", "--standalone", "x.py")
+    assert missing.returncode != 0 and "no such file" in missing.stderr
