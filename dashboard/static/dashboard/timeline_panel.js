@@ -251,7 +251,7 @@
     });
     $("details").addEventListener("click", (e) => {
       if (e.target.id === "details-close") closeDetails();
-      else if (e.target.id === "details-focus") { const k = e.target.dataset.key; api.setFocus(k === api.api.focusKey()() ? "" : k); showDetails(selected); }
+      else if (e.target.id === "details-focus") { const k = e.target.dataset.key; api.setFocus(k === api.focusKey() ? "" : k); showDetails(selected); }
     });
     function closeDetails() { $("details").hidden = true; selected = null; timelineDirty = true; schedule(); }
 
