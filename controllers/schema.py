@@ -501,6 +501,7 @@ def browser_vocabulary() -> dict[str, Any]:
         **{name: {m.name: m.value for m in enum} for name, enum in VOCABULARY.items()},
         "QUEUE_ADDS": sorted(QUEUE_ADDS),
         "FAILED_RESULTS": sorted(FAILED_RESULTS),
+        "RETRIED_ERROR_KINDS": sorted(RETRIED_ERROR_KINDS),
         "NAMED_KINDS": sorted(NAMED_KINDS),
         "topics": {"worker_prefix": WORKER_PREFIX, "leader_prefix": LEADER_PREFIX, "faults": FAULTS_TOPIC,
                    "scenarios": SCENARIOS_TOPIC, "scoreboard_table": SCOREBOARD_TABLE,

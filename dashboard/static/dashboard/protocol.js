@@ -29,6 +29,7 @@
   }
   P.QUEUE_ADDS = new Set(V.QUEUE_ADDS);        // ops that are an Add by someone: the queue's input
   P.FAILED_RESULTS = new Set(V.FAILED_RESULTS); // reconcile results counted as errors
+  P.RETRIED_ERROR_KINDS = new Set(V.RETRIED_ERROR_KINDS); // error kinds a framework runs the handler again after
   P.KNOWN_KINDS = new Set(Object.values(P.RecordKind));
   P.WORKER_PREFIX = T.worker_prefix;
   P.LEADER_PREFIX = T.leader_prefix;
