@@ -19,7 +19,8 @@
  *
  * A worker that speaks another major version of the telemetry protocol (its components entry
  * worker/{name} or its frames say so) is listed with a notice instead of its data; the runtime label
- * of that entry ("python", "go", "kopf") is shown next to every worker that reports one.
+ * of that entry ("python", "go", "kopf") is shown next to every worker that reports one, and a
+ * controller that says how it is observed (v1.1 mode: in-process / zero-code) has it as a badge.
  */
 (function () {
   "use strict";
@@ -194,6 +195,11 @@
     else if (ctl.started === false) badges.push(el("span", { className: "badge warn" }, lease && !lease.leader ? "standby" : "waiting for caches"));
     if (lease) badges.push(el("span", { className: "badge " + (lease.leader ? "ok" : ""), title: "lease " + (lease.name || "") },
       lease.leader ? "leader" : "follower" + (lease.holder ? " (leader: " + lease.holder + ")" : "")));
+    // v1.1: how a framework's controller is observed (in-process / zero-code), and what that cannot see.
+    if (typeof ctl.mode === "string" && ctl.mode) {
+      const unseen = Array.isArray(ctl.unseen) && ctl.unseen.length ? " · cannot see: " + ctl.unseen.join("; ") : "";
+      badges.push(el("span", { className: "badge mode-badge", dataset: { mode: ctl.mode }, title: "observed " + ctl.mode + unseen }, ctl.mode));
+    }
     v.badges.replaceChildren(...badges);
     window.ctrlscopePipeline.render(v.box, model(w, comps, ctl, stale));
     return v.root;

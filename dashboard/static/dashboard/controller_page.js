@@ -1,8 +1,9 @@
 /*
  * One controller's page (/c/{worker}/{controller}/): the bootstrap every panel of it shares. Loaded
  * last; the panels' scripts register in window.ctrlscopePanels before it runs (queue_panel.js,
- * timeline_panel.js, events_panel.js, cache.js, metrics.js, faults.js, fault_markers.js) and are
- * started here, before the socket opens, so they see every message.
+ * timeline_panel.js, handlers_panel.js, logs_panel.js, mode_banner.js, events_panel.js, cache.js,
+ * metrics.js, faults.js, fault_markers.js) and are started here, before the socket opens, so they
+ * see every message.
  *
  * Owns what the panels share: the cs-page JSON (worker, controller, its topics), the tab's
  * TelemetryClient and which topics it subscribes to (informer caches load over HTTP first), the
@@ -14,7 +15,7 @@
  *
  * The api a panel's init(api) gets: client, page, topics, informerTopics, workerNow, stateOf,
  * schedule, want, controllerComponent, watchedInformers, focusKey, setFocus, onFocus, onKey,
- * onRender, onComponents, and what the panels add for each other (queue, events, pushEvent).
+ * onRender, onComponents, and what the panels add for each other (queue, events, pushEvent, logs).
  */
 (function () {
   "use strict";
