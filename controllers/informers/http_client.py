@@ -102,7 +102,7 @@ class KubernetesClient:
         """Make one request and return the unread urllib3 response (the caller reads and releases it)."""
         headers = {"Accept": "application/json", **(headers or {})}
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers.setdefault("Content-Type", "application/json")  # a PATCH says which kind it is
         request_method, url, headers, _, _ = self.api_client.param_serialize(
             method, path, query_params=query or [], header_params=headers, auth_settings=["BearerToken"])
         obs = self._obs
