@@ -1,6 +1,6 @@
 """In-process mode: an unmodified kopf operator, run by kopf's own machinery, publishing protocol v1.1.
 
-kopf has no hooks for observers, so ``install`` wraps six of its internal functions (module
+kopf has no hooks for observers, so ``install`` wraps eight of its internal functions (module
 attributes that kopf looks up at call time, so the wrapped ones are what kopf calls); each wrapper
 calls the original and reports through the publisher API (``controllers.publish``):
 
@@ -19,12 +19,16 @@ kopf (``kopf._core`` / ``kopf._cogs``)                   what it is reported as
                                                        silent restarts kopf users cannot see
 ``processor`` (the watcher's argument)                 the per-object worker handling one event:
                                                        queue ``get`` ... ``done``
+``actions.execution.execute_handlers_once``            the handlers kopf's lifecycle left for later:
+                                                       ``progress`` pending
 ``actions.execution.execute_handler_once`` +           every handler invocation: ``reconcile_start``
 ``invoke_handler``                                     / ``reconcile`` with handler id, cause, retry,
                                                        outcome from kopf's own ``Outcome`` (what kopf
                                                        decided: temporary, backoff, permanent...) and
                                                        the delay until kopf runs it again (also a
                                                        queue ``add_after``, the timeline's countdown)
+``clients.auth.APIContext.__init__``                  kopf's API session, to add the trace config
+                                                       that counts its writes (below)
 =====================================================  ==============================================
 
 Besides: a ``logging.Handler`` on kopf's documented per-object logger ``kopf.objects`` (records carry
@@ -57,7 +61,7 @@ from typing import Any
 
 from controllers.kopf import ACTIVITIES, controller_name, informer_name
 from controllers.publish import ControllerReport, InformerReport, ProtocolPublisher, QueueReport, object_key
-from controllers.schema import ErrorKind, HandlerCause, LogLevel, ObservationMode, WatchEndReason
+from controllers.schema import ErrorKind, HandlerCause, HandlerProgress, LogLevel, ObservationMode, WatchEndReason
 
 log = logging.getLogger("ctrlscope.kopf")
 
@@ -196,6 +200,7 @@ class KopfTelemetry:
             self._patch(fetching, "fetch_objs", self._wrap_fetch_objs)
         else:
             self._patch(fetching, "list_objs", self._wrap_list_objs)
+        self._patch(execution, "execute_handlers_once", self._wrap_execute_all)
         self._patch(execution, "execute_handler_once", self._wrap_execute)
         self._patch(execution, "invoke_handler", self._wrap_invoke)
         self._patch(auth.APIContext, "__init__", self._wrap_api_context)
@@ -390,6 +395,43 @@ class KopfTelemetry:
             return outcome
 
         return execute_handler_once
+
+    def _wrap_execute_all(self, original: Any) -> Any:
+        telemetry = self
+
+        @functools.wraps(original)
+        async def execute_handlers_once(*args: Any, **kwargs: Any) -> Any:
+            outcomes = await original(*args, **kwargs)
+            bound = _bind(original, args, kwargs)
+            try:
+                telemetry._report_pending(bound.get("handlers") or (), bound.get("cause"), bound.get("state"),
+                                          outcomes)
+            except Exception:  # noqa: BLE001 -- a report must never break kopf's handling
+                log.exception("could not report the handlers waiting for their turn")
+            return outcomes
+
+        return execute_handlers_once
+
+    def _report_pending(self, handlers: Any, cause: Any, state: Any, outcomes: dict[Any, Any]) -> None:
+        """Handlers of this cause that kopf's lifecycle did not pick this time (kopf's default runs
+        one at a time) and that are not finished or waiting out a delay: ``pending``."""
+        from kopf._core.intents.handlers import ChangingHandler
+
+        scope = _scope_var.get()
+        if scope is None or state is None or getattr(cause, "body", None) is None:
+            return
+        for handler in handlers:
+            if not isinstance(handler, ChangingHandler) or handler.id in outcomes:
+                continue
+            try:
+                handler_state = state[handler.id]
+            except KeyError:
+                continue
+            if getattr(handler_state, "finished", False) or not getattr(handler_state, "awakened", True):
+                continue
+            scope.controller.progress(scope.key, str(handler.id), HandlerProgress.PENDING,
+                                      retries=int(getattr(handler_state, "retries", 0) or 0),
+                                      cause=_cause_of(handler, cause))
 
     def _attempt_target(self, handler: Any, cause: Any, scope: _Scope | None) -> tuple[ControllerReport, str, str]:
         """Which controller and key an invocation is reported under, and its cause."""

@@ -79,6 +79,11 @@ def test_temporary_errors_retry_after_their_delay_and_a_permanent_error_is_not_r
     handlers = state[key]["handlers"]
     assert handlers["create_fn"]["state"] == HandlerProgress.SUCCEEDED and handlers["create_fn"]["retries"] == 2
     assert handlers["audit"]["state"] == HandlerProgress.FAILED
+    # kopf runs one handler per cycle (its default lifecycle, asap): audit waited for its turn,
+    # pending, while create_fn ran first (create_fn then waited out its delay: retrying, not pending).
+    pending = [r for r in records(redis_url, prefix, controller_topic(), RecordKind.PROGRESS)
+               if r["key"] == key and r["state"] == HandlerProgress.PENDING]
+    assert [r["handler"] for r in pending] == ["audit"], pending
 
     # Each retry was scheduled on the object's queue with kopf's delay: the timeline's countdown.
     queue = records(redis_url, prefix, worker_topic(WORKER, TopicKind.QUEUE, CONTROLLER), RecordKind.QUEUE)
