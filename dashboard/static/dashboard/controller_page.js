@@ -164,6 +164,9 @@
           v.synced ? el("span", { className: "badge ok" }, "synced") : el("span", { className: "badge warn" }, "syncing")));
       } else if (v.kind === P.ComponentKind.CONTROLLER) {
         const seg = P.topicPart(v.name);
+        // The URL and the breadcrumb carry the topic segment ("/" made "_"): the head shows the
+        // controller's own name once the worker has reported it.
+        if (seg === page.controller && v.name && $("h-controller").textContent !== v.name) $("h-controller").textContent = v.name;
         items.push(seg === page.controller ? el("span", { className: "comp controller current" }, "controller ", el("b", null, v.name))
           : el("a", { className: "comp controller", href: "/c/" + page.worker + "/" + seg + "/" }, "controller " + v.name));
       } else if (v.kind === P.ComponentKind.LEASE) {
