@@ -111,6 +111,12 @@ class HandlerProgressView:
         return self.success or self.failure
 
     @property
+    def failed_attempts(self) -> int:
+        """The protocol's ``retries`` (failed attempts so far): kopf's ``retries`` counts every
+        attempt, so a handler that succeeded stores one more than it failed."""
+        return self.retries - 1 if self.success and self.retries else self.retries
+
+    @property
     def cause(self) -> HandlerCause | None:
         """The stored ``purpose`` as a protocol cause (``None`` if kopf stored none or an unknown one)."""
         try:

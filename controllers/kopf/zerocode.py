@@ -8,7 +8,8 @@ the object stored last time (``controllers.kopf.progress`` reads it) and reporte
 the same per-object handler view the in-process mode publishes, under the same controller name:
 
 - **progress** -- every handler whose stored record changed: ``on_progress`` with its state
-  (pending / retrying / succeeded / failed), retries, ``next_at`` (the stored ``delayed``), cause (the
+  (pending / retrying / succeeded / failed), retries (its failed attempts, as the protocol counts
+  them; kopf's own count includes a successful last attempt), ``next_at`` (the stored ``delayed``), cause (the
   stored purpose) and error (the stored message); ``None`` when kopf dropped the record without
   finishing the cycle (a newer cause superseded it, or the object is gone).
 - **attempts** -- kopf adds one to ``retries`` per attempt and stores each outcome, so every increase
@@ -305,7 +306,7 @@ class ZeroCodeKopf:
             elif not old.finished:
                 self._report_attempt(key, completing_attempt(old))
                 self._obs.on_progress(self.name, key=key, handler=handler, state=HandlerProgress.SUCCEEDED,
-                                      retries=old.retries + 1, cause=old.cause)
+                                      retries=old.failed_attempts, cause=old.cause)
             # A handler that had finished keeps the outcome it stored: the purge changes nothing for it.
             seen.base_at.pop(handler, None)
         seen.views = views
@@ -315,7 +316,7 @@ class ZeroCodeKopf:
     def _report_progress(self, key: str, view: HandlerProgressView, now: float) -> None:
         next_at = view.delayed * 1000 if view.delayed is not None and not view.finished else None
         self._obs.on_progress(self.name, key=key, handler=view.handler, state=view.state(now),
-                              retries=view.retries, next_at=next_at, cause=view.cause, error=view.error())
+                              retries=view.failed_attempts, next_at=next_at, cause=view.cause, error=view.error())
 
     def _report_attempt(self, key: str, attempt: Attempt) -> None:
         obs, name = self._obs, self.name

@@ -4,6 +4,11 @@ Runs controllers (``--controller MODULE:NAME``, each a callable that receives th
 registers informers and controllers on it) against a cluster, and/or the synthetic load generator
 (``--synthetic RATE``), with every step published to Redis through the TelemetryObserver.
 
+``--kopf RESOURCE`` (repeatable; ``podsets.demo.ctrlscope.dev``, as kubectl names resources) watches a
+kopf operator that runs anywhere, without touching it: an informer on the resource reads the progress
+kopf stores on each object (zero-code mode, ``controllers.kopf.zerocode``). ``--kopf-storage`` and
+``--kopf-prefix`` must match the operator's progress storage settings (kopf's defaults otherwise).
+
 With controllers, an ``Inspector`` thread answers the dashboard's object-inspector requests from the
 Manager's informer caches (registered here as a callback, so telemetry never imports the informers)
 and from the observer's ``LastUpdates`` (``--inspect-keys`` / ``--inspect-mib`` bound it).
@@ -16,8 +21,10 @@ Reconcile or in handlers are the runtime's to report — they never stop the wor
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
+import re
 import signal
 import socket
 import threading
@@ -29,6 +36,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from controllers.kopf.progress import DEFAULT_PREFIX, ProgressFormat, Storage
 from controllers.schema import SYNTHETIC_TOPIC, RecordKind
 from controllers.telemetry.inspector import Inspector
 from controllers.telemetry.last_updates import DEFAULT_MAX_BYTES, DEFAULT_MAX_KEYS, LastUpdates
@@ -54,12 +62,33 @@ def load_setup(spec: str) -> Callable[[Any], Any]:
     return target
 
 
+PREFIX_PATTERN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def kopf_progress_format(opts: dict[str, Any]) -> ProgressFormat:
+    """``--kopf-storage`` / ``--kopf-prefix`` as a ProgressFormat; a CommandError for bad values."""
+    if not opts["kopf"] and (opts["kopf_storage"] or opts["kopf_prefix"]):
+        raise CommandError("--kopf-storage and --kopf-prefix only apply with --kopf RESOURCE")
+    prefix = opts["kopf_prefix"] if opts["kopf_prefix"] is not None else DEFAULT_PREFIX
+    # An annotation key's prefix is a DNS subdomain; kopf needs one (its storages refuse an empty prefix).
+    if not PREFIX_PATTERN.fullmatch(prefix) or len(prefix) > 253:
+        raise CommandError(f"--kopf-prefix {prefix!r}: expected a DNS subdomain such as {DEFAULT_PREFIX}")
+    return ProgressFormat(prefix=prefix, storage=Storage(opts["kopf_storage"] or Storage.BOTH))
+
+
 class Command(BaseCommand):
     help = "Run the worker: controllers and/or synthetic telemetry, published to Redis."
 
     def add_arguments(self, parser):
         parser.add_argument("--controller", action="append", default=[], metavar="MODULE:NAME",
                             help="a callable receiving the Manager; repeatable")
+        parser.add_argument("--kopf", action="append", default=[], metavar="RESOURCE",
+                            help="zero-code: show a kopf operator's handlers on RESOURCE (e.g. "
+                                 "podsets.demo.ctrlscope.dev) from what it stores on the objects; repeatable")
+        parser.add_argument("--kopf-storage", choices=[s.value for s in Storage],
+                            help="where the operator stores its progress (default: both, as kopf reads it)")
+        parser.add_argument("--kopf-prefix",
+                            help=f"the operator's annotation prefix (default: kopf's, {DEFAULT_PREFIX})")
         parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
         parser.add_argument("--context", help="kubeconfig context (default: current-context)")
         parser.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
@@ -87,13 +116,14 @@ class Command(BaseCommand):
                             help="print a status line every N seconds (0: never)")
 
     def handle(self, *args, **opts):
-        if opts["synthetic"] is None and not opts["controller"]:
-            raise CommandError("nothing to run: pass --controller MODULE:NAME and/or --synthetic RATE")
+        if opts["synthetic"] is None and not opts["controller"] and not opts["kopf"]:
+            raise CommandError("nothing to run: pass --controller MODULE:NAME, --kopf RESOURCE and/or --synthetic RATE")
         if opts["synthetic"] is not None and (opts["synthetic"] <= 0 or opts["objects"] <= 0):
             raise CommandError("--synthetic and --objects must be positive")
         if opts["inspect_keys"] < 1 or opts["inspect_mib"] <= 0:
             raise CommandError("--inspect-keys and --inspect-mib must be positive")
         setups = [(spec, load_setup(spec)) for spec in opts["controller"]]
+        kopf_format = kopf_progress_format(opts)
         try:
             redis_handle = ensure_redis(settings.RUN_DIR)
         except RedisUnavailable as exc:
@@ -105,10 +135,10 @@ class Command(BaseCommand):
         threads: list[threading.Thread] = []
         manager = inspector = sampler = None
         try:
-            if setups:
+            if setups or opts["kopf"]:
                 from controllers.metrics import FAMILIES  # prometheus families: not for a synthetic-only worker
 
-                manager, observer = self._start_manager(setups, publisher, opts)
+                manager, observer = self._start_manager(setups, publisher, opts, kopf_format)
                 threads.append(threading.Thread(target=manager.run, name="manager", daemon=True))
                 factory = manager.factory
                 inspector = Inspector(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=observer.worker,
@@ -141,11 +171,12 @@ class Command(BaseCommand):
             publisher.stop()
             redis_handle.stop()
 
-    def _start_manager(self, setups, publisher: RedisPublisher, opts: dict[str, Any]
+    def _start_manager(self, setups, publisher: RedisPublisher, opts: dict[str, Any], kopf_format: ProgressFormat
                        ) -> tuple[Any, TelemetryObserver]:
         # Imported here: the synthetic-only worker must not need a cluster or the runtime.
         from controllers.informers.http_client import KubernetesClient
         from controllers.informers.listwatch import ApiError
+        from controllers.kopf import zerocode
         from controllers.reconcile.leader_election import KubernetesLeaseLock
         from controllers.reconcile.manager import Manager
 
@@ -164,6 +195,16 @@ class Command(BaseCommand):
             version = ""  # shown when known; the informers report an unreachable server themselves
         observer.describe_cluster(name=opts["cluster_name"] or client.context or client.server, server=client.server,
                                   version=version)
+        # A mistyped resource stops the worker at once, as kubectl does: there is nothing to watch.
+        for spec in opts["kopf"]:
+            try:
+                resource = zerocode.resolve_resource(client, spec)
+            except zerocode.UnknownResource as exc:
+                raise CommandError(f"--kopf {spec}: {exc}") from exc
+            except (OSError, ValueError, ApiError) as exc:
+                raise CommandError(f"--kopf {spec}: cannot look the resource up on {client.server}: {exc}") from exc
+            setups.append((f"--kopf {spec} (zero-code: {resource.controller})",
+                           functools.partial(zerocode.setup, spec=resource, fmt=kopf_format)))
         lock = None
         if opts["leader_elect"]:
             namespace, _, name = opts["lease"].partition("/")
