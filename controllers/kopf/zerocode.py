@@ -71,8 +71,9 @@ UNSEEN = (
     "at the moment their outcome was stored; a handler running right now shows as pending or retrying.",
     "The operator's log lines: they stay in the operator's process (and in kopf's Kubernetes Events).",
     "Timers, daemons and @kopf.on.event handlers: kopf stores no progress for them.",
-    "A handler that finishes in the cycle that completes an object's handling on its first attempt "
-    "leaves no trace: kopf stores its outcome and deletes it in the same patch.",
+    "A handler that finishes on its first attempt in the cycle that completes the object's handling "
+    "(an object's only handler, say) leaves no trace: kopf stores its outcome and deletes it in the same "
+    "patch.",
     "A handler whose last attempt completed the cycle shows as succeeded: kopf deletes all progress "
     "at the end of a cycle without storing that attempt's outcome, even when it failed for good.",
     "A TemporaryError and any other exception store the same fields: both show as a temporary error "
