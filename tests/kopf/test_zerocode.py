@@ -31,7 +31,7 @@ from controllers.schema import (
     worker_topic,
 )
 from tests.conftest import ROOT, wait_until
-from tests.kopf.conftest import create_podset
+from tests.kopf.conftest import create_podset, kopf_versions
 from tests.telemetry.test_publisher import read_snapshot, read_stream
 
 RESOURCE = "podsets.demo.ctrlscope.dev"
@@ -108,10 +108,11 @@ def logged_attempts(output: str, handler: str) -> int:
     return len(re.findall(rf"Handler '{re.escape(handler)}' (failed|succeeded)", output))
 
 
+@pytest.mark.parametrize("version", kopf_versions())  # the operator's kopf: what it stores must read alike
 def test_two_temporary_errors_then_success_are_three_attempts_and_a_permanent_error_is_never_retried(
-        kube, namespace, kopf_operator, zero_code):
+        version, kube, namespace, kopf_operator, zero_code):
     worker = zero_code()
-    operator = kopf_operator("retrying.py", namespace, mode="plain")
+    operator = kopf_operator("retrying.py", namespace, mode="plain", kopf_version=version)
     create_podset(kube, namespace, "web", audit="fail")
     key = f"{namespace}/web"
     wait_until(lambda: len(worker.attempts(key, "create_fn")) >= 3, timeout=30, what="three create_fn attempts")
