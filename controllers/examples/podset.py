@@ -16,6 +16,9 @@ both run side by side in one worker on separate PodSets:
   yet are counted as existing for a few seconds, so a reconcile racing its own writes does not create
   duplicates.
 
+A third value, ``kopf``, belongs to the kopf operator in ``kopf_podsets.py`` (its own process): both
+implementations here leave those PodSets alone, and the scoreboard reports them beside their own.
+
 ``FlakyReconciler`` wraps any reconciler with a configurable failure rate and latency to make
 backoff visible. Run: ``runcontrollers --controller controllers.examples.podset:setup``.
 """
@@ -46,6 +49,8 @@ GROUP = "demo.ctrlscope.dev"
 API_VERSION = f"{GROUP}/v1"
 KIND = "PodSet"
 IMPLEMENTATION_LABEL = f"{GROUP}/implementation"
+KOPF = "kopf"
+"""The implementation label value of PodSets the kopf operator (``kopf_podsets.py``) owns."""
 OWNER_INDEX = "owner-uid"
 EXPECTATION_TTL = 5.0
 
@@ -75,7 +80,7 @@ CRD: dict[str, Any] = {
 
 def podset(name: str, implementation: str, replicas: int, *, namespace: str = "default",
            image: str = "nginx:1.27") -> dict[str, Any]:
-    """A PodSet manifest for ``implementation`` ``handlers`` or ``reconciler``."""
+    """A PodSet manifest for ``implementation`` ``handlers``, ``reconciler`` or ``kopf``."""
     return {"apiVersion": API_VERSION, "kind": KIND,
             "metadata": {"name": name, "namespace": namespace, "labels": {IMPLEMENTATION_LABEL: implementation}},
             "spec": {"replicas": replicas,
@@ -303,6 +308,13 @@ class PodSetScoreboard:
     and how many exist, how many PodSets match, how long the last convergence took, the API calls
     made, and handler calls versus reconciles.
 
+    PodSets labelled ``kopf`` (owned by the kopf operator ``kopf_podsets.py``, another process) get
+    a ``kopf`` row too, once the cache holds one: its PodSets, pods and convergence come from this
+    worker's caches like the others', but what kopf did -- handler calls, API calls, retries -- this
+    worker cannot know, so those fields are ``None``. They are on the kopf worker's own telemetry
+    (controller ``kopf/podsets.demo.ctrlscope.dev``: a ``reconcile`` record per handler attempt, a
+    ``write`` per API write), which the ``kopf-vs-reconciler`` scenario counts.
+
     Convergence is tracked per PodSet from the informers' events (its own handlers on the PodSet
     and Pod informers), so a divergence repaired in 50 ms is measured as 50 ms: a PodSet
     *diverges* when its live pods stop matching ``spec.replicas`` and *converges* when they match
@@ -407,10 +419,12 @@ class PodSetScoreboard:
     def tick(self) -> dict[str, dict[str, Any]]:
         """Compute and report the rows now (also what the thread does every ``interval``)."""
         now = self.clock.now()
+        owners = self.podsets.store.list()
+        kopf = any(implementation_of(owner) == KOPF for owner in owners)
+        shown = (("handlers", self.handlers is not None), ("reconciler", self.reconciler is not None), (KOPF, kopf))
         rows = {impl: {"podsets": 0, "converged": 0, "desired": 0, "actual": 0, "converging_s": None}
-                for impl, present in (("handlers", self.handlers), ("reconciler", self.reconciler))
-                if present is not None}
-        for owner in self.podsets.store.list():
+                for impl, present in shown if present}
+        for owner in owners:
             row = rows.get(implementation_of(owner))
             if row is None or owner["metadata"].get("deletionTimestamp"):
                 continue
@@ -433,6 +447,9 @@ class PodSetScoreboard:
             rows["reconciler"].update(handler_calls=0, reconciles=self.reconciler.reconciles,
                                       api_calls=self.reconciler.api_calls, lost_side_effects=0,
                                       retried_errors=self.reconciler.errors)
+        if kopf:
+            rows[KOPF].update(handler_calls=None, reconciles=None, api_calls=None, lost_side_effects=None,
+                              retried_errors=None)
         with self._lock:
             last = dict(self._last_converge)
         for impl, row in rows.items():

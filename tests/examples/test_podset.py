@@ -8,8 +8,10 @@ import pytest
 
 from controllers.examples.podset import (
     API_VERSION,
+    KOPF,
     FlakyReconciler,
     PodSetScoreboard,
+    pod_for,
     podset,
     setup,
 )
@@ -129,5 +131,33 @@ def test_scoreboard_reports_desired_versus_actual_and_convergence_per_implementa
                    timeout=15, what="the reconciler's convergence to be measured")
         assert row("handlers")["actual"] == 1 and row("handlers")["converged"] == 0, "nothing repairs it"
         assert row("reconciler")["api_calls"] >= 3
+    finally:
+        manager.stop()
+
+
+def test_kopf_podsets_are_left_to_kopf_and_get_their_own_scoreboard_row(cluster):
+    _, client = cluster
+    status = StatusRecorder()
+    manager = Manager(client, observer=status, freeze_gc_after_sync=False)
+    setup(manager)
+    manager.start()
+    try:
+        def row(impl: str) -> dict:
+            return status.rows.get((PodSetScoreboard.TABLE, impl)) or {}
+
+        wait_until(lambda: row("reconciler"), timeout=10, what="a first scoreboard")
+        assert not row(KOPF), "no kopf row while no PodSet is kopf's"
+        owner = client.send_json("POST", f"/apis/{API_VERSION}/namespaces/default/podsets", podset("by-kopf", KOPF, 2))
+        wait_until(lambda: row(KOPF).get("podsets") == 1, timeout=10, what="a kopf row")
+        assert (row(KOPF)["desired"], row(KOPF)["actual"], row(KOPF)["converged"]) == (2, 0, 0)
+        # What the kopf operator did is in its own process: this worker does not pretend to know it.
+        assert all(row(KOPF)[k] is None for k in ("handler_calls", "reconciles", "api_calls", "retried_errors"))
+        time.sleep(1)
+        assert pods_of(client, "by-kopf") == [], "neither the handlers nor the reconciler touch a kopf PodSet"
+        for _ in range(2):  # the pods the kopf operator would make, counted from this worker's cache
+            client.send_json("POST", "/api/v1/namespaces/default/pods", pod_for(owner))
+        wait_until(lambda: row(KOPF).get("actual") == 2 and row(KOPF)["converged"] == 1, timeout=10,
+                   what="the kopf PodSet to be reported converged")
+        assert row(KOPF)["last_converge_s"] is not None
     finally:
         manager.stop()
