@@ -119,6 +119,9 @@ STANDBY_WANT = "standby.want"
 """run/ file whose presence asks ``make demo`` for a standby worker replica (removed: stop it)."""
 STANDBY_WORKER = "demo-standby"
 """The standby replica's worker name."""
+KOPF_WORKER = "kopf-podsets"
+"""The worker name ``make demo`` runs the kopf PodSet operator (``controllers/examples/kopf_podsets.py``)
+under, with ``manage.py runkopf``."""
 
 
 class StandbyControl(Protocol):
@@ -187,6 +190,7 @@ class ScenarioContext:
     clock: Clock = field(default_factory=RealClock)
     say: Callable[[str], None] = print
     telemetry: Any = None  # a TelemetryReader for the worker running the controllers, if available
+    kopf_telemetry: Any = None  # a TelemetryReader for the kopf operator's worker (KOPF_WORKER), if one runs
     workers: WorkerControl | None = None  # how to kill and await the worker, if the scenario needs it
     lease: LeaseHolder | None = None  # the leader-election Lease of replicated workers, if any
     standby: StandbyControl | None = None  # how to add a standby replica, if the scenario needs one

@@ -3,17 +3,38 @@
 Implemented here: retry storm and pod killer (measured by pod counts from the API) and burst
 coalescing and watch break and relist (handler calls, reconciles, lists, tombstones and the cache,
 read from the worker's telemetry), and controller restart (the worker is killed and supervised
-back) and leader failover (two replicas on a Lease; the holder is killed).
+back) and leader failover (two replicas on a Lease; the holder is killed), and kopf versus the
+reconciler (both frameworks' retries under the same errors, from both workers' telemetry).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-from controllers.scenarios.base import Scenario, ScenarioContext, ScenarioResult
-from controllers.schema import HandlerEvent, QueueOp, RecordKind, TopicKind, WatchEndReason
+from controllers.examples.podset import GROUP, KOPF
+from controllers.informers import ApiError
+from controllers.kopf import controller_name
+from controllers.scenarios.base import KOPF_WORKER, Scenario, ScenarioContext, ScenarioResult
+from controllers.schema import (
+    FAILED_RESULTS,
+    ComponentKind,
+    HandlerEvent,
+    QueueOp,
+    RecordKind,
+    TopicKind,
+    WatchEndReason,
+)
 
 HANDLERS, RECONCILER = "handlers", "reconciler"
+RECONCILER_CONTROLLER = "podset"
+"""The controller the Python worker runs the PodSet Reconciler as (``podset._wire``)."""
+KOPF_CONTROLLER = controller_name(GROUP, "podsets")
+KOPF_DEFAULT_BACKOFF = 60.0
+"""kopf's ``settings.execution.default_backoff``, for when no failed attempt says otherwise."""
+LUCKY_ROUNDS = 4
+"""How often kopf-vs-reconciler scales up again when kopf's handler succeeded despite the errors."""
 
 
 def _fresh_podsets(ctx: ScenarioContext, podsets: list[tuple[str, str]], replicas: int) -> None:
@@ -235,6 +256,159 @@ def pod_killer(ctx: ScenarioContext) -> ScenarioResult:
     return result
 
 
+class _Convergence:
+    """When each PodSet first had its wanted number of live pods, polled from the API (clock times)."""
+
+    def __init__(self, ctx: ScenarioContext, want: dict[str, int]) -> None:
+        self.ctx = ctx
+        self.want = dict(want)
+        self.at: dict[str, float] = {}
+
+    def retarget(self, want: int) -> None:
+        """Every PodSet now wants ``want`` pods: none has converged to that yet."""
+        self.want = dict.fromkeys(self.want, want)
+        self.at.clear()
+
+    def poll(self) -> bool:
+        """Look once; True when every PodSet has converged."""
+        for name, want in self.want.items():
+            if name not in self.at:
+                try:
+                    if len(self.ctx.pods_of(name)) == want:
+                        self.at[name] = self.ctx.clock.now()
+                except ApiError:
+                    pass  # a fault may hit our own reads too
+        return len(self.at) == len(self.want)
+
+    def watch(self, seconds: float, *, until: Callable[[], bool] | None = None) -> None:
+        """Poll for ``seconds`` of real time at most: until ``until()``, by default until every PodSet
+        has converged."""
+        deadline = self.ctx.clock.now() + seconds
+        while True:
+            converged = self.poll()
+            if (until() if until is not None else converged) or self.ctx.clock.now() >= deadline:
+                return
+            self.ctx.clock.sleep(0.1)
+
+
+def kopf_vs_reconciler(ctx: ScenarioContext) -> ScenarioResult:
+    result = ScenarioResult("kopf-vs-reconciler")
+    if ctx.telemetry is None or ctx.kopf_telemetry is None:
+        raise RuntimeError("kopf-vs-reconciler counts each framework's attempts and API writes from telemetry: it needs "
+                           f"readers for the Python worker and the kopf worker ({KOPF_WORKER} in make demo)")
+    kopf_worker = f"{ComponentKind.WORKER}/{ctx.kopf_telemetry.worker}"
+    if kopf_worker not in ctx.kopf_telemetry.components():
+        raise RuntimeError(f"no kopf worker {ctx.kopf_telemetry.worker!r} has published anything: is the kopf PodSet "
+                           "operator running (make demo runs it unless --no-kopf)?")
+    by_kopf, by_reconciler = "race-kopf", "race-reconciler"
+    _fresh_podsets(ctx, [(by_kopf, KOPF), (by_reconciler, RECONCILER)], 2)
+    ctx.clock.sleep(0.5)  # let the set-up events drain so the counts below are the scenario's
+    start_ms = ctx.wall_ms()
+    key_kopf, key_reconciler = f"{ctx.namespace}/{by_kopf}", f"{ctx.namespace}/{by_reconciler}"
+
+    def kopf_attempts(since_ms: float) -> list[dict]:
+        return ctx.kopf_telemetry.records(
+            TopicKind.CONTROLLER, since_ms, ctx.wall_ms(), name=KOPF_CONTROLLER,
+            where=lambda r: r.get("k") == RecordKind.RECONCILE and r.get("key") == key_kopf)
+
+    want = 10
+    ctx.say(f"50 % of pod creations now fail with 500; both PodSets are scaled from 2 to {want}.")
+    ctx.faults.errors(verb="create", resource="pods", rate=0.5, code=500)
+    try:
+        ctx.scale(by_kopf, want)
+        ctx.scale(by_reconciler, want)
+        scaled = ctx.clock.now()
+        track = _Convergence(ctx, {by_kopf: want, by_reconciler: want})
+        ctx.say("The reconciler's failed key goes back into the workqueue after 5 ms, 10 ms, 20 ms, …; kopf's "
+                "failed handler sleeps its whole backoff before the next attempt. The errors go on for 20 s, then "
+                "until kopf's next failed attempt.")
+        track.watch(20 * ctx.time_scale, until=lambda: by_kopf in track.at)
+        for _ in range(LUCKY_ROUNDS):
+            attempts = kopf_attempts(start_ms)
+            if attempts and attempts[-1].get("result") not in FAILED_RESULTS:
+                want += 4  # one attempt creating 4 pods through 50 % errors succeeds 1 time in 16
+                ctx.say(f"kopf's handler got all its pods despite the errors (each creation is a coin toss); both "
+                        f"PodSets are scaled to {want}, errors still on.")
+                ctx.scale(by_kopf, want)
+                ctx.scale(by_reconciler, want)
+                scaled = ctx.clock.now()
+                track.retarget(want)
+            since_ms = ctx.wall_ms()
+            track.watch(_kopf_backoff(attempts) + 10, until=lambda since_ms=since_ms: bool(kopf_attempts(since_ms)))
+            latest = kopf_attempts(since_ms)
+            if latest and latest[-1].get("result") in FAILED_RESULTS:
+                backoff = _kopf_backoff(latest)
+                ctx.say(f"kopf's handler just failed again and will retry after {backoff:g} s. The errors stop now, "
+                        "so what follows is one whole kopf backoff.")
+                break
+        else:
+            backoff = _kopf_backoff(kopf_attempts(start_ms))
+            ctx.say(f"kopf's handler did not fail again after {LUCKY_ROUNDS} scale-ups: the errors stop now.")
+    finally:
+        ctx.faults.clear_errors()
+    cleared = ctx.clock.now()
+    ctx.say("Errors stopped. The reconciler is at most one short retry away; kopf sleeps out its backoff, then "
+            "its handler runs again and converges.")
+    track.watch(backoff + 30)
+    ctx.clock.sleep(0.5)  # the workers publish every 50 ms: let the last records arrive
+    end_ms = ctx.wall_ms()
+
+    def after(name: str, since: float) -> float | None:
+        at = track.at.get(name)
+        return None if at is None else max(0.0, at - since)
+
+    kopf_after, reconciler_after = after(by_kopf, cleared), after(by_reconciler, cleared)
+    counts = _activity(ctx, start_ms, end_ms, key_kopf=key_kopf, key_reconciler=key_reconciler)
+    result.measurements.update(
+        desired=want, kopf_backoff_s=backoff,
+        kopf_converged_after_errors_s=kopf_after, reconciler_converged_after_errors_s=reconciler_after,
+        kopf_converged_after_scale_s=after(by_kopf, scaled), reconciler_converged_after_scale_s=after(by_reconciler, scaled),
+        **counts)
+    ctx.say(f"kopf: {counts['kopf_handler_attempts']} handler attempts, {counts['kopf_api_writes']} API writes; "
+            f"reconciler: {counts['reconciler_reconciles']} reconciles, {counts['reconciler_api_writes']} API writes.")
+    result.claim(f"both converged to {want} pods", kopf_after is not None and reconciler_after is not None,
+                 f"kopf {len(ctx.pods_of(by_kopf))}, reconciler {len(ctx.pods_of(by_reconciler))} pods")
+    result.claim("the reconciler converged within 2 s of the errors stopping",
+                 reconciler_after is not None and reconciler_after <= 2.0, _seconds(reconciler_after))
+    result.claim(f"kopf converged at its next retry, about one backoff ({backoff:g} s) after the errors stopped",
+                 kopf_after is not None and 0.7 * backoff <= kopf_after <= backoff + 2.0, _seconds(kopf_after))
+    return result
+
+
+def _activity(ctx: ScenarioContext, start_ms: float, end_ms: float, *, key_kopf: str, key_reconciler: str) -> dict[str, int]:
+    """What each framework did in [start_ms, end_ms], from its worker's telemetry: kopf's handler
+    attempts and the Reconciler's reconciles of their PodSet, and each controller's API writes (GETs
+    are not published as writes; kopf's include its own PATCHes of progress and status)."""
+    def failed(records: list[dict]) -> int:
+        return sum(1 for r in records if r.get("result") in FAILED_RESULTS)
+
+    def failed_writes(records: list[dict]) -> int:
+        return sum(1 for w in records if not 200 <= int(w.get("code") or 0) < 300)
+
+    def of(reader: Any, controller: str, kind: RecordKind, key: str | None = None) -> list[dict]:
+        return reader.records(TopicKind.CONTROLLER, start_ms, end_ms, name=controller,
+                              where=lambda r: r.get("k") == kind and (key is None or r.get("key") == key))
+
+    attempts = of(ctx.kopf_telemetry, KOPF_CONTROLLER, RecordKind.RECONCILE, key_kopf)
+    reconciles = of(ctx.telemetry, RECONCILER_CONTROLLER, RecordKind.RECONCILE, key_reconciler)
+    kopf_writes = of(ctx.kopf_telemetry, KOPF_CONTROLLER, RecordKind.WRITE)
+    reconciler_writes = of(ctx.telemetry, RECONCILER_CONTROLLER, RecordKind.WRITE)
+    return {"kopf_handler_attempts": len(attempts), "kopf_failed_attempts": failed(attempts),
+            "reconciler_reconciles": len(reconciles), "reconciler_failed_reconciles": failed(reconciles),
+            "kopf_api_writes": len(kopf_writes), "kopf_failed_writes": failed_writes(kopf_writes),
+            "reconciler_api_writes": len(reconciler_writes), "reconciler_failed_writes": failed_writes(reconciler_writes)}
+
+
+def _kopf_backoff(attempts: list[dict]) -> float:
+    """The delay kopf gave its failed attempts (its backoff), or its default before any failed."""
+    return max((float(a.get("delay") or 0) for a in attempts if a.get("result") in FAILED_RESULTS),
+               default=KOPF_DEFAULT_BACKOFF)
+
+
+def _seconds(value: float | None) -> str:
+    return "not converged" if value is None else f"{value:.2f} s"
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("retry-storm", "Retry storm: 50 % API errors for 20 s", (
         "Pod creations fail half of the time for 20 seconds while both PodSets scale from 2 to 10.",
@@ -279,6 +453,20 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "The handler-only controller on the new leader starts with an Add for every PodSet and creates pods "
         "blind to the ones that exist: its PodSet ends with too many.",
     ), leader_failover),
+    Scenario("kopf-vs-reconciler", "kopf versus a Reconciler: the same errors, two retry policies", (
+        "One PodSet is owned by the kopf operator (worker kopf-podsets, controllers/examples/kopf_podsets.py), one "
+        "by the Reconciler. 50 % of pod creations fail with 500 for 20 s while both are scaled from 2 to 10 (and "
+        "again by 4 whenever kopf gets all its pods through the errors anyway).",
+        "Both retry a failed attempt, and each attempt looks at the pods that exist. What differs is when: "
+        "controller-runtime's (and ctrlscope's) workqueue requeues a failed key after 5 ms, doubling each "
+        "time, and every pod event wakes it at once; kopf retries a failed handler after a fixed backoff "
+        "(60 s by default, or a TemporaryError's delay). The demo runs kopf with a 10 s backoff "
+        "(PODSET_KOPF_BACKOFF=10) so nobody waits a minute; the scenario reads the real one from kopf's attempts.",
+        "The errors stop right after one of kopf's failed attempts: the Reconciler converges within a second or "
+        "two (usually it already has, during the errors), kopf one backoff later.",
+        "The results count each framework's handler attempts or reconciles and API writes from their telemetry "
+        "(kopf's include its own PATCHes: the progress it stores on the PodSet after every attempt).",
+    ), kopf_vs_reconciler),
     Scenario("pod-killer", "Pod killer: chaos deletes pods", (
         "Two pods of each PodSet are deleted behind the controllers' backs.",
         "The Reconciler watches the pods it owns: every deletion enqueues its PodSet, and the level-based "

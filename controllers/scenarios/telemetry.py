@@ -46,13 +46,15 @@ class TelemetryReader:
         return {k.decode(): orjson.loads(v) for k, v in state.items()}
 
     def records(self, kind: TopicKind, since_ms: float, until_ms: float,
-                where: Callable[[Record], bool] = lambda r: True) -> list[Record]:
-        """Records of every ``w/{worker}/{kind}/*`` topic published in [since_ms, until_ms], read the
-        way the dashboard reads them (``TopicState``: unknown record kinds and frames of another
-        protocol major are left out)."""
+                where: Callable[[Record], bool] = lambda r: True, *, name: str | None = None) -> list[Record]:
+        """Records of every ``w/{worker}/{kind}/*`` topic (only ``w/{worker}/{kind}/{name}`` with
+        ``name``) published in [since_ms, until_ms], read the way the dashboard reads them
+        (``TopicState``: unknown record kinds and frames of another protocol major are left out)."""
         out: list[Record] = []
         prefix = worker_topic_prefix(self.worker, kind)
-        for topic in (t for t in self.reader.topics() if t.startswith(prefix)):
+        topics = [worker_topic(self.worker, kind, name)] if name is not None else \
+            [t for t in self.reader.topics() if t.startswith(prefix)]
+        for topic in topics:
             reader = TopicState()
             for eid, frame in self.reader.read_range(topic, f"{int(since_ms)}-0", f"{int(until_ms) + 1}-0", limit=None):
                 out.extend(r for r in reader.apply(eid.decode(), frame) if where(r))

@@ -1,15 +1,22 @@
 """The kopf PodSet operator (``controllers/examples/kopf_podsets.py``) against the simulator over HTTP,
-run by real kopf the two ways a user runs it: ``kopf run`` and ``manage.py runkopf``."""
+run by real kopf the two ways a user runs it: ``kopf run`` and ``manage.py runkopf``; and the
+``kopf-vs-reconciler`` scenario with it and the Python worker's Reconciler side by side."""
 
 from __future__ import annotations
 
 import time
 
+import orjson
 import pytest
 
+from controllers.examples.podset import setup
 from controllers.kopf import controller_name
-from controllers.scenarios import ScenarioContext
-from controllers.schema import RecordKind, TopicKind, worker_topic
+from controllers.reconcile import Manager
+from controllers.scenarios import SCENARIOS, ScenarioContext
+from controllers.scenarios.telemetry import TelemetryReader
+from controllers.schema import SCOREBOARD_TABLE, RecordKind, TopicKind, worker_topic
+from controllers.telemetry.publisher import RedisPublisher
+from controllers.telemetry.telemetry_observer import TelemetryObserver
 from tests.conftest import ROOT, wait_until
 
 # The kopf tests' fixtures: the simulator process, its client, a namespace per test, kopf operators.
@@ -88,3 +95,35 @@ def test_a_failed_handler_is_retried_after_the_backoff_from_the_environment(kube
     wait_until(lambda: _pods(kube, namespace, "web") == 2, timeout=20, what="2 pods after the errors")
     took = time.monotonic() - cleared
     assert took < 2 + 1.5, f"converged {took:.2f} s after the errors stopped: at kopf's next retry"
+
+
+def test_the_kopf_vs_reconciler_scenario_holds_at_a_quarter_of_demo_time(
+        kube, namespace, kopf_operator, redis_url, prefix):  # noqa: F811
+    publisher = RedisPublisher(redis_url, prefix=prefix).start()
+    manager = Manager(kube, freeze_gc_after_sync=False, observer=TelemetryObserver(publisher, worker="scn"))
+    setup(manager)
+    manager.start()
+    readers = [TelemetryReader(redis_url, prefix=prefix, worker=w) for w in ("scn", "kopf-scn")]
+    op = kopf_operator(OPERATOR, namespace, worker="kopf-scn", env={BACKOFF_ENV: "3"})
+    try:
+        op.wait_for_output("Activity 'configure' succeeded")
+        said: list[str] = []
+        ctx = ScenarioContext(kube, namespace=namespace, time_scale=0.25, say=said.append, telemetry=readers[0],
+                              kopf_telemetry=readers[1], actor="scenario kopf-vs-reconciler")
+        result = SCENARIOS["kopf-vs-reconciler"].run(ctx)
+        m = result.measurements
+        print(m)
+        assert said
+        assert result.ok, ([(c.text, c.detail) for c in result.claims if not c.held], m)
+        assert m["kopf_backoff_s"] == 3.0
+        assert m["kopf_failed_attempts"] >= 1 and m["reconciler_failed_reconciles"] >= 1
+        assert m["kopf_api_writes"] > 0 and m["reconciler_api_writes"] > 0
+        # The Python worker's scoreboard shows the kopf PodSets from its caches (kopf's own counts: unknown).
+        _, rows = readers[0].reader.snapshot(worker_topic("scn", TopicKind.STATUS, SCOREBOARD_TABLE))
+        kopf_row = orjson.loads(rows[b"kopf"])
+        assert kopf_row["podsets"] >= 1 and kopf_row["api_calls"] is None
+    finally:
+        for reader in readers:
+            reader.close()
+        manager.stop()
+        publisher.stop()

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from controllers.clock import RealClock
 from controllers.scenarios import SCENARIOS, ScenarioContext
-from controllers.scenarios.base import DemoStandby, LeaseHolder, PidFileWorker
+from controllers.scenarios.base import KOPF_WORKER, DemoStandby, LeaseHolder, PidFileWorker
 from controllers.scenarios.telemetry import TelemetryReader
 from controllers.schema import SCENARIOS_TOPIC, RecordKind
 from controllers.telemetry.publisher import RedisPublisher
@@ -29,6 +29,8 @@ class Command(BaseCommand):
                             help="cluster to drive (default: the demo's simulated cluster)")
         parser.add_argument("--speed", type=float, default=1.0, help="time scale; 0.25 runs 4x faster")
         parser.add_argument("--worker", default="demo", help="worker whose telemetry is counted (default: demo)")
+        parser.add_argument("--kopf-worker", default=KOPF_WORKER,
+                            help=f"worker running the kopf PodSet operator (kopf-vs-reconciler; default: {KOPF_WORKER})")
         parser.add_argument("--lease", default="default/ctrlscope-demo",
                             help="Lease the demo's workers campaign for (leader-failover)")
 
@@ -74,17 +76,19 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {paragraph}")
             publisher.set_state(SCENARIOS_TOPIC, scenario.name, dict(running))
             reader = TelemetryReader(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=opts["worker"])
+            kopf_reader = TelemetryReader(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=opts["kopf_worker"])
             try:
                 lease_ns, _, lease_name = opts["lease"].partition("/")
                 standby = DemoStandby(settings.RUN_DIR, lambda worker: TelemetryReader(
                     redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, worker=worker), clock=clock)
                 result = scenario.run(ScenarioContext(client, time_scale=opts["speed"], clock=clock, say=say,
-                                                      telemetry=reader,
+                                                      telemetry=reader, kopf_telemetry=kopf_reader,
                                                       workers=PidFileWorker(settings.RUN_DIR / "worker.pid", clock=clock),
                                                       lease=LeaseHolder(client, lease_ns, lease_name),
                                                       standby=standby, actor=f"scenario {scenario.name}"))
             finally:
                 reader.close()
+                kopf_reader.close()
             for claim in result.claims:
                 mark = self.style.SUCCESS("held") if claim.held else self.style.ERROR("DID NOT HOLD")
                 self.stdout.write(f"  [{mark}] {claim.text} ({claim.detail})")
