@@ -18,8 +18,13 @@ import redis
 import requests
 
 from controllers import golang
+from controllers.examples.podset import API_VERSION
+from controllers.informers.http_client import KubernetesClient
+from controllers.scenarios.base import KOPF_WORKER
+from controllers.schema import Runtime
 from controllers.telemetry.redisboot import free_port
 from controllers.telemetry.streams import Keys
+from dashboard.management.commands.demo import KOPF_SAMPLE_PODSET
 from tests.conftest import ROOT, wait_until
 
 
@@ -60,15 +65,30 @@ def test_demo_starts_cluster_worker_and_dashboard_and_ctrl_c_stops_them(tmp_path
         children = psutil.Process(demo.proc.pid).children(recursive=True)
         names = " ".join(" ".join(c.cmdline()) for c in children)
         assert "simcluster" in names and "runcontrollers" in names and "daphne" in names
-        if go:  # the Go samples run beside the Python worker, each its own worker
+        # The kopf PodSet operator runs beside the Python worker as its own worker, and so do the Go
+        # samples, each announcing itself with its runtime.
+        assert "runkopf" in names and KOPF_WORKER in names, "".join(demo.lines)
+        if go:
             assert "deployment-informer" in names and "deployment-summary" in names, "".join(demo.lines)
-            r = redis.Redis.from_url(redis_url)
-            try:
-                wait_until(lambda: all(r.hget(Keys(prefix).snapshot(f"w/{w}/components"), f"worker/{w}")
-                                       for w in ("go-informer", "go-summary", "demo")),
-                           timeout=60, what="the Go and Python workers to announce themselves")
-            finally:
-                r.close()
+        runtimes = {"demo": Runtime.PYTHON, KOPF_WORKER: Runtime.KOPF,
+                    **({"go-informer": Runtime.GO, "go-summary": Runtime.GO} if go else {})}
+        r = redis.Redis.from_url(redis_url)
+        try:
+            def announced() -> dict[str, str]:
+                out = {}
+                for w in runtimes:
+                    raw = r.hget(Keys(prefix).snapshot(f"w/{w}/components"), f"worker/{w}")
+                    out[w] = orjson.loads(raw).get("runtime") if raw else None
+                return out
+
+            wait_until(lambda: announced() == runtimes, timeout=60,
+                       what="the Python, kopf and Go workers to announce themselves")
+        finally:
+            r.close()
+        # The kopf operator handles its sample PodSet.
+        sim = KubernetesClient.from_kubeconfig(str(tmp_path / "kubeconfig-sim.yaml"))
+        wait_until(lambda: (sim.get_json(f"/apis/{API_VERSION}/namespaces/default/podsets/{KOPF_SAMPLE_PODSET}")
+                            .get("status") or {}).get("replicas") == 3, timeout=30, what="kopf's sample PodSet at 3")
         with urllib.request.urlopen(demo.url + "/", timeout=5) as resp:
             assert resp.status == 200 and b"ctrlscope" in resp.read()
         assert (tmp_path / "kubeconfig-sim.yaml").exists()

@@ -1,9 +1,10 @@
 """``python manage.py demo`` (what ``make demo`` runs): everything needed to watch controllers, on loopback.
 
 Starts, in order: Redis (redisboot's rule), the database schema, the simulated cluster (unless
-``--kubeconfig`` points at a real one), a few sample Deployments, the worker running the example
-controllers, and the dashboard under daphne; then prints the URL and how to point kubectl at the
-cluster. Ctrl-C (or SIGTERM) stops everything it started, in reverse order. The children run under
+``--kubeconfig`` points at a real one), a few sample Deployments and PodSets, the worker running the
+example controllers, the kopf PodSet operator (``runkopf``; on a real cluster only with ``--kopf``),
+the Go samples (when there is a Go toolchain), and the dashboard under daphne; then prints the URL and
+how to point kubectl at the cluster. Ctrl-C (or SIGTERM) stops everything it started, in reverse order. The children run under
 a ``controllers.process.Supervisor``: a worker that dies is restarted (the controller-restart
 scenario kills it on purpose), a standby worker comes and goes with ``run/standby.want`` (the
 leader-failover scenario), and if any other child dies (or a worker crash-loops) the demo says
@@ -12,6 +13,7 @@ which one, shows the end of its log, stops the rest and exits non-zero.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -25,7 +27,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from controllers import golang
 from controllers.process import Child, SupervisionError, Supervisor
-from controllers.scenarios.base import DEMO_STATE, STANDBY_WANT, STANDBY_WORKER
+from controllers.scenarios.base import DEMO_STATE, KOPF_WORKER, STANDBY_WANT, STANDBY_WORKER
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis, free_port
 
 DEMO_LEASE = "default/ctrlscope-demo"
@@ -38,6 +40,12 @@ DEFAULT_CONTROLLERS = ["controllers.examples.deployments:setup", "controllers.ex
 GO_WORKERS = [("go-informer", "deployment-informer", []),
               ("go-summary", "deployment-summary", ["--summary-suffix", "-go-summary"])]
 SAMPLE_DEPLOYMENTS = {"web": ("nginx:1.27", 3), "api": ("ghcr.io/example/api:2.1", 2)}
+SAMPLE_PODSETS = {"by-handlers": "handlers", "by-reconciler": "reconciler"}
+KOPF_SAMPLE_PODSET = "web-kopf"  # created when the kopf operator runs
+KOPF_OPERATOR = "controllers/examples/kopf_podsets.py"
+# kopf retries a failed handler after 60 s by default; the demo's operator after 10 s, so the
+# kopf-vs-reconciler scenario does not keep its audience waiting a minute (its narration says so).
+KOPF_DEMO_BACKOFF = "10"
 
 
 class Command(BaseCommand):
@@ -55,6 +63,10 @@ class Command(BaseCommand):
                             help="worker replicas; more than 1 turns on leader election (default 1)")
         parser.add_argument("--controller", action="append",
                             help=f"controllers to run (default: {DEFAULT_CONTROLLERS[0]})")
+        parser.add_argument("--kopf", action=argparse.BooleanOptionalAction, default=None,
+                            help=f"run the kopf PodSet operator ({KOPF_OPERATOR}) as worker {KOPF_WORKER} "
+                                 "(default: on the simulator yes, on a real cluster no: it creates and deletes "
+                                 "pods there)")
         parser.add_argument("--no-go", action="store_true", default=golang.skipped(),
                             help="do not build and run the Go sample controllers (default: run them when a "
                                  "Go toolchain is found; CTRLSCOPE_SKIP_GO=1 also skips them)")
@@ -105,6 +117,9 @@ class Command(BaseCommand):
         run_dir, opts = self.run_dir, self.opts
         kubeconfig = opts["kubeconfig"]
         cluster_name: list[str] = []  # a real cluster is named by its kubeconfig context
+        self.kopf = opts["kopf"] if opts["kopf"] is not None else not kubeconfig
+        if self.kopf and not self._kopf_supported():
+            self.kopf = False
         if kubeconfig:
             self.stdout.write(f"cluster:   {kubeconfig} (real cluster; the example controllers write ConfigMaps)")
             # No simulator: the dashboard's Faults panel says so, and never loads these credentials.
@@ -149,6 +164,8 @@ class Command(BaseCommand):
         if replicas > 1:
             self.stdout.write(f"workers:   {replicas} replicas, leader election on Lease {DEMO_LEASE} "
                               "(only the leader reconciles and runs the handler-only PodSet controller)")
+        if self.kopf:
+            self._start_kopf(supervisor, kubeconfig, cluster_name)
         if not opts["no_go"]:
             self._start_go(supervisor, kubeconfig)
         supervisor.start(self._child("dashboard", ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
@@ -156,6 +173,29 @@ class Command(BaseCommand):
         url = f"http://127.0.0.1:{self.port}/"
         supervisor.wait_ready(lambda: _answers(url + "healthz"), f"the dashboard did not answer at {url}")
         self._print_access(url)
+
+    def _kopf_supported(self) -> bool:
+        """Whether this venv's kopf can run in-process; if not, the demo says why and goes on without it."""
+        from controllers.kopf import inprocess
+
+        try:
+            inprocess.check_version()
+        except inprocess.KopfVersionError as exc:
+            self.stdout.write(self.style.WARNING(f"kopf:      not running the kopf PodSet operator: {exc}"))
+            return False
+        return True
+
+    def _start_kopf(self, supervisor: Supervisor, kubeconfig: str, cluster_name: list[str]) -> None:
+        """The kopf PodSet operator, unmodified, under ``runkopf``: its own worker on the overview,
+        supervised (restarted if it dies) like the Python worker."""
+        argv = ["manage.py", "runkopf", "--worker-name", KOPF_WORKER, "--kubeconfig", kubeconfig, *cluster_name,
+                "--", "--standalone", "--all-namespaces", KOPF_OPERATOR]
+        backoff = os.environ.get("PODSET_KOPF_BACKOFF", KOPF_DEMO_BACKOFF)
+        supervisor.start(self._child(f"kopf worker {KOPF_WORKER}", argv, KOPF_WORKER,
+                                     pid_file=self.run_dir / f"{KOPF_WORKER}.pid",
+                                     env={"PODSET_KOPF_BACKOFF": backoff}))
+        self.stdout.write(f"kopf:      worker {KOPF_WORKER} (kopf run {KOPF_OPERATOR}, in-process telemetry; "
+                          f"PodSets labelled implementation=kopf; retry backoff {backoff} s)")
 
     def _start_go(self, supervisor: Supervisor, kubeconfig: str) -> None:
         """The Go samples (client-go informer, controller-runtime reconciler) beside the Python
@@ -177,10 +217,12 @@ class Command(BaseCommand):
         self.stdout.write(f"go:        workers {', '.join(w for w, _, _ in GO_WORKERS)} (client-go and "
                           "controller-runtime, instrumented with ctrlscope's Go module)")
 
-    def _child(self, name: str, args: list[str], log: str, *, pid_file: Path | None = None) -> Child:
-        """A child running this Python with ``args``, logging to run/logs/{log}.log."""
-        return Child(name, [sys.executable, *args], self.env, self.run_dir / "logs" / f"{log}.log",
-                     cwd=settings.BASE_DIR, pid_file=pid_file)
+    def _child(self, name: str, args: list[str], log: str, *, pid_file: Path | None = None,
+               env: dict[str, str] | None = None) -> Child:
+        """A child running this Python with ``args`` (and the demo's environment plus ``env``), logging
+        to run/logs/{log}.log."""
+        return Child(name, [sys.executable, *args], {**self.env, **(env or {})},
+                     self.run_dir / "logs" / f"{log}.log", cwd=settings.BASE_DIR, pid_file=pid_file)
 
     def _print_access(self, url: str) -> None:
         self.stdout.write(self.style.SUCCESS(f"dashboard: {url}"))
@@ -192,7 +234,8 @@ class Command(BaseCommand):
         self.stdout.flush()
 
     def _create_samples(self, kubeconfig: str) -> None:
-        """Sample Deployments and PodSets (one per implementation) so there is something to watch at once."""
+        """Sample Deployments and PodSets (one per implementation, kopf's if it runs) so there is something
+        to watch at once."""
         from controllers.examples import podset
         from controllers.informers.http_client import KubernetesClient
         from controllers.informers.listwatch import ApiError
@@ -200,8 +243,9 @@ class Command(BaseCommand):
         client = KubernetesClient.from_kubeconfig(kubeconfig)
         podset.ensure_crd(client)
         samples = [("/apis/apps/v1/namespaces/default/deployments", body) for body in self._deployments()]
+        podsets = {**SAMPLE_PODSETS, **({KOPF_SAMPLE_PODSET: podset.KOPF} if self.kopf else {})}
         samples += [(f"/apis/{podset.API_VERSION}/namespaces/default/podsets", podset.podset(name, impl, 3))
-                    for name, impl in (("by-handlers", "handlers"), ("by-reconciler", "reconciler"))]
+                    for name, impl in podsets.items()]
         for path, body in samples:
             try:
                 client.send_json("POST", path, body)
