@@ -93,7 +93,22 @@ def test_live_scoreboard_compares_the_two_implementations(browser, dashboard, pu
     assert rows["handler calls / reconciles"] == ["7 handler calls", "23 reconciles"]
     assert rows["failures"] == ["2 lost, never retried", "5 raised, retried with backoff"]
     assert page.locator("#scoreboards td.off").count() >= 3 and page.locator("#scoreboards td.good").count() >= 3
+    assert "kopf operator" not in page.inner_text("#scoreboards thead")  # no kopf PodSet: no column
     page.screenshot(path=str(artifacts / "scenarios-scoreboard.png"), full_page=True)
+
+    # A kopf PodSet appears: a third column, its counts from the caches, the rest on the kopf worker.
+    obs = TelemetryObserver(pub, worker="demo")
+    obs.on_status("podset-scoreboard", key="kopf", value={
+        **SCORE, "converged": 1, "podsets": 1, "desired": 3, "actual": 3, "converging_s": None, "handler_calls": None,
+        "reconciles": None, "api_calls": None, "lost_side_effects": None, "retried_errors": None,
+        "at": time.time() * 1000})
+    pub.flush()
+    page.wait_for_function("() => document.querySelector('#scoreboards thead').textContent.includes('kopf operator')",
+                           timeout=10_000)
+    rows = {r[0]: r[1:] for r in page.eval_on_selector_all(
+        "#scoreboards tbody tr", "trs => trs.map(tr => [...tr.cells].map(c => c.textContent))")}
+    assert rows["pods wanted → running"] == ["8 → 6", "8 → 8", "3 → 3"]
+    assert rows["API calls made"][2] == rows["handler calls / reconciles"][2] == "on the kopf worker's page"
     page.close()
 
 

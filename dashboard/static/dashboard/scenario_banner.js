@@ -81,12 +81,12 @@
   function scoreboard(topic) {
     const t = client.topics.get(topic);
     if (!t) return;
-    const h = t.state.get("handlers"), r = t.state.get("reconciler");
-    const at = (h || r || {}).at || 0;
+    const h = t.state.get("handlers"), r = t.state.get("reconciler"), k = t.state.get("kopf");
+    const at = (h || r || k || {}).at || 0;
     if (at < countsAt) return;
     countsAt = at;
     const fmt = (label, v) => (v ? label + " " + v.actual + " pods for " + v.desired + " wanted" : "");
-    counts = [fmt("handler-only", h), fmt("Reconciler", r)].filter(Boolean).join(" · ");
+    counts = [fmt("handler-only", h), fmt("Reconciler", r), fmt("kopf", k)].filter(Boolean).join(" · ");
   }
 
   client.on("topics", (topics) => {

@@ -34,15 +34,25 @@
   // ---- live scoreboard: w/<worker>/status/podset-scoreboard, one row per implementation ----------
   const boards = new Map(); // topic -> table element
   const fmtS = (v) => (v === null || v === undefined ? "—" : v < 1 ? Math.round(v * 1000) + " ms" : v.toFixed(1) + " s");
+  // One column per implementation the worker reports (kopf's only once a kopf PodSet exists). The
+  // kopf operator runs in its own worker: its handler attempts and API calls are on that worker's
+  // page, so the Python worker's row leaves them null.
+  const COLUMNS = [["handlers", "handler-only"], ["reconciler", "Reconciler"], ["kopf", "kopf operator"]];
+  const onKopfPage = "on the kopf worker's page";
   const ROWS = [
-    ["mechanism", () => "event-driven: on_add / on_update / on_delete, once each", () => "state-driven: Reconcile(request) from a workqueue"],
-    ["PodSets matching their spec", (h) => h.converged + " / " + h.podsets, (r) => r.converged + " / " + r.podsets, (v) => v.converged === v.podsets],
-    ["pods wanted → running", (h) => h.desired + " → " + h.actual, (r) => r.desired + " → " + r.actual, (v) => v.desired === v.actual],
-    ["diverged for (oldest open gap)", (h) => fmtS(h.converging_s), (r) => fmtS(r.converging_s), (v) => v.converging_s === null || v.converging_s === undefined],
-    ["last convergence took", (h) => fmtS(h.last_converge_s), (r) => fmtS(r.last_converge_s)],
-    ["handler calls / reconciles", (h) => h.handler_calls + " handler calls", (r) => r.reconciles + " reconciles"],
-    ["API calls made", (h) => String(h.api_calls), (r) => String(r.api_calls)],
-    ["failures", (h) => h.lost_side_effects + " lost, never retried", (r) => r.retried_errors + " raised, retried with backoff", (v) => !v.lost_side_effects],
+    ["mechanism", (v, impl) => ({ handlers: "event-driven: on_add / on_update / on_delete, once each",
+      reconciler: "state-driven: Reconcile(request) from a workqueue",
+      kopf: "per-object handlers; a failed one retried after kopf's fixed backoff" })[impl]],
+    ["PodSets matching their spec", (v) => v.converged + " / " + v.podsets, (v) => v.converged === v.podsets],
+    ["pods wanted → running", (v) => v.desired + " → " + v.actual, (v) => v.desired === v.actual],
+    ["diverged for (oldest open gap)", (v) => fmtS(v.converging_s), (v) => v.converging_s === null || v.converging_s === undefined],
+    ["last convergence took", (v) => fmtS(v.last_converge_s)],
+    ["handler calls / reconciles", (v, impl) => impl === "reconciler" ? v.reconciles + " reconciles"
+      : v.handler_calls === null || v.handler_calls === undefined ? onKopfPage : v.handler_calls + " handler calls"],
+    ["API calls made", (v) => v.api_calls === null || v.api_calls === undefined ? onKopfPage : String(v.api_calls)],
+    ["failures", (v, impl) => impl === "handlers" ? v.lost_side_effects + " lost, never retried"
+      : impl === "reconciler" ? v.retried_errors + " raised, retried with backoff" : "raised, retried after the backoff",
+    (v, impl) => impl !== "handlers" || !v.lost_side_effects],
   ];
   // A worker reports its scoreboard once a second while it leads; one that stopped (a standby
   // that was removed, a replaced worker) leaves its last rows in Redis: those are hidden.
@@ -51,8 +61,10 @@
     const t = client.topics.get(topic);
     const m = P.scoreboardTopic(topic);
     if (!t || !m) return;
-    const h = t.state.get("handlers"), r = t.state.get("reconciler");
-    const fresh = Date.now() - ((h || r || {}).at || 0) < STALE_MS;
+    const present = COLUMNS.filter(([impl]) => t.state.get(impl) || impl !== "kopf");
+    const values = present.map(([impl]) => t.state.get(impl));
+    const latest = values.find(Boolean) || {};
+    const fresh = Date.now() - (latest.at || 0) < STALE_MS;
     const existing = boards.get(topic);
     if (existing) existing.hidden = !fresh;
     if (!fresh) { noteStale(); return; }
@@ -66,10 +78,10 @@
       root.appendChild(box);
     }
     const head = document.createElement("tr");
-    for (const c of ["worker " + m.worker, "handler-only", "Reconciler"]) { const th = document.createElement("th"); th.textContent = c; head.appendChild(th); }
-    const body = ROWS.map(([label, fh, fr, good]) => {
-      const tr = row([label, h ? fh(h) : "—", r ? fr(r) : "—"]);
-      if (good) [h, r].forEach((v, i) => { if (v) tr.cells[i + 1].classList.add(good(v) ? "good" : "off"); });
+    for (const c of ["worker " + m.worker, ...present.map(([, title]) => title)]) { const th = document.createElement("th"); th.textContent = c; head.appendChild(th); }
+    const body = ROWS.map(([label, cell, good]) => {
+      const tr = row([label, ...present.map(([impl], i) => values[i] ? cell(values[i], impl) : "—")]);
+      if (good) values.forEach((v, i) => { if (v) tr.cells[i + 1].classList.add(good(v, present[i][0]) ? "good" : "off"); });
       return tr;
     });
     const table = document.createElement("table");
@@ -77,7 +89,7 @@
     const thead = document.createElement("thead"); thead.appendChild(head);
     const tbody = document.createElement("tbody"); tbody.replaceChildren(...body);
     table.append(thead, tbody);
-    const at = (h || r || {}).at;
+    const at = latest.at;
     const note = document.createElement("p");
     note.className = "muted";
     note.textContent = "updated " + (at ? new Date(at).toLocaleTimeString() : "—") +
