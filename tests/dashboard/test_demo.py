@@ -21,7 +21,7 @@ from controllers import golang
 from controllers.examples.podset import API_VERSION
 from controllers.informers.http_client import KubernetesClient
 from controllers.scenarios.base import KOPF_WORKER
-from controllers.schema import Runtime
+from controllers.schema import ObservationMode, Runtime
 from controllers.telemetry.redisboot import free_port
 from controllers.telemetry.streams import Keys
 from dashboard.management.commands.demo import KOPF_SAMPLE_PODSET
@@ -83,6 +83,17 @@ def test_demo_starts_cluster_worker_and_dashboard_and_ctrl_c_stops_them(tmp_path
 
             wait_until(lambda: announced() == runtimes, timeout=60,
                        what="the Python, kopf and Go workers to announce themselves")
+
+            # Both kopf modes: the operator's worker in-process, the Python worker zero-code.
+            def modes() -> dict[str, str | None]:
+                out = {}
+                for w in ("demo", KOPF_WORKER):
+                    raw = r.hget(Keys(prefix).snapshot(f"w/{w}/components"), "controller/kopf/podsets.demo.ctrlscope.dev")
+                    out[w] = orjson.loads(raw).get("mode") if raw else None
+                return out
+
+            wait_until(lambda: modes() == {"demo": ObservationMode.ZERO_CODE, KOPF_WORKER: ObservationMode.IN_PROCESS},
+                       timeout=60, what="the kopf operator seen in-process and zero-code")
         finally:
             r.close()
         # The kopf operator handles its sample PodSet.

@@ -43,6 +43,7 @@ SAMPLE_DEPLOYMENTS = {"web": ("nginx:1.27", 3), "api": ("ghcr.io/example/api:2.1
 SAMPLE_PODSETS = {"by-handlers": "handlers", "by-reconciler": "reconciler"}
 KOPF_SAMPLE_PODSET = "web-kopf"  # created when the kopf operator runs
 KOPF_OPERATOR = "controllers/examples/kopf_podsets.py"
+KOPF_RESOURCE = "podsets.demo.ctrlscope.dev"  # what the demo worker watches in zero-code mode
 # kopf retries a failed handler after 60 s by default; the demo's operator after 10 s, so the
 # kopf-vs-reconciler scenario does not keep its audience waiting a minute (its narration says so).
 KOPF_DEMO_BACKOFF = "10"
@@ -148,6 +149,10 @@ class Command(BaseCommand):
                 argv += ["--context", opts["context"]]
             if synthetic and opts["rate"] > 0:
                 argv += ["--synthetic", str(opts["rate"])]
+            if self.kopf:
+                # Both kopf modes side by side: the operator's own worker publishes from inside
+                # (runkopf); this one reads only what kopf stores on the PodSets (zero-code).
+                argv += ["--kopf", KOPF_RESOURCE]
             if leader_election:
                 argv += ["--leader-elect", "--lease", DEMO_LEASE, *DEMO_LEASE_TIMINGS]
             return self._child(f"worker {name}", argv, f"worker{suffix}", pid_file=run_dir / f"worker{suffix}.pid")
@@ -195,7 +200,8 @@ class Command(BaseCommand):
                                      pid_file=self.run_dir / f"{KOPF_WORKER}.pid",
                                      env={"PODSET_KOPF_BACKOFF": backoff}))
         self.stdout.write(f"kopf:      worker {KOPF_WORKER} (kopf run {KOPF_OPERATOR}, in-process telemetry; "
-                          f"PodSets labelled implementation=kopf; retry backoff {backoff} s)")
+                          f"PodSets labelled implementation=kopf; retry backoff {backoff} s); the Python "
+                          f"worker shows the same operator in zero-code mode (--kopf {KOPF_RESOURCE})")
 
     def _start_go(self, supervisor: Supervisor, kubeconfig: str) -> None:
         """The Go samples (client-go informer, controller-runtime reconciler) beside the Python
