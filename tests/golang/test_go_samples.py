@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from controllers.schema import PROTOCOL_VERSION
 from tests.conftest import wait_until
 from tests.golang.telemetry import Published
 from tests.sim.conftest import Kubectl
@@ -38,7 +39,7 @@ def test_the_informer_sample_shows_kubectl_changes_as_watch_events_handler_calls
     wait_until(lambda: published.state(components).get("informer/apps/v1/Deployment", {}).get("synced"),
                timeout=30, what="the Go informer to sync")
     worker = published.state(components)["worker/go-informer"]
-    assert worker["runtime"] == "go" and worker["protocol"] == "1.0"
+    assert worker["runtime"] == "go" and worker["protocol"] == PROTOCOL_VERSION
 
     kubectl(sim_kubeconfig, tmp_path, "create", "deployment", "web", "--image=nginx:1.27")
     wait_until(lambda: "default/web" in published.state(INFORMER), timeout=15, what="web in the Go informer's cache")

@@ -51,6 +51,7 @@ KOPF_DEMO_BACKOFF = "10"
 
 class Command(BaseCommand):
     help = "Start Redis (if needed), the worker and the dashboard on loopback; Ctrl-C stops them all."
+    kopf = False  # whether the kopf operator runs: handle() decides (the samples include its PodSet then)
 
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=int(os.environ.get("CTRLSCOPE_PORT", "8000")),
