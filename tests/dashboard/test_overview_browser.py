@@ -215,6 +215,9 @@ def test_workers_stopped_for_over_ten_minutes_are_folded_below_the_live_ones(bro
         w.publish_one_synced_controller()
     page = open_overview(browser, dashboard)
     page.wait_for_selector(".gone-workers summary", timeout=10_000)
+    # Each worker's components arrive in their own snapshot: wait for all three before comparing.
+    for w in ("old", "recent", "alive"):
+        page.wait_for_selector(f'.worker[data-worker="{w}"]', state="attached", timeout=10_000)
     assert page.inner_text(".gone-workers summary") == "1 stopped worker (nothing published for over 10 min)"
     folded = page.eval_on_selector_all(".gone-workers .worker", "ws => ws.map(w => w.dataset.worker)")
     shown = page.eval_on_selector_all(".cluster > .worker", "ws => ws.map(w => w.dataset.worker)")
