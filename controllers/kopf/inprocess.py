@@ -552,12 +552,21 @@ class _ObjectLogHandler(logging.Handler):
 
 
 def _bind(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    import inspect
-
+    """The call's arguments by name. kopf passes these by keyword (the fast path, on every handler
+    call); positional ones are bound with the function's signature, looked up once."""
+    if not args:
+        return kwargs
     try:
-        return dict(inspect.signature(fn).bind_partial(*args, **kwargs).arguments)
+        return dict(_signature(fn).bind_partial(*args, **kwargs).arguments)
     except TypeError:
         return dict(kwargs)
+
+
+@functools.lru_cache(maxsize=32)
+def _signature(fn: Any) -> Any:
+    import inspect
+
+    return inspect.signature(fn)
 
 
 def _cause_of(handler: Any, cause: Any) -> str:
