@@ -184,6 +184,28 @@ def wait_until(predicate, timeout: float = 10.0, what: str = "condition", interv
         time.sleep(interval)
 
 
+class LoggedProcess:
+    """A program run as a user runs it (argv, environment), its output going to a log file the test
+    can read and wait on."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path, *, cwd: Path | None = None) -> None:
+        self.log = log
+        with open(log, "wb") as fh:
+            self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for_output(self, text: str, timeout: float = 30.0) -> None:
+        wait_until(lambda: text in self.output() or self.proc.poll() is not None, timeout=timeout,
+                   what=f"{text!r} in {self.log.name}")
+        assert text in self.output(), f"{self.log.name} exited ({self.proc.returncode}):\n{self.output()[-4000:]}"
+
+    def stop(self) -> str:
+        stop_process(self.proc)
+        return self.output()
+
+
 def run_async(coro, timeout: float = 120.0):
     """Run a coroutine to completion on its own thread and loop.
 

@@ -8,15 +8,13 @@ always has one (``make test`` gets it).
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from controllers import golang
-from controllers.process import stop_process
-from tests.conftest import wait_until
+from tests.conftest import LoggedProcess
 from tests.dashboard.test_faults_browser import sim_kubeconfig  # noqa: F401  (the simulator, publishing faults)
 
 PROGRAMS = (*golang.SAMPLES, "fidelity")
@@ -34,26 +32,13 @@ def go_programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         pytest.fail(str(exc))
 
 
-class GoProcess:
+class GoProcess(LoggedProcess):
     """One Go program run as a user would: flags, REDIS_URL and CTRLSCOPE_PREFIX; output to a log."""
 
     def __init__(self, path: Path, args: list[str], *, redis_url: str, prefix: str, log: Path,
                  env: dict[str, str] | None = None) -> None:
-        self.log = log
         full_env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, **(env or {})}
-        with open(log, "wb") as fh:
-            self.proc = subprocess.Popen([str(path), *args], env=full_env, stdout=fh, stderr=subprocess.STDOUT)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_for_output(self, text: str, timeout: float = 30.0) -> None:
-        wait_until(lambda: text in self.output() or self.proc.poll() is not None, timeout=timeout,
-                   what=f"{text!r} in {self.log.name}")
-        assert text in self.output(), f"{self.log.name} exited ({self.proc.returncode}):\n{self.output()[-3000:]}"
-
-    def stop(self) -> None:
-        stop_process(self.proc)
+        super().__init__([str(path), *args], full_env, log)
 
 
 @pytest.fixture

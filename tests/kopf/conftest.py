@@ -13,7 +13,6 @@ on PYTHONPATH. The handler files the tests run are in ``tests/kopf/operators/``.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -23,8 +22,7 @@ import pytest
 
 from controllers.examples.podset import API_VERSION, ensure_crd, podset
 from controllers.informers.http_client import KubernetesClient
-from controllers.process import stop_process
-from tests.conftest import ROOT, wait_until
+from tests.conftest import ROOT, LoggedProcess
 from tests.dashboard.test_faults_browser import sim_kubeconfig  # noqa: F401  (the simulator process)
 
 OPERATORS = Path(__file__).parent / "operators"
@@ -54,25 +52,11 @@ def kopf_env(version: str | None) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
 
 
-class KopfOperator:
-    """One operator process; its output goes to a log file."""
+class KopfOperator(LoggedProcess):
+    """One operator process, run from the repository's root; its output goes to a log file."""
 
     def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
-        self.log = log
-        with open(log, "wb") as fh:
-            self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_for_output(self, text: str, timeout: float = 30.0) -> None:
-        wait_until(lambda: text in self.output() or self.proc.poll() is not None, timeout=timeout,
-                   what=f"{text!r} in {self.log.name}")
-        assert text in self.output(), f"{self.log.name} exited ({self.proc.returncode}):\n{self.output()[-4000:]}"
-
-    def stop(self) -> str:
-        stop_process(self.proc)
-        return self.output()
+        super().__init__(argv, env, log, cwd=ROOT)
 
 
 @pytest.fixture
