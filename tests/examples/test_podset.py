@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -105,19 +107,25 @@ class StatusRecorder(Observer):
         self.rows[(table, key)] = value
 
 
-def test_scoreboard_reports_desired_versus_actual_and_convergence_per_implementation(cluster):
-    _, client = cluster
+@contextlib.contextmanager
+def scoreboard_rows(client: KubernetesClient) -> Iterator[Callable[[str], dict]]:
+    """Both PodSet implementations running in a Manager; yields ``row(implementation)``: the
+    scoreboard row last reported for it ({} until then)."""
     status = StatusRecorder()
     manager = Manager(client, observer=status, freeze_gc_after_sync=False)
     setup(manager)
     manager.start()
     try:
+        yield lambda impl: status.rows.get((PodSetScoreboard.TABLE, impl)) or {}
+    finally:
+        manager.stop()
+
+
+def test_scoreboard_reports_desired_versus_actual_and_convergence_per_implementation(cluster):
+    _, client = cluster
+    with scoreboard_rows(client) as row:
         for name, impl in (("score-handlers", "handlers"), ("score-reconciler", "reconciler")):
             client.send_json("POST", f"/apis/{API_VERSION}/namespaces/default/podsets", podset(name, impl, 2))
-
-        def row(impl: str) -> dict:
-            return status.rows.get((PodSetScoreboard.TABLE, impl)) or {}
-
         wait_until(lambda: row("reconciler").get("actual") == 2 and row("handlers").get("actual") == 2,
                    timeout=15, what="both implementations at 2 pods")
         assert row("handlers")["desired"] == 2 and row("handlers")["converged"] == 1
@@ -131,20 +139,11 @@ def test_scoreboard_reports_desired_versus_actual_and_convergence_per_implementa
                    timeout=15, what="the reconciler's convergence to be measured")
         assert row("handlers")["actual"] == 1 and row("handlers")["converged"] == 0, "nothing repairs it"
         assert row("reconciler")["api_calls"] >= 3
-    finally:
-        manager.stop()
 
 
 def test_kopf_podsets_are_left_to_kopf_and_get_their_own_scoreboard_row(cluster):
     _, client = cluster
-    status = StatusRecorder()
-    manager = Manager(client, observer=status, freeze_gc_after_sync=False)
-    setup(manager)
-    manager.start()
-    try:
-        def row(impl: str) -> dict:
-            return status.rows.get((PodSetScoreboard.TABLE, impl)) or {}
-
+    with scoreboard_rows(client) as row:
         wait_until(lambda: row("reconciler"), timeout=10, what="a first scoreboard")
         assert not row(KOPF), "no kopf row while no PodSet is kopf's"
         owner = client.send_json("POST", f"/apis/{API_VERSION}/namespaces/default/podsets", podset("by-kopf", KOPF, 2))
@@ -159,5 +158,3 @@ def test_kopf_podsets_are_left_to_kopf_and_get_their_own_scoreboard_row(cluster)
         wait_until(lambda: row(KOPF).get("actual") == 2 and row(KOPF)["converged"] == 1, timeout=10,
                    what="the kopf PodSet to be reported converged")
         assert row(KOPF)["last_converge_s"] is not None
-    finally:
-        manager.stop()
