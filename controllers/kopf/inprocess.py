@@ -268,7 +268,9 @@ class KopfTelemetry:
                 async for chunk, rv in original(*args, **kwargs):
                     items.extend(chunk)
                     yield chunk, rv
-            except BaseException as exc:
+            except (GeneratorExit, asyncio.CancelledError):
+                raise  # the operator is stopping: not a failed LIST
+            except Exception as exc:
                 stream.informer.list_failed(_error_text(exc), duration=time.monotonic() - start)
                 raise
             stream.informer.listed(items, resource_version=rv or "", duration=time.monotonic() - start)
@@ -283,7 +285,7 @@ class KopfTelemetry:
             start = time.monotonic()
             try:
                 objs, rv = await original(*args, **kwargs)
-            except BaseException as exc:
+            except Exception as exc:
                 if stream is not None:
                     stream.informer.list_failed(_error_text(exc), duration=time.monotonic() - start)
                 raise
