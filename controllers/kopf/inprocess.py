@@ -533,7 +533,7 @@ class KopfTelemetry:
         scope = _scope_var.get()
         if not isinstance(ref, dict):
             return
-        key = f"{ref['namespace']}/{ref.get('name', '')}" if ref.get("namespace") else str(ref.get("name", ""))
+        key = object_key({"metadata": ref})  # k8s_ref has the object's namespace and name
         if scope is not None and scope.key == key:
             controller, handler = scope.controller, scope.handler
         else:
