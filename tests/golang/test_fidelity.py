@@ -86,8 +86,9 @@ def key_records(published: Published, topic: str, kind: str, key: str) -> list[d
 
 def settled(published: Published, key: str) -> bool:
     """Neither queue holds the key any more (nothing queued, processing or waiting)."""
-    return all(key not in published.state(queue_topic(w)) or published.state(queue_topic(w))[key].get("s") == "idle"
-               for w in WORKERS.values())
+    # One snapshot read per queue: the key may leave the queue between two reads.
+    states = (published.state(queue_topic(w)) for w in WORKERS.values())
+    return all(state.get(key, {}).get("s", "idle") == "idle" for state in states)
 
 
 def test_retries_follow_the_default_controller_rate_limiter_in_both(both):
