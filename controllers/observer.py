@@ -171,6 +171,11 @@ class Observer:
         thread, between ``on_reconcile_start`` and ``on_reconcile_end``) from reflector lists.
         An asynchronous caller, whose requests share one thread, names the ``controller`` instead."""
 
+    def on_secret(self, obj: dict[str, Any]) -> None:
+        """The API client read a Secret outside any informer (a GET, or one item of a list): its
+        values are now in this process, so a careful observer masks them wherever they reappear
+        (an error text, a log line). Never publish ``obj`` itself."""
+
     # -- Leader election -------------------------------------------------------------------
     def on_leader(self, name: str, *, identity: str, leader: bool, holder: str | None) -> None:
         """Leadership changed for this process (``leader``) or was observed for ``holder``."""

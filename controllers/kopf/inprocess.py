@@ -59,9 +59,12 @@ from collections.abc import AsyncIterator, Callable
 from importlib import metadata
 from typing import Any
 
+import orjson
+
 from controllers.kopf import ACTIVITIES, controller_name, informer_name
 from controllers.publish import ControllerReport, InformerReport, ProtocolPublisher, QueueReport, object_key
 from controllers.schema import ErrorKind, HandlerCause, HandlerProgress, LogLevel, ObservationMode, WatchEndReason
+from controllers.telemetry.scrub import SECRETS
 
 log = logging.getLogger("ctrlscope.kopf")
 
@@ -336,6 +339,7 @@ class KopfTelemetry:
             obj = raw_event.get("object") if isinstance(raw_event, dict) else None
             if not isinstance(obj, dict):
                 return await processor(raw_event=raw_event, **kwargs)
+            SECRETS.learn(obj)  # an operator watching Secrets: their values are masked in every outgoing string
             key = object_key(obj)
             stream.queue.get(key)
             token = _scope_var.set(_Scope(controller=stream.controller, key=key, stream=stream))
@@ -505,6 +509,8 @@ class KopfTelemetry:
             try:
                 response = original(client, method, url, *args, **kwargs)
                 code = int(getattr(response, "status", 0) or 0)
+                if code == 200 and "/secrets" in str(url):
+                    _learn_on_read(response)
                 return response
             except Exception as exc:
                 code = int(getattr(exc, "status", 0) or 0)
@@ -551,6 +557,34 @@ class _ObjectLogHandler(logging.Handler):
             self.telemetry.on_log_record(record)
         except Exception:  # noqa: BLE001 -- a log line must never break the operator
             self.handleError(record)
+
+
+def _learn_on_read(response: Any) -> None:
+    """A handler reads Secrets with the kubernetes client: learn their values when the body is read
+    (the REST layer returns before reading it; a streamed watch never calls ``read`` and is not seen)."""
+    read = getattr(response, "read", None)
+    if read is None:
+        return
+
+    def reading() -> Any:
+        data = read()
+        _learn_secrets(data)
+        return data
+
+    response.read = reading
+
+
+def _learn_secrets(data: Any) -> None:
+    """Learn the Secret or SecretList in a response body (anything else is ignored)."""
+    try:
+        decoded = orjson.loads(data)
+    except (orjson.JSONDecodeError, TypeError):
+        return
+    if isinstance(decoded, dict) and decoded.get("kind") == "SecretList":
+        for item in decoded.get("items") or ():
+            SECRETS.learn({"kind": "Secret", **item} if isinstance(item, dict) else item)
+    else:
+        SECRETS.learn(decoded)
 
 
 def _bind(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from controllers.clock import BackgroundThread, Clock, RealClock
 from controllers.schema import TOPIC_SEGMENT, topic_part
 from controllers.telemetry.last_updates import LastUpdates
 from controllers.telemetry.redaction import REDACTED, redact
+from controllers.telemetry.scrub import SECRETS
 from controllers.telemetry.streams import Keys
 from controllers.telemetry.summary import resource_version
 
@@ -194,7 +195,8 @@ class Inspector:
                 answer = error(500, f"inspecting failed in the worker: {type(exc).__name__}: {exc}")
         reply = self.keys.inspect_reply(rid)
         pipe = self.redis.pipeline(transaction=True)
-        pipe.lpush(reply, answer.body)
+        # The answer holds whole objects: a ConfigMap or a Pod's env may carry a Secret's value.
+        pipe.lpush(reply, SECRETS.scrub_json(answer.body))
         pipe.pexpire(reply, REPLY_TTL_MS)
         pipe.delete(self.keys.inspect_request(rid))
         pipe.execute()

@@ -30,11 +30,17 @@ import redis
 
 from controllers.clock import Clock, RealClock
 from controllers.schema import PROTOCOL_VERSION
+from controllers.telemetry.scrub import SECRETS, SecretScrubber
 from controllers.telemetry.streams import FRAME_SCRIPT, Keys
 
 log = logging.getLogger(__name__)
 
 _MISSING = object()
+
+
+def _unchanged(data: bytes) -> bytes:
+    return data
+
 STATE_KEYS_PER_FRAME = 1000
 
 
@@ -67,8 +73,12 @@ class RedisPublisher:
         maxlen: int = 20_000,
         clock: Clock | None = None,
         name: str | None = None,
+        scrubber: SecretScrubber | None = SECRETS,
     ) -> None:
         self.keys = Keys(prefix)
+        # Every frame and state value passes through it just before it is framed (scrub.py); None
+        # only for publishers that replay what another process already scrubbed (replay).
+        self.scrubber = scrubber
         self.flush_interval = flush_interval
         self.max_frame_items = max_frame_items
         self.buffer_limit = buffer_limit
@@ -271,6 +281,7 @@ class RedisPublisher:
     def _build_frames(self, records: dict[str, list[Any]]) -> list[tuple[str, list[Any]]]:
         frames: list[tuple[str, list[Any]]] = []
         now_ms = round(self.clock.wall() * 1000, 3)
+        scrub = self.scrubber.scrub_json if self.scrubber is not None else _unchanged
         with self._lock:
             names = set(records) | {n for n, t in self._topics.items() if t.dirty or t.reset or t.dropped}
             for name in names:
@@ -308,10 +319,10 @@ class RedisPublisher:
                     for k in chunk:
                         if k in changed:
                             pairs.append(k)
-                            pairs.append(orjson.dumps(changed[k]))
+                            pairs.append(scrub(orjson.dumps(changed[k])))
                         else:
                             gone.append(k)
-                    args = [orjson.dumps(frame), name, self.name, t.seq + 1, 1 if reset and n == 0 else 0,
+                    args = [scrub(orjson.dumps(frame)), name, self.name, t.seq + 1, 1 if reset and n == 0 else 0,
                             len(pairs) // 2, *pairs, *gone]
                     frames.append((name, args))
                     t.seq += 1

@@ -183,10 +183,15 @@ class TelemetryObserver(Observer):
 
     def on_store(self, informer: str, *, op: str, key: str, obj: Any) -> None:
         topic = self.topic(TopicKind.INFORMER, informer)
+        scrubber = self.publisher.scrubber
         if op == StoreOp.UPSERT:
+            if scrubber is not None:
+                scrubber.learn(obj)  # a cached Secret's values are masked in every outgoing string
             self.publisher.set_state(topic, key, summarize(obj))
             self._count(informer, "cache")
         elif op == StoreOp.DELETE:
+            if scrubber is not None:
+                scrubber.forget(obj)
             self.publisher.set_state(topic, key, None)
             self._count(informer, "cache")
         elif op == StoreOp.REPLACE and isinstance(obj, Iterable):
@@ -197,9 +202,16 @@ class TelemetryObserver(Observer):
         gone = self.publisher.state(topic).keys() - fresh.keys()
         for key in gone:
             self.publisher.set_state(topic, key, None)
+        scrubber = self.publisher.scrubber
         for key, obj in fresh.items():
+            if scrubber is not None:
+                scrubber.learn(obj)
             self.publisher.set_state(topic, key, summarize(obj))
         return len(gone) + len(fresh)
+
+    def on_secret(self, obj: dict[str, Any]) -> None:
+        if self.publisher.scrubber is not None:
+            self.publisher.scrubber.learn(obj)
 
     def on_fifo(self, informer: str, *, op: str, key: str, delta: str, depth: int) -> None:
         self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.FIFO, "op": op, "key": key, "delta": delta, "depth": depth})
