@@ -9,8 +9,11 @@ preloads) and decoded here with orjson. No model objects are built: DESIGN.md me
 * LIST: ``GET <collection>?resourceVersion=&limit=&continue=``; items get their ``kind`` and
   ``apiVersion`` filled in (the API server omits them inside lists).
 * WATCH: ``GET <collection>?watch=1&resourceVersion=&timeoutSeconds=&allowWatchBookmarks=true``;
-  the chunked body is one JSON event per line. A broken stream simply ends the iteration, as
-  client-go's StreamWatcher does; ``close`` shuts the socket down to unblock a reader thread.
+  the chunked body is one JSON event per line. A broken connection simply ends the iteration, as
+  client-go's StreamWatcher does; a body that cannot be decoded (bad framing, a line that is not a
+  JSON event object) ends it with one ``ERROR`` event whose Status says why, as StreamWatcher does
+  ("unable to decode an event from the watch stream"); ``close`` shuts the socket down to unblock a
+  reader thread.
 * Errors: non-2xx responses raise ``ApiError`` from the ``Status`` body; an unreachable server raises
   ``ConnectionRefusedError`` (the reflector backs off and re-watches without relisting).
 * Resource names come from discovery (``/api/v1``, ``/apis/<group>/<version>``), cached per client.
@@ -18,6 +21,7 @@ preloads) and decoded here with orjson. No model objects are built: DESIGN.md me
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -220,6 +224,9 @@ class KubernetesListWatch:
         return HttpWatchStream(response)
 
 
+_HEX = re.compile(rb"[0-9a-fA-F]{1,16}")
+
+
 class ChunkedDecoder:
     """Incremental HTTP/1.1 chunked-transfer decoder: ``feed_parts(raw)`` returns the payload bytes
     the raw bytes completed, one ``bytes`` per chunk (which the watch decodes without splitting
@@ -272,7 +279,11 @@ class ChunkedDecoder:
                         raise ValueError("chunked encoding: chunk-size line too long")
                     break
                 size_field = buf[pos:eol].split(b";", 1)[0].strip()
-                left = int(size_field, 16)  # ValueError on garbage ends the stream
+                # Hex digits only: int(x, 16) alone also takes "-5", "0x1f", "1_0" and " +3", and a
+                # negative size would be read as one of the decoder's states.
+                if not _HEX.fullmatch(size_field):
+                    raise ValueError(f"chunked encoding: chunk size {size_field[:20]!r} is not a hex number")
+                left = int(size_field, 16)
                 pos = eol + 2
                 if left == 0:
                     # Trailers, if any, are ignored: the watch is over.
@@ -316,6 +327,13 @@ RAW_READ_SIZE = 1 << 18
 """Bytes asked of the socket per read: under a backlog one read carries ~60 Pod events."""
 
 
+def decode_error_status(exc: ValueError) -> Obj:
+    """The Status of the ERROR event that ends an undecodable watch stream (client-go's wording)."""
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500, "reason": "InternalError",
+            "message": f"unable to decode an event from the watch stream: {detail}"}
+
+
 class HttpWatchStream:
     """Iterates the JSON lines of a watch response as ``WatchEvent``s."""
 
@@ -357,11 +375,25 @@ class HttpWatchStream:
                         # isspace() stops at the first non-blank byte; strip() would copy a ~4 KB line.
                         if line and not line.isspace():
                             event = loads(line)
+                            # An event is an object with a string type and an object: anything else
+                            # (found by tests/fuzz: `[1]`, `{"type": []}`) would raise far from here,
+                            # in the reflector, as an AttributeError or TypeError.
+                            if type(event) is not dict:
+                                raise ValueError("a line of the watch stream is not a JSON object")
+                            etype, obj = event.get("type", ""), event.get("object") or {}
+                            if type(etype) is not str or type(obj) is not dict:
+                                raise ValueError("a watch event's type is not a string or its object not an object")
                             # == WatchEvent(type, obj), without NamedTuple's Python-level __new__.
-                            yield new_event(WatchEvent, (event.get("type", ""), event.get("object") or {}))
-        except (urllib3.exceptions.HTTPError, OSError, ValueError):
-            # A broken or shut-down stream ends the watch; the reflector decides what follows.
+                            yield new_event(WatchEvent, (etype, obj))
+        except (urllib3.exceptions.HTTPError, OSError):
+            # A broken or shut-down connection ends the watch; the reflector decides what follows.
             return
+        except ValueError as exc:
+            # Bad framing or an undecodable event: say so with an ERROR event, as client-go's
+            # StreamWatcher does, so that the reflector relists and reports why (instead of
+            # reopening the watch on a server that sends garbage, silently, again and again).
+            if not self._closed:
+                yield WatchEvent("ERROR", decode_error_status(exc))
         finally:
             with self._lock:
                 self._closed = True

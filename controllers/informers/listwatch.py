@@ -29,7 +29,13 @@ class ApiError(Exception):
     @classmethod
     def from_status(cls, status: Obj) -> ApiError:
         """From a ``Status`` object (a watch ERROR event or an error response body)."""
-        return cls(int(status.get("code") or 500), status.get("reason") or "", status.get("message") or "")
+        # A server's Status is input: a code that is not an integer (found by tests/fuzz: "code": "x"
+        # raised ValueError in the reflector) is a 500, a reason or message that is not text is dropped.
+        code, reason, message = status.get("code"), status.get("reason"), status.get("message")
+        if isinstance(code, str) and code.isascii() and code.isdigit():
+            code = int(code)
+        return cls(code if type(code) is int and 100 <= code <= 599 else 500,
+                   reason if isinstance(reason, str) else "", message if isinstance(message, str) else "")
 
     @property
     def is_expired(self) -> bool:
