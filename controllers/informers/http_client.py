@@ -15,7 +15,13 @@ preloads) and decoded here with orjson. No model objects are built: DESIGN.md me
   ("unable to decode an event from the watch stream"); ``close`` shuts the socket down to unblock a
   reader thread.
 * Errors: non-2xx responses raise ``ApiError`` from the ``Status`` body; an unreachable server raises
-  ``ConnectionRefusedError`` (the reflector backs off and re-watches without relisting).
+  ``ConnectionRefusedError`` (the reflector backs off and re-watches without relisting), and so does a
+  server that did not answer within the read timeout: a timed-out request is never sent again
+  (urllib3 would resend a GET three times, so a stalled server held a LIST for 4x its timeout and a
+  watch for 4x timeoutSeconds + margin before the reflector noticed).
+* A watch's read timeout is ``timeoutSeconds`` plus ``min(WATCH_READ_MARGIN, timeoutSeconds)``: a
+  server that stays silent past it (a network stall: no event, no bookmark, no end) is taken as gone
+  and the stream ends, as client-go's StreamWatcher ends on a timeout; the reflector watches again.
 * Resource names come from discovery (``/api/v1``, ``/apis/<group>/<version>``), cached per client.
 """
 
@@ -44,6 +50,23 @@ WATCH_READ_MARGIN = 30.0
 USER_AGENT = "ctrlscope"
 
 
+class NoTimeoutRetry(urllib3.Retry):
+    """urllib3's retries, except that a read timeout is final: the server got the request and did not
+    answer in time, so sending it again only multiplies the deadline (and may repeat a write)."""
+
+    def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+        if isinstance(error, urllib3.exceptions.ReadTimeoutError):
+            raise urllib3.exceptions.MaxRetryError(_pool, url, error) from error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+def _configured(configuration: k8s_client.Configuration) -> k8s_client.Configuration:
+    """``configuration`` with the retry rule every ``KubernetesClient`` uses (``NoTimeoutRetry``)."""
+    if configuration.retries is None:
+        configuration.retries = NoTimeoutRetry(3)
+    return configuration
+
+
 def _api_base(api_version: str) -> str:
     return f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
 
@@ -69,14 +92,14 @@ class KubernetesClient:
         if context is None:
             _, active = k8s_config.list_kube_config_contexts(config_file)
             context = active.get("name", "") if active else ""
-        return cls(k8s_client.ApiClient(configuration), context=context)
+        return cls(k8s_client.ApiClient(_configured(configuration)), context=context)
 
     @classmethod
     def in_cluster(cls) -> KubernetesClient:
         """From the pod's service account."""
         configuration = k8s_client.Configuration()
         k8s_config.load_incluster_config(client_configuration=configuration)
-        return cls(k8s_client.ApiClient(configuration), context="in-cluster")
+        return cls(k8s_client.ApiClient(_configured(configuration)), context="in-cluster")
 
     @property
     def server(self) -> str:
@@ -97,7 +120,7 @@ class KubernetesClient:
         if token:
             configuration.api_key = {"authorization": token}
             configuration.api_key_prefix = {"authorization": "Bearer"}
-        return cls(k8s_client.ApiClient(configuration))
+        return cls(k8s_client.ApiClient(_configured(configuration)))
 
     # -- requests ------------------------------------------------------------------------------
     def send(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
@@ -126,12 +149,27 @@ class KubernetesClient:
     def get_json(self, path: str, query: list[tuple[str, str]] | None = None,
                  timeout: float = LIST_TIMEOUT, headers: dict[str, str] | None = None) -> Obj:
         """GET and decode a JSON body; raise ``ApiError`` for a non-2xx status."""
-        return _read_json(self.send("GET", path, query=query, timeout=(CONNECT_TIMEOUT, timeout), headers=headers))
+        return self._secrets_seen(_read_json(self.send("GET", path, query=query, timeout=(CONNECT_TIMEOUT, timeout),
+                                                       headers=headers)))
 
     def send_json(self, method: str, path: str, body: Obj | None = None,
                   timeout: float = LIST_TIMEOUT, headers: dict[str, str] | None = None) -> Obj:
         """``method`` (POST/PUT/DELETE...) with a JSON body; decode the answer; ``ApiError`` for non-2xx."""
-        return _read_json(self.send(method, path, body=body, timeout=(CONNECT_TIMEOUT, timeout), headers=headers))
+        return self._secrets_seen(_read_json(self.send(method, path, body=body, timeout=(CONNECT_TIMEOUT, timeout),
+                                                       headers=headers)))
+
+    def _secrets_seen(self, decoded: Obj) -> Obj:
+        """Tell the observer about every Secret in an answer (``Observer.on_secret``)."""
+        obs = self._obs
+        if obs is not None and isinstance(decoded, dict):
+            kind = decoded.get("kind")
+            if kind == "Secret":
+                obs.on_secret(decoded)
+            elif kind == "SecretList":
+                for item in decoded.get("items") or ():
+                    if isinstance(item, dict):
+                        obs.on_secret({"kind": "Secret", **item})
+        return decoded
 
     def resource(self, api_version: str, kind: str) -> Obj:
         """The discovery entry (``name``, ``namespaced``, ...) for ``kind`` in ``api_version``."""
@@ -178,6 +216,12 @@ def _api_error(status: int, body: bytes) -> ApiError:
     return ApiError(status, "", body[:200].decode("utf-8", "replace"))
 
 
+def watch_read_timeout(timeout_seconds: float) -> float:
+    """How long a watch may stay silent before the client takes the connection for dead: the server
+    ends it after ``timeout_seconds``, so silence well past that is a stall (see the module doc)."""
+    return timeout_seconds + min(WATCH_READ_MARGIN, timeout_seconds)
+
+
 class KubernetesListWatch:
     """``ListWatch`` for one collection URL."""
 
@@ -218,7 +262,7 @@ class KubernetesListWatch:
         if send_initial_events:
             query += [("sendInitialEvents", "true"), ("resourceVersionMatch", "NotOlderThan")]
         response = self.client.send("GET", self.path, query=query,
-                                    timeout=(CONNECT_TIMEOUT, timeout_seconds + WATCH_READ_MARGIN))
+                                    timeout=(CONNECT_TIMEOUT, watch_read_timeout(timeout_seconds)))
         if response.status >= 300:
             _read_json(response)
         return HttpWatchStream(response)

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from controllers.informers import ApiError, Backoff, SharedInformer
-from controllers.informers.http_client import ChunkedDecoder, KubernetesClient
+from controllers.informers.http_client import ChunkedDecoder, KubernetesClient, KubernetesListWatch, watch_read_timeout
 from tests.runtime.informers.fake_apiserver import FakeApiServer
 from tests.runtime.informers.http_fake import serve
 
@@ -205,3 +205,79 @@ def test_watch_decodes_every_framing_a_server_may_choose() -> None:
     finally:
         listener.close()
     assert names == [f"p{i}" for i in range(8)]
+
+
+def _silent_server() -> tuple[socket.socket, list[socket.socket]]:
+    """A server that accepts connections, reads nothing and never answers (a stalled apiserver)."""
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(srv.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    return srv, accepted
+
+
+def test_a_request_the_server_does_not_answer_fails_once_after_its_timeout_and_is_never_resent() -> None:
+    """Regression: urllib3 resent a timed-out GET three times, so a stalled server held a LIST for 4x
+    its timeout and opening a watch for 4x (timeoutSeconds + margin) -- 42 minutes at the defaults."""
+    import time
+
+    srv, accepted = _silent_server()
+    try:
+        client = KubernetesClient.for_host(f"http://127.0.0.1:{srv.getsockname()[1]}")
+        started = time.monotonic()
+        with pytest.raises(ConnectionRefusedError, match="Read timed out"):
+            client.get_json("/api/v1/pods", timeout=0.5)
+        assert time.monotonic() - started < 1.5 and len(accepted) == 1
+        lw = KubernetesListWatch(client, "/api/v1/pods", api_version="v1", kind="Pod", namespace=None)
+        started = time.monotonic()
+        with pytest.raises(ConnectionRefusedError):
+            lw.watch(resource_version="1", timeout_seconds=1)
+        assert time.monotonic() - started < 3.0 and len(accepted) == 2  # 1 s + 1 s margin, one attempt
+    finally:
+        srv.close()
+        for conn in accepted:
+            conn.close()
+
+
+def test_a_watch_silent_past_its_timeout_ends_instead_of_hanging() -> None:
+    """A watch whose server stops sending (no event, bookmark or end) ends after timeoutSeconds plus
+    min(WATCH_READ_MARGIN, timeoutSeconds), as client-go's StreamWatcher ends on a timeout."""
+    import threading
+    import time
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    held: list[socket.socket] = []
+
+    def serve_one() -> None:
+        conn = srv.accept()[0]
+        held.append(conn)
+        conn.recv(65536)
+        line = b'{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"5"}}}\n'
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     + b"%x\r\n%s\r\n" % (len(line), line))  # then silence, the connection left open
+
+    threading.Thread(target=serve_one, daemon=True).start()
+    try:
+        client = KubernetesClient.for_host(f"http://127.0.0.1:{srv.getsockname()[1]}")
+        lw = KubernetesListWatch(client, "/api/v1/pods", api_version="v1", kind="Pod", namespace=None)
+        started = time.monotonic()
+        events = [e.type for e in lw.watch(resource_version="1", timeout_seconds=1)]
+        assert events == ["ADDED"] and 1.5 < time.monotonic() - started < 3.5
+        assert watch_read_timeout(1) == 2 and watch_read_timeout(300) == 330
+    finally:
+        srv.close()
+        for conn in held:
+            conn.close()
