@@ -15,6 +15,7 @@ from typing import Protocol
 
 from controllers.clock import Clock, RealClock
 from controllers.informers.listwatch import ListWatch
+from controllers.informers.reflector import MIN_WATCH_TIMEOUT
 from controllers.informers.shared_informer import SharedInformer
 from controllers.observer import NOOP_OBSERVER, Observer
 
@@ -31,8 +32,11 @@ class SharedInformerFactory:
     """Creates, shares, starts and syncs informers."""
 
     def __init__(self, client: ListWatchClient, resync_period: float = 0.0, *, clock: Clock | None = None,
-                 observer: Observer | None = None, freeze_gc_after_sync: bool = False) -> None:
+                 observer: Observer | None = None, freeze_gc_after_sync: bool = False,
+                 min_watch_timeout: float = MIN_WATCH_TIMEOUT) -> None:
         self.client = client
+        # Each watch asks the server to end it after [min_watch_timeout, 2 x min_watch_timeout) s.
+        self.min_watch_timeout = min_watch_timeout
         self.resync_period = resync_period
         self.clock: Clock = clock or RealClock()
         self.observer: Observer = observer or NOOP_OBSERVER
@@ -50,7 +54,8 @@ class SharedInformerFactory:
                 name = f"{api_version}/{kind}" + (f" ns={namespace}" if namespace else "")
                 informer = SharedInformer(self.client.list_watch(api_version, kind, namespace), name=name,
                                           resync_period=self.resync_period, clock=self.clock,
-                                          observer=self.observer, freeze_gc_after_sync=self.freeze_gc_after_sync)
+                                          observer=self.observer, freeze_gc_after_sync=self.freeze_gc_after_sync,
+                                          min_watch_timeout=self.min_watch_timeout)
                 self._informers[key] = informer
             return informer
 

@@ -58,7 +58,7 @@ from controllers.informers.delta_fifo import Delta, DeltaFIFO, FIFOClosedError
 from controllers.informers.gc_freeze import CACHE_FREEZER, CacheFreezer
 from controllers.informers.keys import DeletedFinalStateUnknown, object_key, resource_version
 from controllers.informers.listwatch import ListWatch
-from controllers.informers.reflector import Reflector
+from controllers.informers.reflector import MIN_WATCH_TIMEOUT, Reflector
 from controllers.informers.store import IndexFunc, Store, decode_entry
 from controllers.observer import NOOP_OBSERVER, Observer, active_observer
 from controllers.schema import DeltaType, HandlerEvent, HandlerOutcome, ReflectorState
@@ -219,7 +219,7 @@ class SharedInformer:
     def __init__(self, list_watch: ListWatch, *, name: str = "", resync_period: float = 0.0,
                  indexers: dict[str, IndexFunc] | None = None, clock: Clock | None = None,
                  observer: Observer | None = None, freeze_gc_after_sync: bool = False,
-                 gc_freezer: CacheFreezer | None = None) -> None:
+                 gc_freezer: CacheFreezer | None = None, min_watch_timeout: float = MIN_WATCH_TIMEOUT) -> None:
         self.name = name or list_watch.describe()
         self.list_watch = list_watch
         self.resync_period = resync_period
@@ -235,7 +235,7 @@ class SharedInformer:
                               on_synced=self._mark_synced)
         self.reflector = Reflector(list_watch, self.fifo, name=self.name, clock=self.clock,
                                    observer=self.observer, resync_period=resync_period,
-                                   should_resync=self._should_resync)
+                                   should_resync=self._should_resync, min_watch_timeout=min_watch_timeout)
         # Held while deltas are processed and while a handler is added, so a new handler gets
         # exactly the cache as Adds followed by every later change.
         self._block = threading.Lock()

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from controllers.clock import Clock, RealClock
 from controllers.informers.factory import ListWatchClient, SharedInformerFactory
+from controllers.informers.reflector import MIN_WATCH_TIMEOUT
 from controllers.informers.shared_informer import SharedInformer
 from controllers.metrics import MetricsObserver
 from controllers.observer import FanoutObserver, Observer
@@ -66,7 +67,7 @@ class Manager:
                  metrics_addr: str = "127.0.0.1", leader_election_lock: LeaseLock | None = None,
                  identity: str = "", lease_duration: float = 15.0, renew_deadline: float = 10.0,
                  retry_period: float = 2.0, cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT,
-                 freeze_gc_after_sync: bool = True) -> None:
+                 freeze_gc_after_sync: bool = True, min_watch_timeout: float = MIN_WATCH_TIMEOUT) -> None:
         self.clock: Clock = clock or RealClock()
         self.metrics = MetricsObserver(clock=self.clock)
         self.observer = FanoutObserver(observer, self.metrics)
@@ -76,7 +77,8 @@ class Manager:
         if set_observer is not None:
             set_observer(self.observer)
         self.factory = SharedInformerFactory(client, resync_period, clock=self.clock, observer=self.observer,
-                                             freeze_gc_after_sync=freeze_gc_after_sync)
+                                             freeze_gc_after_sync=freeze_gc_after_sync,
+                                             min_watch_timeout=min_watch_timeout)
         self.cache_sync_timeout = cache_sync_timeout
         self.metrics_port = metrics_port
         self.metrics_addr = metrics_addr

@@ -134,6 +134,8 @@ class KubeAPI:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
+            if self.faults.stall_until:
+                await self.faults.hold()  # a network stall: nothing is answered until it ends
             return await self._route(request)
         except StatusError as e:
             return _json(e.status(), e.code)
@@ -386,7 +388,10 @@ class KubeAPI:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout else None
         first = True
+        faults = self.faults
         while True:
+            if faults.stall_until:
+                await faults.hold()  # a network stall: the stream stays open and silent
             if w.pending:
                 chunk = []
                 pending = w.pending
@@ -422,6 +427,8 @@ class KubeAPI:
                 else:
                     await asyncio.wait_for(w.wake.wait(), wait)
             except TimeoutError:
+                if faults.stall_until:
+                    continue  # no bookmark through a stall either: held at the top of the loop
                 if bookmarks and not w.pending and not w.closed:
                     await response.write(codec.dumps({"type": WatchEventType.BOOKMARK,
                                                       "object": self._bookmark(rt, self.store.rv)}) + b"\n")

@@ -10,11 +10,14 @@ cluster produces occasionally, on demand and reproducibly (a seeded RNG):
 | ``/_sim/history/compact``     | forget history: re-watching from an old RV gets 410 Expired     |
 | ``/_sim/errors``              | ``{"verb","resource","rate","code"}``: fail that share of calls |
 | ``/_sim/latency``             | ``{"verb","resource","ms"}``: delay matching calls              |
+| ``/_sim/stall``               | ``{"seconds"}``: a network stall: every API response and watch  |
+|                               | stream goes silent for that long, no connection is closed       |
 | ``/_sim/kubelet/pause|resume``| stop / restart pod status progress                              |
 | ``/_sim/pods/kill``           | ``{"count","namespace"}``: delete random pods                   |
 | ``/_sim/reset``               | clear faults and every object; all watches end                  |
 
-``verb``/``resource`` accept ``*``. ``DELETE /_sim/errors`` and ``DELETE /_sim/latency`` clear rules;
+``verb``/``resource`` accept ``*``. ``DELETE /_sim/errors`` and ``DELETE /_sim/latency`` clear rules,
+``DELETE /_sim/stall`` ends a stall early;
 ``GET /_sim/faults`` lists active rules and the fault log. Each fault is recorded as an event dict
 in ``events`` (the newest ``MAX_EVENTS``), with ``by``: who asked for it, as the request's
 ``ACTOR_HEADER`` says (the dashboard sends its signed-in user, a scenario its name; the simulator
@@ -69,6 +72,8 @@ class FaultInjector:
         self.latency: dict[tuple[str, str], float] = {}
         # Who asked for the fault being handled now (ACTOR_HEADER), "" outside a fault request.
         self._actor = ""
+        # A network stall: until this event-loop time every API response and watch write waits.
+        self.stall_until = 0.0
 
     # ---- request hook ------------------------------------------------------------------------
 
@@ -77,6 +82,22 @@ class FaultInjector:
             if key in rules:
                 return rules[key]
         return None
+
+    def stalled_for(self) -> float:
+        """Seconds the current network stall still lasts (0 without one); on the event loop."""
+        if not self.stall_until:
+            return 0.0
+        return max(0.0, self.stall_until - asyncio.get_running_loop().time())
+
+    async def hold(self) -> None:
+        """Wait out a network stall: what the client sees is a connection on which nothing arrives.
+        Returns at once without one; the stall may be extended or ended (``stall``) meanwhile."""
+        while self.stall_until:
+            left = self.stall_until - asyncio.get_running_loop().time()
+            if left <= 0:
+                self.stall_until = 0.0
+                return
+            await asyncio.sleep(min(left, 0.05))
 
     async def before_request(self, verb: str, resource: str) -> None:
         """Delay and/or fail a request according to the active rules."""
@@ -95,7 +116,7 @@ class FaultInjector:
         """The active rules, as ``GET /_sim/faults`` and the ``on_fault`` listeners see them."""
         return {"errors": [{"verb": v, "resource": r, "rate": p, "code": c} for (v, r), (p, c) in self.errors.items()],
                 "latency": [{"verb": v, "resource": r, "ms": s * 1000} for (v, r), s in self.latency.items()],
-                "kubeletPaused": self.kubelet.paused}
+                "kubeletPaused": self.kubelet.paused, "stalledFor": round(self.stalled_for(), 3)}
 
     # ---- faults ------------------------------------------------------------------------------
 
@@ -145,6 +166,15 @@ class FaultInjector:
             self.latency[(verb, resource)] = ms / 1000.0
         self.record("latency", verb=verb, resource=resource, ms=ms)
 
+    def stall(self, seconds: float) -> None:
+        """Hold every API response and every watch stream silent for ``seconds`` (0 ends a stall):
+        requests wait before they are served, watches buffer their events, nothing is closed -- a
+        network stall as a client sees it. Fault endpoints (``/_sim/``) keep answering."""
+        if not 0 <= seconds <= 3600:
+            raise bad_request("seconds must be between 0 and 3600")
+        self.stall_until = asyncio.get_running_loop().time() + seconds if seconds else 0.0
+        self.record("stall", seconds=seconds)
+
     def pause_kubelet(self, paused: bool) -> None:
         if paused:
             self.kubelet.pause()
@@ -172,6 +202,7 @@ class FaultInjector:
     def reset(self) -> None:
         self.errors.clear()
         self.latency.clear()
+        self.stall_until = 0.0
         self.kubelet.resume()
         for w in self.store.all_watchers():
             w.close(CloseReason.CLEAN)
@@ -240,6 +271,10 @@ class FaultInjector:
             elif path == "/_sim/latency" and method == "DELETE":
                 self.latency.clear()
                 self.record("latency-cleared")
+            elif path == "/_sim/stall" and method == "POST":
+                self.stall(float(body.get("seconds", 0)))
+            elif path == "/_sim/stall" and method == "DELETE":
+                self.stall(0)
             elif path == "/_sim/kubelet/pause" and method == "POST":
                 self.pause_kubelet(True)
             elif path == "/_sim/kubelet/resume" and method == "POST":

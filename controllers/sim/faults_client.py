@@ -72,6 +72,13 @@ class SimFaults:
     def clear_latency(self) -> Any:
         return self._send("DELETE", "/_sim/latency")
 
+    def stall(self, seconds: float) -> Any:
+        """A network stall: every API response and watch stream silent for ``seconds``."""
+        return self._send("POST", "/_sim/stall", {"seconds": seconds})
+
+    def end_stall(self) -> Any:
+        return self._send("DELETE", "/_sim/stall")
+
     def pause_kubelet(self) -> Any:
         return self._send("POST", "/_sim/kubelet/pause", {})
 

@@ -197,3 +197,56 @@ def test_each_fault_records_who_asked_for_it_and_a_bad_actor_header_changes_noth
         assert "X-Ctrlscope-Actor" in json.loads(err.value.read())["message"]
     status = faults.status()
     assert not status["kubeletPaused"] and len(status["events"]) == before + 2
+
+
+def test_stall_holds_every_response_and_watch_silent_without_closing_them(fresh_sim: SimCluster) -> None:
+    """A network stall: requests wait, watches go silent (no event, no bookmark, no end), nothing is
+    closed; when it ends the held request is answered and the same watch delivers what it buffered."""
+    from controllers.informers.http_client import KubernetesClient
+
+    api = KubernetesClient.for_host(fresh_sim.url)
+    ns = make_namespace(fresh_sim)
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    rv = api.get_json(path)["metadata"]["resourceVersion"]
+    lw = api.list_watch("v1", "ConfigMap", ns)
+    stream = lw.watch(resource_version=rv, timeout_seconds=30)
+    arrived: list[tuple[str, float]] = []
+    reader = threading.Thread(target=lambda: arrived.extend((e.type, time.monotonic()) for e in stream), daemon=True)
+    reader.start()
+    eventually(lambda: fresh_sim.call(lambda: len(fresh_sim.store.all_watchers())) == 1)
+
+    started = time.monotonic()
+    assert sim_post(fresh_sim, "/_sim/stall", {"seconds": 1.2}) == {"ok": True}
+    status = sim_post(fresh_sim, "/_sim/faults", method="GET")  # the fault API itself keeps answering
+    assert 0 < status["stalledFor"] <= 1.2 and status["events"][-1]["fault"] == "stall"
+    created = api.send_json("POST", path, {"metadata": {"name": "held"}})  # waits out the stall
+    answered = time.monotonic() - started
+    assert 1.0 <= answered < 3.0, answered
+    eventually(lambda: [t for t, _ in arrived if t != "BOOKMARK"] == ["ADDED"], timeout=5)
+    added_at = next(at for t, at in arrived if t == "ADDED")
+    assert added_at - started >= 1.0, "a watch event went out during the stall"
+    assert not [t for t, at in arrived if t == "BOOKMARK" and 0.05 < at - started < 1.0], "a bookmark during the stall"
+    # The same connection goes on: the next event arrives on it.
+    api.send_json("PUT", f"{path}/held", {**created, "data": {"k": "v"}})
+    eventually(lambda: "MODIFIED" in [t for t, _ in arrived], timeout=5)
+    assert reader.is_alive(), "the stall closed the watch"
+    stream.close()
+    reader.join(5)
+    assert fresh_sim.call(lambda: fresh_sim.faults.rules())["stalledFor"] == 0
+
+
+def test_stall_is_ended_by_delete_and_by_reset(fresh_sim: SimCluster) -> None:
+    sim_post(fresh_sim, "/_sim/stall", {"seconds": 60})
+    assert sim_post(fresh_sim, "/_sim/faults", method="GET")["stalledFor"] > 50
+    sim_post(fresh_sim, "/_sim/stall", method="DELETE")
+    with urllib.request.urlopen(fresh_sim.url + "/api/v1/namespaces", timeout=2) as resp:
+        assert resp.status == 200
+    sim_post(fresh_sim, "/_sim/stall", {"seconds": 60})
+    sim_post(fresh_sim, "/_sim/reset")
+    with urllib.request.urlopen(fresh_sim.url + "/api/v1/namespaces", timeout=2) as resp:
+        assert resp.status == 200
+    faults = [e["fault"] for e in sim_post(fresh_sim, "/_sim/faults", method="GET")["events"]]
+    assert faults == ["stall", "stall", "stall", "reset"]
+    with pytest.raises(urllib.error.HTTPError) as err:
+        sim_post(fresh_sim, "/_sim/stall", {"seconds": -1})
+    assert err.value.code == 400

@@ -102,6 +102,9 @@ class Command(BaseCommand):
         parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds (client-go default 15)")
         parser.add_argument("--renew-deadline", type=float, default=10.0, help="seconds (client-go default 10)")
         parser.add_argument("--retry-period", type=float, default=2.0, help="seconds (client-go default 2)")
+        parser.add_argument("--watch-timeout", type=float, default=300.0,
+                            help="seconds a watch asks the server to run, randomised up to twice that "
+                                 "(client-go's minWatchTimeout, 300); a watch silent past it is taken as stalled")
         parser.add_argument("--resync", type=float, default=0.0, help="informer resync period in seconds (0: off)")
         parser.add_argument("--inspect-keys", type=int, default=DEFAULT_MAX_KEYS,
                             help=f"keys whose last update the object inspector keeps ({DEFAULT_MAX_KEYS:,})")
@@ -120,6 +123,8 @@ class Command(BaseCommand):
             raise CommandError("nothing to run: pass --controller MODULE:NAME, --kopf RESOURCE and/or --synthetic RATE")
         if opts["synthetic"] is not None and (opts["synthetic"] <= 0 or opts["objects"] <= 0):
             raise CommandError("--synthetic and --objects must be positive")
+        if opts["watch_timeout"] < 1:
+            raise CommandError("--watch-timeout must be at least 1 second")
         if opts["inspect_keys"] < 1 or opts["inspect_mib"] <= 0:
             raise CommandError("--inspect-keys and --inspect-mib must be positive")
         setups = [(spec, load_setup(spec)) for spec in opts["controller"]]
@@ -218,7 +223,7 @@ class Command(BaseCommand):
                           metrics_port=opts["metrics_port"], leader_election_lock=lock,
                           identity=f"{opts['worker_name']}-{os.getpid()}" if lock else "",
                           lease_duration=opts["lease_duration"], renew_deadline=opts["renew_deadline"],
-                          retry_period=opts["retry_period"])
+                          retry_period=opts["retry_period"], min_watch_timeout=opts["watch_timeout"])
         started = 0
         for spec, setup in setups:
             try:
