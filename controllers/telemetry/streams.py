@@ -102,7 +102,9 @@ def parse_id(stream_id: str | bytes) -> tuple[int, int]:
     if isinstance(stream_id, bytes):
         stream_id = stream_id.decode("ascii")
     ms, sep, seq = stream_id.partition("-")
-    if not sep or not ms.isdigit() or not seq.isdigit() or len(ms) > 20 or len(seq) > 20:
+    # isascii() too: isdigit() also says yes to "١٢" and "²", which int() then reads (or refuses) --
+    # found by tests/fuzz: a resume from "١٢-٣" passed here and failed in the session's sender.
+    if not sep or not (ms + seq).isascii() or not ms.isdigit() or not seq.isdigit() or len(ms) > 20 or len(seq) > 20:
         raise ValueError(f"not a stream id: {stream_id!r}")
     return int(ms), int(seq)
 
