@@ -22,8 +22,8 @@ How it stays cheap: the frame is already JSON bytes, so the common case is one s
 Aho–Corasick automaton over all patterns (``ahocorasick_rs``, linear in the text, independent of
 the number of patterns) that finds nothing. Only a frame with a hit is decoded, walked, and
 re-encoded, so a mask never lands in JSON syntax (a pattern can match across an escape such as
-``\\n``). The automata are rebuilt lazily, at most once per scrub call, after the set of values
-changed.
+``\\n``). The automata are rebuilt lazily, in two tiers so that a Secret that changes costs well
+under a millisecond (``_rebuild``).
 
 What is not scrubbed, by design: dict keys (field, label and data key names) and the string values
 of identifier fields (``IDENTIFIER_FIELDS``: object keys, names, namespaces, request paths). Object
@@ -48,6 +48,8 @@ import orjson
 
 MIN_LENGTH = 8
 LINE_MIN_LENGTH = 16
+RECENT_LIMIT = 256
+"""New value forms matched by the small automaton before all are merged into the big one."""
 RETIRED_LIMIT = 10_000
 """Patterns of deleted or changed Secret values stay known (an error about them may come later), up
 to this many, the oldest forgotten first."""
@@ -82,10 +84,12 @@ class SecretScrubber:
         self._live: dict[str, dict[str, str]] = {}  # owner (uid or ns/name) → pattern → label
         self._retired: OrderedDict[str, str] = OrderedDict()  # pattern → label, oldest first
         self._dirty = False
-        self._patterns: list[str] = []
-        self._labels: list[str] = []
-        self._text: ahocorasick_rs.AhoCorasick | None = None
-        self._bytes: ahocorasick_rs.BytesAhoCorasick | None = None
+        self._base: ahocorasick_rs.BytesAhoCorasick | None = None
+        self._base_patterns: frozenset[str] = frozenset()
+        self._base_labels: list[str] = []
+        self._recent: ahocorasick_rs.BytesAhoCorasick | None = None
+        self._recent_labels: list[str] = []
+        self._fresh: dict[str, str] = {}  # patterns learned since the base automaton was built
         self.frames_scrubbed = 0  # frames (or answers) in which something was masked
         self.values_masked = 0
 
@@ -106,7 +110,10 @@ class SecretScrubber:
                 self._live[owner] = patterns
             else:
                 self._live.pop(owner, None)
-            self._dirty = True
+            added = {p: label for p, label in patterns.items() if p not in self._base_patterns}
+            if added.keys() - self._fresh.keys():
+                self._fresh.update(added)
+                self._dirty = True
 
     def learn_all(self, objs: Iterable[Any]) -> None:
         for obj in objs:
@@ -121,8 +128,7 @@ class SecretScrubber:
         with self._lock:
             old = self._live.pop(owner, None)
             if old:
-                self._retire(old, keep={})
-                self._dirty = True
+                self._retire(old, keep={})  # still matched by the automata: nothing to rebuild
 
     def _retire(self, patterns: dict[str, str], *, keep: dict[str, str]) -> None:
         for pattern, label in patterns.items():
@@ -173,43 +179,82 @@ class SecretScrubber:
     # -- scrubbing (publisher thread) -----------------------------------------------------------
     @property
     def pattern_count(self) -> int:
+        """Distinct value forms known (what the automata match, before JSON escaping)."""
         self._rebuild()
-        return len(self._patterns)
+        with self._lock:
+            return len(self._merged())
+
+    def _merged(self) -> dict[str, str]:
+        merged: dict[str, str] = dict(self._retired)
+        for patterns in self._live.values():
+            merged.update(patterns)
+        return merged
 
     def _rebuild(self) -> None:
+        """Make the automata match the known values. Two tiers, because building one over ~8,000
+        patterns takes ~100 ms (bench/scrub.py): new values go into a small ``recent`` automaton,
+        rebuilt in well under a millisecond; past ``RECENT_LIMIT`` patterns, everything is merged
+        into the ``base`` one. A value that is no longer known stays matched until the next merge,
+        which is harmless (it was a secret)."""
         if not self._dirty:
             return
         with self._lock:
             if not self._dirty:
                 return
-            merged: dict[str, str] = dict(self._retired)
-            for patterns in self._live.values():
-                merged.update(patterns)
-            self._patterns, self._labels = list(merged), list(merged.values())
-            kind = ahocorasick_rs.MatchKind.LeftmostLongest
-            if self._patterns:
-                self._text = ahocorasick_rs.AhoCorasick(self._patterns, matchkind=kind)
-                # In the JSON text a value appears JSON-escaped ("\"", "\\", control characters).
-                escaped = [orjson.dumps(p)[1:-1] for p in self._patterns]
-                self._bytes = ahocorasick_rs.BytesAhoCorasick(escaped, matchkind=kind)
+            fresh = self._fresh
+            if len(fresh) > RECENT_LIMIT or self._base is None:
+                self._base, self._base_patterns, self._base_labels = self._build(self._merged())
+                self._recent, self._recent_labels = None, []
+                fresh.clear()
             else:
-                self._text = self._bytes = None
+                self._recent, _, self._recent_labels = self._build(fresh)
             self._dirty = False
+
+    @staticmethod
+    def _build(patterns: dict[str, str]) -> tuple[ahocorasick_rs.BytesAhoCorasick | None, frozenset[str], list[str]]:
+        """An automaton over each value's UTF-8 and, where it differs, its JSON-escaped form (how it
+        appears inside the frame's JSON text), with the mask of each."""
+        forms: dict[bytes, str] = {}
+        for pattern, label in patterns.items():
+            forms.setdefault(pattern.encode(), label)
+            forms.setdefault(orjson.dumps(pattern)[1:-1], label)
+        if not forms:
+            return None, frozenset(), []
+        automaton = ahocorasick_rs.BytesAhoCorasick(list(forms), matchkind=ahocorasick_rs.MatchKind.LeftmostLongest)
+        return automaton, frozenset(patterns), list(forms.values())
+
+    def _hits(self, data: bytes) -> list[tuple[int, int, str]]:
+        """Non-overlapping ``(start, end, mask)`` of every known value in ``data``, leftmost-longest."""
+        found: list[tuple[int, int, str]] = []
+        for automaton, labels in ((self._base, self._base_labels), (self._recent, self._recent_labels)):
+            if automaton is not None:
+                found += [(start, end, labels[i]) for i, start, end in automaton.find_matches_as_indexes(data)]
+        if len(found) > 1:
+            found.sort(key=lambda hit: (hit[0], -hit[1]))
+            kept, last = [], -1
+            for hit in found:
+                if hit[0] >= last:
+                    kept.append(hit)
+                    last = hit[1]
+            found = kept
+        return found
 
     def scrub_text(self, text: str) -> str:
         """``text`` with every known value replaced by its mask."""
         self._rebuild()
-        automaton = self._text
-        if automaton is None or not text:
+        if not text or (self._base is None and self._recent is None):
             return text
-        hits = automaton.find_matches_as_indexes(text)
+        data = text.encode("utf-8", "surrogatepass")
+        hits = self._hits(data)
         if not hits:
             return text
+        # UTF-8 is self-synchronising: a match of a whole UTF-8 pattern starts and ends on character
+        # boundaries, so the pieces between matches decode on their own.
         out, pos = [], 0
-        for index, start, end in hits:
-            out += [text[pos:start], self._labels[index]]
+        for start, end, mask in hits:
+            out += [data[pos:start].decode("utf-8", "surrogatepass"), mask]
             pos = end
-        out.append(text[pos:])
+        out.append(data[pos:].decode("utf-8", "surrogatepass"))
         self.values_masked += len(hits)
         return "".join(out)
 
@@ -226,8 +271,7 @@ class SecretScrubber:
     def scrub_json(self, data: bytes) -> bytes:
         """JSON bytes with every known value masked in string values; ``data`` itself when clean."""
         self._rebuild()
-        automaton = self._bytes
-        if automaton is None or not automaton.find_matches_as_indexes(data):
+        if (self._base is None and self._recent is None) or not self._hits(data):
             return data
         masked = self.values_masked
         out = orjson.dumps(self.scrub(orjson.loads(data)))

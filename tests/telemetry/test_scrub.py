@@ -85,7 +85,19 @@ def test_updated_and_deleted_secrets_keep_old_values_masked():
     assert bounded.pattern_count == 6
     bounded.forget(secret())
     assert bounded.pattern_count == 3, "the retired set is bounded: the newest 3 patterns stay"
-    assert "<redacted" in bounded.scrub_text("bbbbbbbbbb") and "<redacted" not in bounded.scrub_text("aaaaaaaaaa")
+
+
+def test_new_values_are_matched_at_once_and_merged_past_the_small_automatons_limit():
+    from controllers.telemetry.scrub import RECENT_LIMIT
+
+    s = SecretScrubber(min_length=8)
+    s.learn(secret("first", data={"password": "value-number-first"}, uid="u0"))
+    assert s.scrub_text("value-number-first") == "<redacted: Secret prod/first password>"
+    for i in range(RECENT_LIMIT):  # three forms each: merged into the big automaton along the way
+        s.learn(secret(f"s{i}", data={"password": f"value-number-{i:04d}"}, uid=f"u{i + 1}"))
+        assert s.scrub_text(f"x value-number-{i:04d} y") == f"x <redacted: Secret prod/s{i} password> y"
+    assert s._base is not None and len(s._fresh) <= RECENT_LIMIT
+    assert s.scrub_text("value-number-first") == "<redacted: Secret prod/first password>"
 
 
 def test_binary_values_pem_lines_and_other_kinds():
