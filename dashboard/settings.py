@@ -66,6 +66,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy on every response, static files included (dashboard/security_headers.py).
+    "dashboard.security_headers.ContentSecurityPolicyMiddleware",
     # Static files straight from the app directories: no collectstatic step, works offline.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -133,6 +135,13 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Strict"
 SESSION_COOKIE_SAMESITE = "Lax"
+# Browser security headers. The Content-Security-Policy is dashboard/security_headers.py's (strict:
+# this origin only, no inline script or style); these two knobs extend it for a deployment that needs it.
+CTRLSCOPE_CSP_CONNECT_SRC = os.environ.get("CTRLSCOPE_CSP_CONNECT_SRC", "")
+CTRLSCOPE_CSP_REPORT_URI = os.environ.get("CTRLSCOPE_CSP_REPORT_URI", "")
+# same-origin, not no-referrer: Django's CSRF check of an HTTPS POST without an Origin header needs
+# the Referer, and the dashboard's own links lose nothing; other origins get no Referer at all.
+SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 

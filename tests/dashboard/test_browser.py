@@ -25,19 +25,19 @@ def test_page_goes_live_and_receives_every_frame_in_order(browser, dashboard, pu
     pub.set_state("synthetic", "seed", {"rv": "1"})
     pub.flush()
     page = open_developer_view(browser, dashboard)
-    page.wait_for_function("window.ctrlscope.client.topics.get('synthetic')?.cursor", timeout=10_000)
+    page.wait_for_function("() => window.ctrlscope.client.topics.get('synthetic')?.cursor", timeout=10_000)
     page.evaluate("""() => { window.__seqs = [];
         window.ctrlscope.client.on('records', (t, rs) => rs.forEach(r => window.__seqs.push(r.seq))); }""")
     load = SyntheticLoad(pub, rate=1, objects=50, seed=7)
     for _ in range(40):
         load.step(50)
         pub.flush()
-    page.wait_for_function("window.__seqs.length >= 2000", timeout=15_000)
+    page.wait_for_function("() => window.__seqs.length >= 2000", timeout=15_000)
     seqs = page.evaluate("window.__seqs")
     assert seqs == list(range(1, 2001))
     state = page.evaluate("Object.fromEntries(window.ctrlscope.client.topics.get('synthetic').state)")
     assert state == pub.state("synthetic")
-    page.wait_for_function("document.querySelectorAll('#events tr').length >= 100")
+    page.wait_for_function("() => document.querySelectorAll('#events tr').length >= 100")
     assert page.inner_text("#c-records").replace(",", "") == "2000"
     assert page.evaluate("window.ctrlscope.client.stats.duplicates") == 0
     page.screenshot(path=str(artifacts / "dashboard-live.png"), full_page=True)
@@ -49,7 +49,7 @@ def test_page_resumes_after_the_websocket_is_killed(browser, dashboard, publishe
     pub.publish("synthetic", {"seq": 0})
     pub.flush()
     page = open_developer_view(browser, dashboard)
-    page.wait_for_function("window.ctrlscope.client.topics.get('synthetic')?.cursor", timeout=10_000)
+    page.wait_for_function("() => window.ctrlscope.client.topics.get('synthetic')?.cursor", timeout=10_000)
     page.evaluate("""() => { window.__seqs = []; window.__states = [];
         const c = window.ctrlscope.client;
         c.on('records', (t, rs) => rs.forEach(r => window.__seqs.push(r.seq)));
@@ -65,10 +65,10 @@ def test_page_resumes_after_the_websocket_is_killed(browser, dashboard, publishe
 
     producer = threading.Thread(target=produce)
     producer.start()
-    page.wait_for_function("window.__seqs.length > 200", timeout=10_000)
+    page.wait_for_function("() => window.__seqs.length > 200", timeout=10_000)
     page.evaluate("window.ctrlscope.client.ws.close()")  # the socket dies mid-stream
     producer.join(30)
-    page.wait_for_function("window.__seqs.length >= 1500", timeout=15_000)
+    page.wait_for_function("() => window.__seqs.length >= 1500", timeout=15_000)
     stop.set()
     assert page.evaluate("window.__seqs") == list(range(1, 1501))
     assert "reconnecting" in page.evaluate("window.__states")

@@ -64,7 +64,7 @@ def test_cache_panel_with_100k_objects(browser, dashboard, publisher_factory, ar
 
     started = time.monotonic()
     page = open_controller_page(browser, dashboard)
-    page.wait_for_function(f"window.ctrlscopeCache && window.ctrlscopeCache.cache.firstPaint && "
+    page.wait_for_function(f"() => window.ctrlscopeCache && window.ctrlscopeCache.cache.firstPaint && "
                            f"document.getElementById('cache-count').textContent === '{N:,}'", timeout=20_000)
     wall = time.monotonic() - started
     first_paint = page.evaluate("window.ctrlscopeCache.cache.firstPaint")
@@ -132,18 +132,18 @@ def test_cache_panel_with_100k_objects(browser, dashboard, publisher_factory, ar
 
     # Filter narrows the count (and the rows); deleting an object shrinks it.
     page.fill("#cache-filter", "pod-09999")
-    page.wait_for_function("document.getElementById('cache-count').textContent === '10'")
+    page.wait_for_function("() => document.getElementById('cache-count').textContent === '10'")
     keys = page.eval_on_selector_all("#cache-spacer .cache-row", "els => els.map(e => e.dataset.key)")
     assert keys == [key(i) for i in range(N - 10, N)]
     assert "of 100,000 objects match" in page.inner_text("#cache-count-label")
     page.fill("#cache-filter", "phase:failed ns:default")
-    page.wait_for_function(f"document.getElementById('cache-count').textContent === '{N // 4:,}'")
+    page.wait_for_function(f"() => document.getElementById('cache-count').textContent === '{N // 4:,}'")
     page.fill("#cache-filter", "deleting")
-    page.wait_for_function("document.getElementById('cache-count').textContent === '1'")
+    page.wait_for_function("() => document.getElementById('cache-count').textContent === '1'")
     page.fill("#cache-filter", "")
     obs.on_store("pods", op="delete", key=key(0), obj=None)
     pub.flush()
-    page.wait_for_function(f"document.getElementById('cache-count').textContent === '{N - 1:,}'")
+    page.wait_for_function(f"() => document.getElementById('cache-count').textContent === '{N - 1:,}'")
     scroll_cache(page, 0)
     page.wait_for_selector(f'#cache-spacer .cache-row[data-key="{key(1)}"]')
     assert not page.query_selector(f'#cache-spacer .cache-row[data-key="{key(0)}"]')
@@ -209,7 +209,7 @@ def test_pipeline_overview_shows_stage_rates_badges_and_sync_progress(browser, d
         value = text.removesuffix("/s")
         return float(value[:-1]) * 1000 if value.endswith("k") else float(value.replace(",", ""))
 
-    page.wait_for_function("document.querySelector('#pipeline .stage[data-stage=\"reconcile\"] .rate').textContent !== '0/s'",
+    page.wait_for_function("() => document.querySelector('#pipeline .stage[data-stage=\"reconcile\"] .rate').textContent !== '0/s'",
                            timeout=5_000)
     rates = {name: rate(name) for name in ("reflector", "fifo", "cache", "handlers", "workqueue", "workers", "reconcile")}
     print(f"\nstage rates: {rates}")
@@ -222,11 +222,11 @@ def test_pipeline_overview_shows_stage_rates_badges_and_sync_progress(browser, d
     assert "depth 3" in page.inner_text(stage.format("workqueue"))
     assert "1 failed (1 × 409 conflict)" in page.inner_text(stage.format("writes"))
     # The overview redraws at most a few times a second: the last burst's calls may land a redraw later.
-    page.wait_for_function("document.querySelector('#pipeline .stage[data-stage=\"handlers\"]').textContent"
+    page.wait_for_function("() => document.querySelector('#pipeline .stage[data-stage=\"handlers\"]').textContent"
                            ".includes('600 calls')", timeout=5_000)
     save_screenshot(page, artifacts, "pipeline-overview.png", clip=page.query_selector(".ctl-head").bounding_box())
     # The rates decay back to zero once the traffic stops (a window of the last 3 s).
-    page.wait_for_function("document.querySelector('#pipeline .stage[data-stage=\"reflector\"] .rate').textContent === '0/s'",
+    page.wait_for_function("() => document.querySelector('#pipeline .stage[data-stage=\"reflector\"] .rate').textContent === '0/s'",
                            timeout=8_000)
     close_page(page)
 
@@ -239,7 +239,7 @@ def test_a_flood_of_records_summarises_and_keeps_the_cache_panel_responsive(brow
     fill_cache(obs, 20_000)
     pub.flush()
     page = open_controller_page(browser, dashboard)
-    page.wait_for_function("document.getElementById('cache-count').textContent === '20,000'", timeout=15_000)
+    page.wait_for_function("() => document.getElementById('cache-count').textContent === '20,000'", timeout=15_000)
     page.evaluate("""() => { window.__gaps = []; let last = performance.now();
         (function tick(t) { window.__gaps.push(t - last); last = t; requestAnimationFrame(tick); })(last); }""")
     # ~3 s of 8,000 records/s plus 2,000 cache writes/s.
@@ -269,7 +269,7 @@ def test_a_flood_of_records_summarises_and_keeps_the_cache_panel_responsive(brow
     scroll_cache(page, "s.scrollHeight")
     page.wait_for_selector(f'#cache-spacer .cache-row[data-key="{key(19_999)}"]', timeout=5_000)
     page.fill("#cache-filter", "pod-01999")
-    page.wait_for_function("document.getElementById('cache-count').textContent === '10'", timeout=5_000)
+    page.wait_for_function("() => document.getElementById('cache-count').textContent === '10'", timeout=5_000)
     # When the flood stops the badge goes away.
     page.wait_for_selector("#summarising", state="hidden", timeout=5_000)
     close_page(page)
@@ -315,14 +315,14 @@ def test_a_relist_of_30k_keys_reaches_the_page_without_dropping_the_socket(brows
     fill_cache(obs, 1000)
     pub.flush()
     page = open_controller_page(browser, dashboard)
-    page.wait_for_function("document.getElementById('cache-count').textContent === '1,000'", timeout=15_000)
+    page.wait_for_function("() => document.getElementById('cache-count').textContent === '1,000'", timeout=15_000)
     # Changing 30,000 keys at once is ~2.5 MB of state: more than daphne sends in one websocket message
     # (1 MiB). The publisher splits it into frames of 1,000 keys and the server batches frames under
     # 512 KiB per message, so the socket stays up and no reload is needed.
     page.evaluate("() => { window.__states = []; window.ctrlscope.client.on('state', s => window.__states.push(s)); }")
     fill_cache(obs, 30_000)
     pub.flush()
-    page.wait_for_function("document.getElementById('cache-count').textContent === '30,000'", timeout=20_000)
+    page.wait_for_function("() => document.getElementById('cache-count').textContent === '30,000'", timeout=20_000)
     assert page.evaluate("window.__states") == [], "the socket must not drop or resync"
     obs.on_store("pods", op="upsert", key=key(29_999), obj=pod(29_999, rv=77))
     pub.flush()

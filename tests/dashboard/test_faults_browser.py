@@ -90,7 +90,7 @@ def test_operator_drops_watches_from_the_page_and_sees_the_fault_next_to_the_rec
         page.fill("input[name=password]", "s3cret-pass-op")
         page.click("form [type=submit]")
         page.wait_for_selector('#conn[data-state="live"]', timeout=15_000)
-        page.wait_for_function("[...document.querySelectorAll('#ievents tr')].filter(tr => tr.textContent.includes('WATCH from')).length >= 2",
+        page.wait_for_function("() => [...document.querySelectorAll('#ievents tr')].filter(tr => tr.textContent.includes('WATCH from')).length >= 2",
                                timeout=20_000)
         if not page.evaluate("document.getElementById('faults-panel').open"):
             page.click("#faults-panel > summary")

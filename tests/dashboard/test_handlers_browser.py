@@ -42,7 +42,7 @@ def open_page(browser, dashboard):
     page.on("pageerror", lambda err: page.js_errors.append(str(err)))
     page.goto(dashboard.url + PAGE)
     page.wait_for_selector('#conn[data-state="live"]', timeout=10_000)
-    page.wait_for_function(f"window.ctrlscope.client.topics.get('w/{WORKER}/components')?.cursor", timeout=10_000)
+    page.wait_for_function(f"() => window.ctrlscope.client.topics.get('w/{WORKER}/components')?.cursor", timeout=10_000)
     return page
 
 
@@ -210,7 +210,7 @@ def test_zero_code_progress_shows_countdowns_and_removals(browser, dashboard, re
         ctl.progress(key, "update_fn", None)
         pub.publisher.flush()
         page.wait_for_selector("#handlers-panel", state="hidden", timeout=10_000)
-        page.wait_for_function(f"!document.querySelector('{lane} .next-retry')")
+        page.wait_for_function(f"() => !document.querySelector('{lane} .next-retry')")
         close_page(page)
     finally:
         pub.stop()

@@ -32,12 +32,12 @@ DEPLOYMENT = SIM_DEPLOYMENT.replace("namespace: NS", "namespace: default")
 WORKER = "live"
 PAGE = f"/c/{WORKER}/deployment-summary/"
 
-# Stamps (Date.now()) of the first DOM change after which a JS condition held.
+# Stamps (Date.now()) of the first DOM change after which a JS condition (a function) held.
 WATCH_JS = """
 (() => {
   const seen = window.__seen = {};
   const wanted = window.__wanted = new Map();
-  window.__expect = (name, body) => { wanted.set(name, new Function(body)); check(); };
+  window.__expect = (name, fn) => { wanted.set(name, fn); check(); };
   function check() {
     for (const [name, fn] of wanted) if (!(name in seen) && fn()) seen[name] = Date.now();
   }
@@ -89,7 +89,8 @@ def open_page(browser, dashboard):
 def appeared_within(page, condition_js: str, since_ms: float, timeout: float = 10.0) -> float:
     """Seconds from ``since_ms`` (wall clock) until the page first satisfied ``condition_js``."""
     name = f"c{time.monotonic_ns()}"
-    page.evaluate("([name, body]) => window.__expect(name, body)", [name, condition_js])
+    # Compiled by page.evaluate (DevTools), not by the page: its CSP forbids new Function and eval.
+    page.evaluate(f"window.__expect({name!r}, () => {{ {condition_js} }})")
     page.wait_for_function("(name) => name in window.__seen", arg=name, timeout=timeout * 1000)
     took = (page.evaluate("(name) => window.__seen[name]", name) - since_ms) / 1000
     print(f"appeared {took * 1000:.0f} ms after kubectl returned: {condition_js[:90]}")
@@ -129,10 +130,10 @@ def test_kubectl_scale_and_failing_reconciles_show_live(stack, browser, artifact
     assert took <= 1.0, f"the failing reconcile took {took:.2f} s to appear"
     waiting = '#q-waiting tr[data-key="default/web"]'
     page.wait_for_selector(waiting, timeout=10_000)
-    page.wait_for_function(f"Number(document.querySelector('{waiting} td.requeues')?.textContent) >= 3",
+    page.wait_for_function(f"() => Number(document.querySelector('{waiting} td.requeues')?.textContent) >= 3",
                            timeout=15_000)
     # Backoff grows: wait for a wait long enough to watch its countdown tick down.
-    page.wait_for_function(f"(() => {{ const td = document.querySelector('{waiting} td.countdown');"
+    page.wait_for_function(f"() => (() => {{ const td = document.querySelector('{waiting} td.countdown');"
                            f" return td && Number(td.dataset.ready) - Date.now() > 600; }})()", timeout=20_000)
     first = countdown(page, "default/web")
     page.wait_for_timeout(300)
@@ -165,7 +166,7 @@ def test_page_recovers_after_the_dashboard_server_restarts(stack, browser):
     # What happened during the outage arrives (resumed from the stream), and so does what follows.
     wait_until(lambda: kubectl.run("get", "configmap", "web-summary", "-o", "jsonpath={.data.replicas}",
                                    check=False).stdout == "3", timeout=20, what="the reconcile during the outage")
-    page.wait_for_function("[...document.querySelectorAll('.lane[data-key=\"default/web\"] .attempt')].length >= 2",
+    page.wait_for_function("() => [...document.querySelectorAll('.lane[data-key=\"default/web\"] .attempt')].length >= 2",
                            timeout=10_000)
     attempts = page.locator('.lane[data-key="default/web"] .attempt').count()
     kubectl.run("scale", "deployment", "web", "--replicas=4")

@@ -75,7 +75,7 @@ def test_metrics_charts_and_overview_follow_a_real_worker(browser, dashboard, de
     page.goto(dashboard.url + "/c/demo/deployment-summary/")
     page.wait_for_selector('#conn[data-state="live"]', timeout=20_000)
     # The worker publishes a sample a second once its controllers are set up.
-    page.wait_for_function("window.ctrlscopeMetrics.samples.length >= 2", timeout=30_000)
+    page.wait_for_function("() => window.ctrlscopeMetrics.samples.length >= 2", timeout=30_000)
     empty = drawn_pixels(page, "reconciles")
 
     # Reconciles: every new Deployment gets a summary ConfigMap written by the reconciler.

@@ -170,10 +170,10 @@ def test_overview_groups_workers_by_cluster_and_draws_each_controller_as_its_pip
     subscribed = page.evaluate("[...window.ctrlscope.client.topics.keys()]")
     assert subscribed and all(t.endswith(("/components", "/metrics")) for t in subscribed), subscribed
     page.click("#dev > summary")
-    page.wait_for_function("window.ctrlscope.client.topics.has('w/w1/informer/pods')")
+    page.wait_for_function("() => window.ctrlscope.client.topics.has('w/w1/informer/pods')")
     page.wait_for_selector("#topics li >> text=w/w1/queue/podset")
     page.click("#dev > summary")
-    page.wait_for_function("!window.ctrlscope.client.topics.has('w/w1/informer/pods')")
+    page.wait_for_function("() => !window.ctrlscope.client.topics.has('w/w1/informer/pods')")
 
     # Redrawn every second, but updated in place: a link never changes under the pointer mid-click.
     link = page.query_selector('.worker[data-worker="w1"] a[href="/c/w1/podset/"]')

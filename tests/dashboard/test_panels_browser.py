@@ -57,7 +57,7 @@ def open_controller_page(browser, dashboard, path: str = "/c/w1/podset/"):
     page.on("pageerror", lambda err: page.js_errors.append(str(err)))
     page.goto(dashboard.url + path)
     page.wait_for_selector('#conn[data-state="live"]', timeout=10_000)
-    page.wait_for_function("window.ctrlscope.client.topics.get('w/w1/components')?.cursor", timeout=10_000)
+    page.wait_for_function("() => window.ctrlscope.client.topics.get('w/w1/components')?.cursor", timeout=10_000)
     return page
 
 
@@ -79,7 +79,7 @@ def test_controller_page_shows_queue_timeline_details_and_informer_events(browse
     page = open_controller_page(browser, dashboard)
     page.wait_for_selector("#components .comp.informer >> text=pods", timeout=10_000)
     # The page subscribed to the informer topic it found in the components.
-    page.wait_for_function("window.ctrlscope.client.topics.get('w/w1/informer/pods')?.cursor", timeout=10_000)
+    page.wait_for_function("() => window.ctrlscope.client.topics.get('w/w1/informer/pods')?.cursor", timeout=10_000)
 
     # A watch event reaches the controller; a second one is absorbed by the queue (dedup).
     enqueue(obs, "default/web", rv="101")
@@ -109,7 +109,7 @@ def test_controller_page_shows_queue_timeline_details_and_informer_events(browse
     assert second < first - 0.2, (first, second)
     page.wait_for_selector('#q-queued tr[data-key="default/db"]')
     page.wait_for_selector('#q-processing tr[data-key="default/api"] td.age')
-    page.wait_for_function("document.getElementById('dedup-adds').textContent === '4'")
+    page.wait_for_function("() => document.getElementById('dedup-adds').textContent === '4'")
     assert page.inner_text("#dedup-reconciles") == "2"
     assert "1 adds absorbed" in page.inner_text("#dedup-note")
 
@@ -158,7 +158,7 @@ def test_controller_page_shows_queue_timeline_details_and_informer_events(browse
     page.wait_for_selector('#lanes .lane.focus[data-key="default/web"]')
     assert page.url.endswith("/c/w1/podset/?key=default%2Fweb") and page.input_value("#filter") == "default/web"
     page.keyboard.press("f")
-    page.wait_for_function("!document.querySelector('#lanes .lane.focus') && !location.search")
+    page.wait_for_function("() => !document.querySelector('#lanes .lane.focus') && !location.search")
     assert page.input_value("#filter") == ""
 
     # Informer events: watch events and handler calls with type, key, rv and outcome.
@@ -204,7 +204,7 @@ def test_controller_page_shows_queue_timeline_details_and_informer_events(browse
     assert page.get_attribute("#pause", "aria-pressed") == "true"
     obs.on_watch_event("pods", event_type="MODIFIED", key="default/paused", resource_version="200")
     pub.flush()
-    page.wait_for_function("window.ctrlscope.events.heldSince >= 1")
+    page.wait_for_function("() => window.ctrlscope.events.heldSince >= 1")
     page.wait_for_timeout(150)
     assert not page.query_selector("#ievents tr:has-text('default/paused')")
     assert "1 new events held" in page.inner_text("#paused-note")
@@ -264,7 +264,7 @@ def test_a_burst_keeps_the_dom_bounded_and_says_what_it_summarised(browser, dash
     seed_worker(obs)
     pub.flush()
     page = open_controller_page(browser, dashboard)
-    page.wait_for_function("window.ctrlscope.client.topics.get('w/w1/informer/pods')?.cursor", timeout=10_000)
+    page.wait_for_function("() => window.ctrlscope.client.topics.get('w/w1/informer/pods')?.cursor", timeout=10_000)
     for i in range(5000):
         obs.on_watch_event("pods", event_type="MODIFIED", key=f"default/p{i % 500}", resource_version=str(1000 + i))
     for i in range(150):  # 150 keys backing off, 80 of them with a failed reconcile
@@ -273,8 +273,8 @@ def test_a_burst_keeps_the_dom_bounded_and_says_what_it_summarised(browser, dash
         if i < 80:
             obs.on_reconcile_end("podset", key=key, worker=0, duration=0.01, result="error", error="boom")
     pub.flush()
-    page.wait_for_function("window.ctrlscope.client.stats.records >= 5000 + 150 + 80", timeout=15_000)
-    page.wait_for_function("document.querySelector('#q-waiting .count').textContent === '150'")
+    page.wait_for_function("() => window.ctrlscope.client.stats.records >= 5000 + 150 + 80", timeout=15_000)
+    page.wait_for_function("() => document.querySelector('#q-waiting .count').textContent === '150'")
     page.wait_for_timeout(200)
     assert page.eval_on_selector_all("#ievents tr", "els => els.length") <= 300
     assert "counted, not drawn" in page.inner_text("#paused-note")
@@ -297,11 +297,11 @@ def test_countdowns_follow_the_workers_clock_when_the_browsers_is_off_by_an_hour
     seed_worker(obs)
     pub.flush()
     page = open_controller_page(browser, dashboard)
-    page.wait_for_function("window.ctrlscope.client.topics.get('w/w1/informer/pods')?.cursor", timeout=10_000)
+    page.wait_for_function("() => window.ctrlscope.client.topics.get('w/w1/informer/pods')?.cursor", timeout=10_000)
     # The offset is learnt from live frames (history is old by design): any live traffic will do.
     obs.on_watch_event("pods", event_type="MODIFIED", key="default/late", resource_version="7")
     pub.flush()
-    page.wait_for_function("window.ctrlscope.skew() !== 0", timeout=10_000)
+    page.wait_for_function("() => window.ctrlscope.skew() !== 0", timeout=10_000)
     obs.on_queue("podset", op="add_rate_limited", key="default/late", depth=0, delay=5.0, requeues=2)
     pub.flush()
     page.wait_for_selector('#q-waiting tr[data-key="default/late"]', timeout=10_000)
@@ -325,7 +325,7 @@ def test_events_panel_shows_only_the_controllers_informers_and_folds_bookmarks(b
     enqueue(obs, "default/web", rv="107")
     pub.flush()
     page = open_controller_page(browser, dashboard)
-    page.wait_for_function("[...document.querySelectorAll('#ievents td.key')].some(td => td.textContent === 'default/web')",
+    page.wait_for_function("() => [...document.querySelectorAll('#ievents td.key')].some(td => td.textContent === 'default/web')",
                            timeout=10_000)
     rows = page.eval_on_selector_all("#ievents tr", "trs => trs.map(tr => [...tr.cells].map(c => c.textContent))")
     assert not any("node-1" in cells for cells in rows), "another controller's informer stays out of this page"
@@ -350,7 +350,7 @@ def test_cache_panel_opens_on_the_controllers_own_informer_and_keeps_the_users_c
     pub.flush()
     page = open_controller_page(browser, dashboard)
     selected = "document.querySelector('#cache-informer').selectedOptions[0]?.textContent"
-    page.wait_for_function(f"{selected} === 'podsets'", timeout=10_000)
+    page.wait_for_function(f"() => {selected} === 'podsets'", timeout=10_000)
     options = page.eval_on_selector_all("#cache-informer option", "os => os.map(o => o.textContent)")
     assert options == ["apps-deployments", "pods", "podsets"], "every informer of the worker stays selectable"
     page.select_option("#cache-informer", label="apps-deployments")

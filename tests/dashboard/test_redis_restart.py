@@ -33,7 +33,7 @@ def test_redis_restart_under_load_resyncs_and_goes_live_again(
             time.sleep(0.05)
         dashboard = dashboard_factory(url=url)
         page = open_developer_view(browser, dashboard)  # the raw topics: it subscribes to "synthetic"
-        page.wait_for_function("window.ctrlscope.client.topics.get('synthetic')?.cursor", timeout=10_000)
+        page.wait_for_function("() => window.ctrlscope.client.topics.get('synthetic')?.cursor", timeout=10_000)
         page.evaluate("""() => { window.__states = []; window.__resyncs = [];
             const c = window.ctrlscope.client;
             c.on('state', s => window.__states.push(s));
@@ -64,7 +64,7 @@ def test_redis_restart_under_load_resyncs_and_goes_live_again(
             assert c.resyncs and all(reason in {"redis-reconnected", "worker-reset", "epoch-changed", "retention"}
                                      for _, reason in c.resyncs)
             assert c.duplicates == 0, "\n".join(map(str, c.recent))
-            page.wait_for_function("window.ctrlscope.client.state === 'live'", timeout=10_000)
+            page.wait_for_function("() => window.ctrlscope.client.state === 'live'", timeout=10_000)
             states = page.evaluate("window.__states")
             assert "reconnecting" in states and states[-1] == "live"
             assert page.evaluate("window.__resyncs.length") >= 1, "the gap must surface as a resync"

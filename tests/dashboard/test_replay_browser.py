@@ -47,7 +47,7 @@ def test_a_recorded_session_replays_to_the_controller_page(browser, dashboard, p
     replay(path, player, speed=4.0)
     player.flush()
     lane = '#lanes .lane[data-key="default/web"]'
-    page.wait_for_function(f"document.querySelectorAll('{lane} .attempt').length >= 2", timeout=10_000)
+    page.wait_for_function(f"() => document.querySelectorAll('{lane} .attempt').length >= 2", timeout=10_000)
     classes = page.eval_on_selector_all(f"{lane} .attempt", "els => els.map(e => e.className)")
     assert [c.split()[1] for c in classes] == ["result-error", "result-success"]
     # At 4x the two attempts are 50 ms apart and their bars overlap: dispatch the click to the error bar.

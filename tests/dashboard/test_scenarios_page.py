@@ -127,19 +127,19 @@ def test_a_running_scenario_is_narrated_on_the_controller_page(browser, dashboar
     page = open_controller_page(browser, dashboard)
     page.wait_for_selector("#scenario-banner:not([hidden])", timeout=10_000)
     # Opened mid-scenario: the latest line so far is there at once.
-    page.wait_for_function("document.getElementById('scenario-banner').textContent.includes('Phase 1: steady state.')",
+    page.wait_for_function("() => document.getElementById('scenario-banner').textContent.includes('Phase 1: steady state.')",
                            timeout=10_000)
     pub.publish("scenarios", {"k": "narration", "scenario": "retry-storm", "text": "Half of all pod creations fail.",
                               "ts": time.time() * 1000})
     pub.flush()
-    page.wait_for_function("document.getElementById('scenario-banner').textContent.includes('Half of all pod creations fail.')",
+    page.wait_for_function("() => document.getElementById('scenario-banner').textContent.includes('Half of all pod creations fail.')",
                            timeout=10_000)
     text = page.inner_text("#scenario-banner")
     assert "Retry storm" in text and "handler-only 6 pods for 8 wanted" in text and "Reconciler 8 pods for 8 wanted" in text
     pub.set_state("scenarios", "retry-storm", {"title": "Retry storm", "running": False, "finished": time.time() * 1000,
                                                "claims": [{"text": "converged", "held": True, "detail": ""}]})
     pub.flush()
-    page.wait_for_function("document.getElementById('scenario-banner').textContent.includes('1 / 1 claims held')",
+    page.wait_for_function("() => document.getElementById('scenario-banner').textContent.includes('1 / 1 claims held')",
                            timeout=10_000)
     page.click("#scenario-banner .sb-close")
     assert page.locator("#scenario-banner").is_hidden()
