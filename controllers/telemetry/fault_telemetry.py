@@ -54,7 +54,8 @@ class FaultTelemetry:
         """Become ``source``'s fault callback and publish the simulator as running (call on its loop)."""
         self._source = source
         source.on_fault = self
-        self._simulator = {"url": url, "running": True, "since": self._now()}
+        self._simulator = {"url": url, "running": True, "since": self._now(), "run": self.publisher.name}
+        self.publisher.describe(role="simulator", name=url)
         self.publisher.set_state(self.topic, "simulator", self._simulator)
         self.publisher.set_state(self.topic, "rules", source.rules())
 

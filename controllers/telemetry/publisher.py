@@ -30,6 +30,7 @@ import redis
 
 from controllers.clock import Clock, RealClock
 from controllers.schema import PROTOCOL_VERSION
+from controllers.telemetry import presence
 from controllers.telemetry.scrub import SECRETS, SecretScrubber
 from controllers.telemetry.streams import FRAME_SCRIPT, Keys
 
@@ -74,8 +75,15 @@ class RedisPublisher:
         clock: Clock | None = None,
         name: str | None = None,
         scrubber: SecretScrubber | None = SECRETS,
+        retention: float | None = None,
     ) -> None:
         self.keys = Keys(prefix)
+        # presence.py: how long this publisher's keys outlive it, and who it says it is.
+        self.retention = presence.retention_from_env() if retention is None else retention
+        self._presence: dict[str, Any] = {"role": "publisher", "name": None}
+        self._presence_due = 0.0
+        self._ttl_at: dict[str, float] = {}  # topic → when its keys' TTL was last refreshed (clock.now)
+        self._started_ms = 0.0
         # Every frame and state value passes through it just before it is framed (scrub.py); None
         # only for publishers that replay what another process already scrubbed (replay).
         self.scrubber = scrubber
@@ -164,19 +172,72 @@ class RedisPublisher:
             t = self._topics[name] = _Topic(name)
         return t
 
+    def describe(self, *, role: str, name: str) -> None:
+        """Say who publishes (presence.py): ``role`` worker / simulator / replay / ..., and its name."""
+        self._presence = {"role": role, "name": name}
+        self._presence_due = 0.0
+
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> RedisPublisher:
+        self._started_ms = round(self.clock.wall() * 1000, 3)
         self._thread = threading.Thread(target=self._run, name=f"publisher-{self.name}", daemon=True)
         self._thread.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Flush what is buffered (best effort within ``timeout``) and stop the thread."""
+        """Flush what is buffered (best effort within ``timeout``), say this run stopped, and end the thread."""
         self._stopping.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+            if not self._thread.is_alive() and self.connected:
+                try:
+                    self._redis.hset(self.keys.publishers, self.name, orjson.dumps(self._presence_entry(stopped=True)))
+                except redis.RedisError as exc:  # the run then shows as stopped once its entry ages
+                    log.warning("telemetry: could not record this run as stopped (%s)", exc)
         self._redis.close()
+
+    # -- presence and retention (publisher thread; presence.py) ------------------------------
+    def _presence_entry(self, *, stopped: bool = False) -> dict[str, Any]:
+        now_ms = round(self.clock.wall() * 1000, 3)
+        with self._lock:
+            topics = sorted(n for n, t in self._topics.items() if t.seq)
+        return {**self._presence, "host": os.uname().nodename, "pid": os.getpid(),
+                "started": self._started_ms or now_ms, "seen": now_ms, "stopped": now_ms if stopped else None,
+                "topics": topics, "retention": self.retention, "v": PROTOCOL_VERSION}
+
+    def refresh(self, *, force: bool = False) -> None:
+        """Refresh this run's presence entry (every ``presence.REFRESH_S``) and the TTL of its topics'
+        keys (every ``retention / 4``, and after a reset recreated a snapshot). A snapshot found gone
+        makes its topic reset, so it is rewritten whole by the next frame."""
+        now = self.clock.now()
+        with self._lock:
+            due = [n for n, t in self._topics.items()
+                   if t.seq and (force or now - self._ttl_at.get(n, float("-inf")) >= self.retention / 4)]
+        presence_due = force or now >= self._presence_due
+        if not due and not presence_due:
+            return
+        pipe = self._redis.pipeline(transaction=False)
+        ttl_ms = int(self.retention * 1000)
+        for name in due:
+            pipe.pexpire(self.keys.snapshot(name), ttl_ms)
+            pipe.pexpire(self.keys.stream(name), ttl_ms)
+        if presence_due:
+            pipe.hset(self.keys.publishers, self.name, orjson.dumps(self._presence_entry()))
+        results = pipe.execute()
+        lost = [name for name, snap in zip(due, results[0:len(due) * 2:2], strict=True) if not snap]
+        with self._lock:
+            for name in due:
+                self._ttl_at[name] = now
+            for name in lost:
+                self._topics[name].reset = True
+                self._ttl_at.pop(name, None)  # refreshed again right after the reset frame recreates it
+        if lost:
+            log.warning("telemetry: %d topic(s) had expired or been forgotten in Redis (%s); rewriting them",
+                        len(lost), ", ".join(lost[:3]))
+            self._wake.set()
+        if presence_due:
+            self._presence_due = now + presence.REFRESH_S
 
     def _run(self) -> None:
         backoff = 0.0
@@ -190,6 +251,7 @@ class RedisPublisher:
             try:
                 while self.flush() >= self.max_frame_items:
                     pass  # a backlog: keep draining without waiting
+                self.refresh()
                 backoff = 0.0
             except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
                 self.redis_errors += 1
@@ -217,6 +279,9 @@ class RedisPublisher:
             self._epoch = self._last_epoch = epoch
             if not self.connected:
                 log.info("telemetry: connected to Redis (epoch %s)", epoch.decode())
+                # After an outage: keys may have expired meanwhile; check and re-announce at once.
+                self._presence_due = 0.0
+                self._ttl_at.clear()
             self.connected = True
         return self._epoch
 
@@ -327,6 +392,8 @@ class RedisPublisher:
                     frames.append((name, args))
                     t.seq += 1
                 # Consumed now: the built frames are retried unchanged until Redis confirms them.
+                if reset:
+                    self._ttl_at.pop(name, None)  # the reset recreates the hash without a TTL
                 t.reset = False
                 t.dirty = set()
                 t.dropped = 0

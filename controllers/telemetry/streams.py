@@ -71,6 +71,9 @@ class Keys:
         self.prefix = prefix
         self.topics = f"{prefix}topics"
         self.epoch = f"{prefix}epoch"
+        self.publishers = f"{prefix}publishers"  # presence.py: publisher id → its run's presence entry
+        self.expired = f"{prefix}expired"  # presence.py: what retention or an operator dropped
+        self.sweep_lock = f"{prefix}sweep"
 
     def stream(self, topic: str) -> str:
         return f"{self.prefix}stream:{topic}"

@@ -67,6 +67,7 @@ class TelemetryObserver(Observer):
                  last_updates: LastUpdates | None = None, runtime: str = Runtime.PYTHON) -> None:
         self.publisher = publisher
         self.worker = topic_part(worker)
+        publisher.describe(role="worker", name=self.worker)  # its presence entry (presence.py)
         self.clock = clock or RealClock()
         self.last_updates = last_updates or LastUpdates()
         self._topics: dict[tuple[TopicKind, str], str] = {}

@@ -34,7 +34,9 @@ class Command(BaseCommand):
             handle = ensure_redis(settings.RUN_DIR)
         except RedisUnavailable as exc:
             raise CommandError(str(exc)) from exc
-        publisher = RedisPublisher(handle.url, prefix=settings.CTRLSCOPE_PREFIX).start()
+        publisher = RedisPublisher(handle.url, prefix=settings.CTRLSCOPE_PREFIX)
+        publisher.describe(role="replay", name=str(opts["file"]))
+        publisher.start()
 
         def progress(n: int, total: int) -> None:
             if n == total or n % 100 == 0:

@@ -57,7 +57,9 @@ class Command(BaseCommand):
         except RedisUnavailable as exc:
             raise CommandError(str(exc)) from exc
         clock = RealClock()
-        publisher = RedisPublisher(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, clock=clock).start()
+        publisher = RedisPublisher(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX, clock=clock)
+        publisher.describe(role="scenario", name=scenario.title)
+        publisher.start()
 
         running = {"title": scenario.title, "narration": list(scenario.narration), "running": True,
                    "started": clock.wall() * 1000, "line": ""}

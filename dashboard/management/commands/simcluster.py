@@ -46,8 +46,10 @@ class Command(BaseCommand):
                 redis_handle = ensure_redis(settings.RUN_DIR)
             except RedisUnavailable as exc:
                 raise CommandError(f"{exc} (or run with --no-telemetry)") from exc
-            telemetry = FaultTelemetry(RedisPublisher(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX,
-                                                      name="simcluster").start())
+            # The default publisher id ({host}-{pid}-{random}): unique per run, as the protocol requires.
+            # A fixed one made the next run's frames look like retries of the last run's (same seq
+            # numbers, skipped), so an earlier run's "simulator stopped" stayed next to a running one.
+            telemetry = FaultTelemetry(RedisPublisher(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX).start())
 
         def on_start(sim: SimCluster) -> None:
             if telemetry is not None:
