@@ -39,6 +39,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from controllers.clock import Clock, RealClock
+from controllers.informers.kubeconfig import kubeconfig_errors
 from controllers.informers.listwatch import ApiError, ListResult, WatchEvent
 from controllers.observer import Observer, active_observer
 
@@ -86,12 +87,16 @@ class KubernetesClient:
 
     @classmethod
     def from_kubeconfig(cls, config_file: str | None = None, context: str | None = None) -> KubernetesClient:
-        """From a kubeconfig (default ``$KUBECONFIG`` / ``~/.kube/config``), optionally a named context."""
+        """From a kubeconfig (default ``$KUBECONFIG`` / ``~/.kube/config``), optionally a named context;
+        ``KubeconfigError`` (a ValueError) says what is wrong with a file that cannot be used."""
         configuration = k8s_client.Configuration()
-        k8s_config.load_kube_config(config_file=config_file, context=context, client_configuration=configuration)
-        if context is None:
-            _, active = k8s_config.list_kube_config_contexts(config_file)
-            context = active.get("name", "") if active else ""
+        # A malformed file is a KubeconfigError naming the problem, not the loader's AttributeError
+        # or TypeError on the odd value (found by tests/fuzz/test_fuzz_kubeconfig.py).
+        with kubeconfig_errors(config_file):
+            k8s_config.load_kube_config(config_file=config_file, context=context, client_configuration=configuration)
+            if context is None:
+                _, active = k8s_config.list_kube_config_contexts(config_file)
+                context = active.get("name", "") if active else ""
         return cls(k8s_client.ApiClient(_configured(configuration)), context=context)
 
     @classmethod
