@@ -1,0 +1,544 @@
+"""Soak: the whole pipeline under a steady write load for N minutes — does anything leak or lose?
+
+simulator (``manage.py simcluster``) → a real controller (``manage.py runcontrollers`` with the
+PodSet reconciler, ``controllers.examples.podset:setup_reconciler``) → its RedisPublisher → a
+private Redis → daphne → ``--tabs`` headless Chromium tabs on the controller's page, every part its
+own process, while a load generator (another process) PATCHes PodSets at ``--rate`` writes/s.
+
+The write load keeps the API state bounded, so growth is a leak and not data: ``OBJECTS`` PodSets
+(1 replica each) are created once; every write is a merge patch of one of them (round robin) that
+changes ``spec.template``'s annotation, so it bumps ``generation``: a watch event for the informer
+and a reconcile, which writes ``status`` (a second watch event). The object count never changes.
+
+Measured:
+
+- per process (worker, daphne, simulator, Redis, and the load generator for information): RSS at the
+  start of the load, after warm-up and at the end, the growth after warm-up, CPU seconds over the
+  loaded window and that as % of one core. Warm-up is 10 % of the run, or longer until the worker's
+  busy streams have reached their MAXLEN (``RedisPublisher.maxlen``): until then Redis grows by
+  design, and that is a bounded buffer filling, not a leak (the table says when warm-up ended).
+- per tab, frames published vs delivered, counted by frame seq (every frame carries its publisher's
+  per-topic ``seq``, +1 per frame): a script installed in the page listens on the page's own
+  TelemetryClient (``window.ctrlscope.client``: its ``records``, ``snapshot`` and ``resync`` events)
+  and counts, per topic and publisher, the frames applied, duplicates, gaps and resyncs. The seq of
+  the frame at the tab's cursor when counting starts is read from the stream (XRANGE), so
+  ``published = last seq delivered − that seq``. A resync skips frames visibly (a fresh snapshot
+  replaces them): those are reported as their own column, not as loss. ``lost = published −
+  delivered − skipped by resyncs``; a tab still behind at the end (after a drain of up to 60 s) is
+  reported as behind. The worker's own ``records dropped`` (its buffer overflowing while Redis is
+  slow) counts as loss too.
+
+Peer column: the goal and each process' own warm-up baseline (a soak has no other contender): 0 lost,
+RSS growth after warm-up < 5 % in every process (worker, daphne, simulator, Redis) at 60 minutes.
+
+Usage: ``python bench/soak.py --minutes 60 [--rate 1000] [--tabs 5] [--markdown PATH]``; exits 1
+when a goal is missed. ``tests/test_soak.py`` runs it for 2 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import multiprocessing as mp
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.transport import start_daphne  # noqa: E402
+from controllers.examples.podset import API_VERSION, podset  # noqa: E402
+from controllers.process import stop_process  # noqa: E402
+from controllers.telemetry.redisboot import RedisHandle, start_private  # noqa: E402
+from controllers.telemetry.streams import Keys  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+WORKER = "soak"
+CONTROLLER = "podset"
+NAMESPACE = "default"
+OBJECTS = 100
+CONNECTIONS = 16
+GROWTH_GOAL = 5.0  # % RSS growth after warm-up, at 60 minutes
+SAMPLE_EVERY = 5.0
+STREAM_MAXLEN = 20_000  # RedisPublisher's default maxlen: a busy stream is full at this length
+GOAL_PROCESSES = ("worker", "daphne", "simulator", "redis")
+
+# Installed once the tabs are live: per (topic, publisher) frames applied, duplicates, gaps, and the
+# frames a resync's snapshot replaced. Counting starts at the cursor each topic has now (or at its
+# first snapshot, for a topic that has none yet).
+COUNT_JS = """
+(() => {
+  const c = window.ctrlscope.client;
+  const S = window.__soak = { keys: {}, resyncs: 0, reasons: {} };
+  const based = new Map(); // topic -> the cursor counting started from
+  for (const [topic, t] of c.topics) if (t.cursor) based.set(topic, t.cursor);
+  c.on("snapshot", (topic) => {
+    const t = c.topics.get(topic);
+    if (!based.has(topic)) { if (t && t.cursor) based.set(topic, t.cursor); return; }
+    for (const k in S.keys) if (S.keys[k].topic === topic) S.keys[k].pending = true;
+  });
+  c.on("resync", (topic, reason) => { S.resyncs += 1; S.reasons[reason] = (S.reasons[reason] || 0) + 1; });
+  c.on("records", (topic, records, id, frame) => {
+    if (!based.has(topic) || typeof frame.seq !== "number") return;
+    const k = topic + "\\u0000" + frame.src;
+    let s = S.keys[k];
+    if (!s) s = S.keys[k] = { topic: topic, src: frame.src, cursor: based.get(topic), first: frame.seq,
+                              last: frame.seq - 1, frames: 0, dups: 0, gaps: 0, skipped: 0, pending: false };
+    if (frame.seq <= s.last) { s.dups += 1; return; }
+    if (s.pending) { s.skipped += frame.seq - 1 - s.last; s.pending = false; }
+    else if (frame.seq > s.last + 1) s.gaps += frame.seq - 1 - s.last;
+    s.last = frame.seq;
+    s.frames += 1;
+  });
+  return [...based.keys()];
+})()
+"""
+READ_JS = "({keys: Object.values(window.__soak.keys), resyncs: window.__soak.resyncs, reasons: window.__soak.reasons})"
+
+
+# -- the load generator (its own process) ---------------------------------------------------------
+async def _patch_load(url: str, rate: float, stop: Any, ok: Any, failed: Any) -> None:
+    import aiohttp
+
+    interval = CONNECTIONS / rate
+    counter = iter(range(10**12))
+
+    async def writer(session: aiohttp.ClientSession, wid: int) -> None:
+        next_at = time.monotonic() + interval * wid / CONNECTIONS
+        while not stop.is_set():
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            next_at = max(next_at + interval, time.monotonic() - 1.0)  # never a burst to catch up > 1 s
+            n = next(counter)
+            body = orjson.dumps({"spec": {"template": {"metadata": {"annotations": {"soak/write": str(n)}}}}})
+            path = f"/apis/{API_VERSION}/namespaces/{NAMESPACE}/podsets/soak-{n % OBJECTS:03d}"
+            try:
+                async with session.patch(url + path, data=body,
+                                         headers={"Content-Type": "application/merge-patch+json"}) as resp:
+                    await resp.read()
+                    counter_of = ok if resp.status == 200 else failed
+            except aiohttp.ClientError:
+                counter_of = failed
+            with counter_of.get_lock():
+                counter_of.value += 1
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONNECTIONS)) as session:
+        await asyncio.gather(*(writer(session, i) for i in range(CONNECTIONS)))
+
+
+def load_main(url: str, rate: float, stop: Any, ok: Any, failed: Any) -> None:
+    asyncio.run(_patch_load(url, rate, stop, ok, failed))
+
+
+# -- processes ------------------------------------------------------------------------------------
+@dataclass
+class Measured:
+    """One process whose RSS and CPU the soak samples."""
+
+    name: str
+    pid: int  # 0: the headless Chromium processes this process started (browser, renderers, GPU...)
+    samples: list[tuple[float, int]] = field(default_factory=list)  # (seconds since load start, RSS)
+    cpu_start: float = 0.0
+    cpu_end: float = 0.0
+
+    def procs(self) -> list[psutil.Process]:
+        if self.pid:
+            return [psutil.Process(self.pid)]
+        return [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name()]
+
+    def cpu(self) -> float:
+        total = 0.0
+        for p in self.procs():
+            try:
+                t = p.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += t.user + t.system
+        return total
+
+    def sample(self, at: float) -> int:
+        rss = 0
+        for p in self.procs():
+            try:
+                rss += p.memory_info().rss
+            except psutil.NoSuchProcess:
+                continue
+        self.samples.append((at, rss))
+        return rss
+
+    def rss_at(self, at: float) -> int:
+        """The first sample at or after ``at`` seconds."""
+        return next((rss for t, rss in self.samples if t >= at), self.samples[-1][1])
+
+
+def _http_json(method: str, url: str, body: Any = None) -> Any:
+    data = None if body is None else orjson.dumps(body)
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return orjson.loads(resp.read())
+
+
+def _wait(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = predicate()
+        except OSError:
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+class Logged:
+    """A ``manage.py`` command run as a user runs it, its output in a log file."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        with open(log, "wb") as fh:
+            self.proc = subprocess.Popen([sys.executable, "manage.py", *argv], cwd=ROOT, env=env, stdout=fh,
+                                         stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, pattern: str, timeout: float = 60.0) -> re.Match[str]:
+        def found() -> re.Match[str] | None:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.log.name} exited ({self.proc.returncode}):\n{self.output()[-3000:]}")
+            return re.search(pattern, self.output())
+
+        return _wait(found, timeout, f"{pattern!r} in {self.log.name}")
+
+
+STATUS_RE = re.compile(r"worker: (\d+) records in (\d+) frames, (\d+) dropped")
+
+
+@dataclass
+class TabResult:
+    published: int = 0
+    delivered: int = 0
+    skipped: int = 0  # frames a resync's snapshot replaced
+    resyncs: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    lost: int = 0
+    gaps: int = 0  # of which seen as a gap in seq inside the page
+    duplicates: int = 0
+    behind: int = 0  # frames published that the tab had not received when the drain gave up
+    topics: int = 0
+
+
+@dataclass
+class SoakResult:
+    minutes: float
+    rate: float
+    warmup_s: float
+    elapsed_s: float
+    processes: list[Measured]
+    tabs: list[TabResult]
+    writes_ok: int
+    writes_failed: int
+    worker_records: int
+    worker_frames: int
+    worker_dropped: int
+    redis_used_mib: tuple[float, float, float]
+    started: str
+    machine: str
+    load_average: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    def growth(self, m: Measured) -> float:
+        warm = m.rss_at(self.warmup_s)
+        return 100.0 * (m.samples[-1][1] - warm) / warm
+
+    def lost(self) -> int:
+        return sum(t.lost + t.behind for t in self.tabs) + self.worker_dropped
+
+    def failures(self, growth_limit: float = GROWTH_GOAL) -> list[str]:
+        out = []
+        for m in self.processes:
+            if m.name in GOAL_PROCESSES and self.growth(m) >= growth_limit:
+                out.append(f"{m.name} RSS grew {self.growth(m):.1f} % after warm-up (goal < {growth_limit:g} %)")
+        for i, t in enumerate(self.tabs, 1):
+            if t.lost or t.behind:
+                out.append(f"tab {i} lost {t.lost} frames, {t.behind} still undelivered at the end")
+            if not t.delivered:
+                out.append(f"tab {i} received no frames")
+        if self.worker_dropped:
+            out.append(f"the worker dropped {self.worker_dropped} records")
+        return out
+
+
+# -- the run --------------------------------------------------------------------------------------
+def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, browser: Any = None,
+        progress: Callable[[str], None] = print, warmup_fraction: float = 0.1) -> SoakResult:
+    """Run the soak; ``browser`` is a Playwright browser context to open tabs in (else one is launched)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    duration = minutes * 60.0
+    prefix = f"soak-{uuid.uuid4().hex[:8]}:"
+    redis_handle: RedisHandle = start_private(run_dir)
+    keys = Keys(prefix)
+    db = run_dir / "bench.sqlite3"
+    env = {**os.environ, "REDIS_URL": redis_handle.url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
+           "CTRLSCOPE_DB": str(db), "CTRLSCOPE_RUN_DIR": str(run_dir), "CTRLSCOPE_LOG_LEVEL": "WARNING"}
+    os.environ.update(REDIS_URL=redis_handle.url, CTRLSCOPE_DB=str(db))  # start_daphne reads both
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    kubeconfig = run_dir / "kubeconfig-soak.yaml"
+    children: list[Logged] = []
+    daphne = None
+    load = None
+    stop_load = mp.get_context("spawn").Event()
+    pw = None
+    client = redis.Redis.from_url(redis_handle.url)
+    try:
+        sim = Logged(["simcluster", "--port", "0", "--kubeconfig", str(kubeconfig), "--start-delay", "0.2"], env,
+                     run_dir / "soak-simcluster.log")
+        children.append(sim)
+        sim_url = sim.wait_for(r"listening on (http://\S+)").group(1)
+        sim.wait_for("kubeconfig written")
+        worker = Logged(["runcontrollers", "--controller", "controllers.examples.podset:setup_reconciler",
+                         "--kubeconfig", str(kubeconfig), "--worker-name", WORKER, "--status-every", "5"], env,
+                        run_dir / "soak-worker.log")
+        children.append(worker)
+        podsets = f"{sim_url}/apis/{API_VERSION}/namespaces/{NAMESPACE}/podsets"
+        _wait(lambda: _http_json("GET", podsets) is not None, 60, "the PodSet CRD")
+        for i in range(OBJECTS):
+            _http_json("POST", podsets, podset(f"soak-{i:03d}", "reconciler", 1, namespace=NAMESPACE))
+        pods = f"{sim_url}/api/v1/namespaces/{NAMESPACE}/pods"
+        _wait(lambda: len(_http_json("GET", pods)["items"]) >= OBJECTS, 60, f"{OBJECTS} pods")
+        daphne, port = start_daphne("dashboard.asgi:application", redis_handle.url, prefix, run_dir)
+
+        if browser is None:
+            from playwright.sync_api import sync_playwright
+
+            pw = sync_playwright().start()
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS).new_context(
+                viewport={"width": 1400, "height": 900})
+        pages = [_open_tab(browser, f"http://127.0.0.1:{port}/c/{WORKER}/{CONTROLLER}/") for _ in range(tabs)]
+        counted = [page.evaluate(COUNT_JS) for page in pages]
+        progress(f"soak: {tabs} tabs live on /c/{WORKER}/{CONTROLLER}/, counting {len(counted[0])} topics each; "
+                 f"{OBJECTS} PodSets; load {rate:,.0f} writes/s for {minutes:g} min; redis {redis_handle.url}")
+
+        measured = [Measured("worker", worker.proc.pid), Measured("daphne", daphne.pid),
+                    Measured("simulator", sim.proc.pid), Measured("redis", redis_handle.process.pid)]
+        ctx = mp.get_context("spawn")
+        ok, failed = ctx.Value("q", 0), ctx.Value("q", 0)
+        load = ctx.Process(target=load_main, args=(sim_url, rate, stop_load, ok, failed), name="soak-load")
+        load.start()
+        measured += [Measured("load generator", load.pid), Measured(f"Chromium ({tabs} tabs)", 0)]
+        t0 = time.monotonic()
+        started = datetime.datetime.now().astimezone().isoformat(timespec="minutes")
+        for m in measured:
+            m.cpu_start = m.cpu()
+            m.sample(0.0)
+        used = [_used_mib(client)]
+        warmup = duration * warmup_fraction
+        warm_done_at: float | None = None
+        last_report = 0.0
+        last_writes = 0
+        while (elapsed := time.monotonic() - t0) < duration:
+            time.sleep(min(SAMPLE_EVERY, max(0.0, duration - elapsed)))
+            elapsed = time.monotonic() - t0
+            for m in measured:
+                m.sample(elapsed)
+            for c in children:
+                if c.proc.poll() is not None:
+                    raise RuntimeError(f"{c.log.name} exited ({c.proc.returncode}):\n{c.output()[-3000:]}")
+            if warm_done_at is None and elapsed >= warmup and _streams_full(client, keys, counted[0]):
+                warm_done_at = elapsed
+                used.append(_used_mib(client))
+                progress(f"soak: warm-up over at {elapsed / 60:.1f} min (busy streams at MAXLEN)")
+            if elapsed - last_report >= 60 or elapsed >= duration:
+                writes = ok.value
+                rss = ", ".join(f"{m.name} {m.samples[-1][1] / 2**20:.0f}" for m in measured)
+                progress(f"  {elapsed / 60:5.1f} min: {(writes - last_writes) / (elapsed - last_report):,.0f} writes/s "
+                         f"({failed.value} failed), load {os.getloadavg()[0]:.1f}; RSS MiB: {rss}")
+                last_report, last_writes = elapsed, writes
+        elapsed = time.monotonic() - t0
+        for m in measured:
+            m.cpu_end = m.cpu()
+        used.append(_used_mib(client))
+        if warm_done_at is None:
+            warm_done_at = max(warmup, 0.0)
+            progress("soak: the busy streams never reached MAXLEN: warm-up taken as "
+                     f"{warmup_fraction:.0%} of the run ({warmup:.0f} s); Redis was still filling them")
+        load_avg = os.getloadavg()
+        stop_load.set()
+        load.join(30)
+        tab_results = _drain_and_count(pages, client, keys, progress)
+        status = STATUS_RE.findall(worker.output())
+        records, frames, dropped = (int(x) for x in status[-1]) if status else (0, 0, 0)
+        if len(used) == 2:
+            used.insert(1, used[0])
+        return SoakResult(minutes=minutes, rate=rate, warmup_s=warm_done_at, elapsed_s=elapsed, processes=measured,
+                          tabs=tab_results, writes_ok=ok.value, writes_failed=failed.value, worker_records=records,
+                          worker_frames=frames, worker_dropped=dropped, redis_used_mib=tuple(used[:3]),
+                          started=started, machine=f"{os.cpu_count()} cores", load_average=load_avg)
+    finally:
+        stop_load.set()
+        if load is not None and load.is_alive():
+            load.terminate()
+        if pw is not None:
+            pw.stop()
+        stop_process(daphne)
+        for c in reversed(children):
+            stop_process(c.proc)
+        client.close()
+        redis_handle.stop()
+
+
+def _open_tab(browser: Any, url: str) -> Any:
+    page = browser.new_page()
+    page.goto(url)
+    page.wait_for_selector('#conn[data-state="live"]', timeout=30_000)
+    # Every topic the page wants is subscribed and has a snapshot (informer caches come over HTTP).
+    page.wait_for_function(
+        "(() => { const c = window.ctrlscope.client; const ts = [...c.topics.values()];"
+        " return ts.length >= 4 && ts.every((t) => t.cursor) && [...c.topics.keys()].some((k) => k.includes('/informer/')); })()",
+        timeout=30_000)
+    return page
+
+
+def _used_mib(client: redis.Redis) -> float:
+    return int(client.info("memory")["used_memory"]) / 2**20
+
+
+def _streams_full(client: redis.Redis, keys: Keys, topics: list[str]) -> bool:
+    """Every stream that grows fast enough to reach MAXLEN in the run has: Redis stops growing by design."""
+    lengths = [client.xlen(keys.stream(t)) for t in topics]
+    busy = [n for n in lengths if n > 2_000]
+    return bool(busy) and all(n >= STREAM_MAXLEN for n in busy)
+
+
+def _base_seq(client: redis.Redis, keys: Keys, key: dict[str, Any]) -> int:
+    """The seq of the frame at the cursor counting started from (its publisher's), else first − 1."""
+    rows = client.xrange(keys.stream(key["topic"]), min=key["cursor"], max=key["cursor"])
+    if rows:
+        frame = orjson.loads(rows[0][1][b"f"])
+        if frame.get("src") == key["src"] and isinstance(frame.get("seq"), int):
+            return min(frame["seq"], key["first"] - 1)
+    return key["first"] - 1
+
+
+def _published(client: redis.Redis, keys: Keys, topic: str, src: str) -> int:
+    seq = client.hget(keys.pubseq(topic), src)
+    return int(seq) if seq is not None else 0
+
+
+def _drain_and_count(pages: list[Any], client: redis.Redis, keys: Keys, progress: Callable[[str], None],
+                     timeout: float = 180.0) -> list[TabResult]:
+    """Wait until every tab has every frame published so far (the metrics topic keeps publishing once a
+    second, so "so far" moves); then count."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reads = [page.evaluate(READ_JS) for page in pages]
+        behind = [sum(max(0, _published(client, keys, k["topic"], k["src"]) - k["last"]) for k in r["keys"])
+                  for r in reads]
+        if not any(behind):
+            break
+        if time.monotonic() > deadline:
+            for i, r in enumerate(reads, 1):
+                for k in r["keys"]:
+                    late = _published(client, keys, k["topic"], k["src"]) - k["last"]
+                    if late > 0:
+                        progress(f"soak: tab {i} is {late} frames behind on {k['topic']} after the drain")
+            break
+        time.sleep(0.5)
+    # Final reads, and the published seqs after them: a tab can only be behind by what came later.
+    results = []
+    for page in pages:
+        r = page.evaluate(READ_JS)
+        tab = TabResult(resyncs=r["resyncs"], reasons=r["reasons"], topics=len({k["topic"] for k in r["keys"]}))
+        base_cache = {}
+        for k in r["keys"]:
+            base = base_cache.setdefault((k["topic"], k["src"]), _base_seq(client, keys, k))
+            published = k["last"] - base
+            tab.published += published
+            tab.delivered += k["frames"]
+            tab.skipped += k["skipped"]
+            tab.gaps += k["gaps"]
+            tab.duplicates += k["dups"]
+            tab.lost += published - k["frames"] - k["skipped"]
+        results.append(tab)
+    for tab, b in zip(results, behind, strict=True):
+        tab.behind = b
+    return results
+
+
+# -- the table ------------------------------------------------------------------------------------
+def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
+    r = result
+    lines = [f"Soak {r.minutes:g} min ({r.elapsed_s / 60:.1f} min loaded), started {r.started}; {r.machine}, "
+             f"load average {r.load_average[0]:.1f} / {r.load_average[1]:.1f} / {r.load_average[2]:.1f} "
+             "(1/5/15 min) at the end of the load",
+             f"Write load: {r.writes_ok / r.elapsed_s:,.0f} PodSet patches/s achieved of {r.rate:,.0f} asked "
+             f"({r.writes_ok:,} ok, {r.writes_failed:,} failed), {OBJECTS} PodSets; warm-up {r.warmup_s / 60:.1f} min",
+             f"Worker publisher: {r.worker_records:,} records in {r.worker_frames:,} frames, "
+             f"{r.worker_dropped:,} records dropped; Redis used_memory {r.redis_used_mib[0]:.0f} / "
+             f"{r.redis_used_mib[1]:.0f} / {r.redis_used_mib[2]:.0f} MiB (start / after warm-up / end)",
+             "",
+             "Peer: each process' own RSS after warm-up, against the goal (growth < "
+             f"{growth_limit:g} % after warm-up; the load generator is shown for information).",
+             "",
+             "| process | RSS start MiB | after warm-up | end | growth after warm-up | CPU s | % of one core | goal |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for m in r.processes:
+        growth = r.growth(m)
+        verdict = ("PASS" if growth < growth_limit else "FAIL") if m.name in GOAL_PROCESSES else "–"
+        cpu = m.cpu_end - m.cpu_start
+        lines.append(f"| {m.name} | {m.samples[0][1] / 2**20:.0f} | {m.rss_at(r.warmup_s) / 2**20:.0f} | "
+                     f"{m.samples[-1][1] / 2**20:.0f} | {growth:+.1f} % | {cpu:,.0f} | {100 * cpu / r.elapsed_s:.0f} % | "
+                     f"{verdict} |")
+    lines += ["",
+              "| tab | topics | frames published | delivered | resyncs (frames they replaced) | lost | goal |",
+              "|---|---:|---:|---:|---:|---:|---|"]
+    for i, t in enumerate(r.tabs, 1):
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(t.reasons.items()))
+        lost = f"{t.lost:,}" + (f" (+{t.behind:,} undelivered)" if t.behind else "")
+        verdict = "PASS" if not t.lost and not t.behind and t.delivered else "FAIL"
+        lines.append(f"| {i} | {t.topics} | {t.published:,} | {t.delivered:,} | {t.resyncs}"
+                     f"{f' [{reasons}]' if reasons else ''} ({t.skipped:,}) | {lost} | {verdict} |")
+    failures = r.failures(growth_limit)
+    lines += ["", f"Goals (0 lost, RSS growth after warm-up < {growth_limit:g} % in worker, daphne, simulator, "
+                  f"Redis): {'PASS' if not failures else 'FAIL'}"]
+    lines += [f"- {f}" for f in failures]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--rate", type=float, default=1000.0, help="PodSet writes/s (1000)")
+    parser.add_argument("--tabs", type=int, default=5)
+    parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    args = parser.parse_args()
+    if not os.path.exists(CHROMIUM):
+        raise SystemExit(f"{CHROMIUM} is missing (apt-get install chromium)")
+    result = run(minutes=args.minutes, rate=args.rate, tabs=args.tabs, run_dir=ROOT / "run" / "soak")
+    text = table(result)
+    print("\n" + text)
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+    sys.exit(1 if result.failures() else 0)
+
+
+if __name__ == "__main__":
+    main()
