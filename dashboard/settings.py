@@ -12,6 +12,8 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from controllers.telemetry.presence import parse_retention as _parse_retention
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(os.environ.get("CTRLSCOPE_RUN_DIR", BASE_DIR / "run"))
 
@@ -51,6 +53,11 @@ CTRLSCOPE_SIM_KUBECONFIG = os.environ.get("CTRLSCOPE_SIM_KUBECONFIG", str(RUN_DI
 # Redis: the only link between worker and dashboard processes (see controllers/telemetry/redisboot.py).
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CTRLSCOPE_PREFIX = os.environ.get("CTRLSCOPE_PREFIX", "ctrlscope:")
+# How long the keys of a worker or simulator that stopped publishing stay in Redis (presence.py).
+try:
+    CTRLSCOPE_RETENTION = _parse_retention(os.environ.get("CTRLSCOPE_RETENTION"))
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 
 INSTALLED_APPS = [
     "daphne",

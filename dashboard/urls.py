@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard import fault_views, scenario_views, views
+from dashboard import fault_views, presence_views, scenario_views, views
 
 urlpatterns = [
     path("", views.index, name="index"),
@@ -14,6 +14,8 @@ urlpatterns = [
     path("cluster/", views.cluster, name="cluster"),
     path("cluster/faults/status", fault_views.fault_status, name="fault-status"),
     path("cluster/faults/<slug:action>", fault_views.fault_action, name="fault-action"),
+    path("presence.json", presence_views.presence_status, name="presence"),
+    path("workers/<str:worker>/forget", presence_views.forget_worker, name="forget-worker"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
