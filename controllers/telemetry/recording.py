@@ -11,7 +11,10 @@ A recording is gzip'd JSON lines:
 
 ``Recorder`` reads Redis through ``streams.StreamReader``: the snapshot hashes (each exact as of a
 stream id), then every stream from those ids on, so nothing is missed between the two. Topics that appear while recording
-are picked up within half a second. A reset frame is handled like the dashboard handles it: its
+are picked up within half a second. ``started`` is set once the snapshots are written: a frame published
+before that is only in them (its state, not its records), one published after it is recorded. When
+``stop`` says so (or the duration is up) the recorder still records everything already in Redis, new
+topics included, before it closes the file. A reset frame is handled like the dashboard handles it: its
 frames up to the current snapshot are kept for their records, then the snapshot replaces the state. ``replay`` publishes the frames again
 through a ``RedisPublisher`` at 1×, 4×, … on the recorded timing, under renamed topics
 (``w/<worker>@replay/...``) so a replay never mixes with live data; timestamps in records and state
@@ -22,6 +25,7 @@ their recorded values, and countdowns run at wall-clock speed).
 from __future__ import annotations
 
 import gzip
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -53,6 +57,9 @@ class Recorder:
         self.reader = StreamReader(self.redis, Keys(prefix))
         self.topics = topics
         self.frames = 0
+        # Set once the snapshots are written. Whoever records and then publishes (a test, a script)
+        # waits for it: a frame published earlier is folded into a snapshot without its records.
+        self.started = threading.Event()
 
     def record(self, path: Path, *, duration: float | None, stop: Callable[[], bool] = lambda: False) -> int:
         started = time.time() * 1000
@@ -61,28 +68,46 @@ class Recorder:
             out.write(orjson.dumps({"format": FORMAT, "version": VERSION, "started": started}) + b"\n")
             for topic in self._topics():
                 positions[topic] = self._snapshot(out, topic, started)
+            self.started.set()
             deadline = None if duration is None else time.monotonic() + duration
             checked = time.monotonic()
             while not stop() and (deadline is None or time.monotonic() < deadline):
                 if time.monotonic() - checked > 0.5:
                     checked = time.monotonic()
-                    for topic in set(self._topics()) - positions.keys():
-                        positions[topic] = b"0-0"  # new: its first frame is a reset frame
-                batches = self.reader.tail(positions, count=1000, block=200) if positions else []
-                for topic, entries in batches:
-                    for eid, raw in entries:
-                        if parse_id(eid) <= parse_id(positions[topic]):
-                            continue  # already covered by a reset's catch-up below
-                        if raw.startswith(RESET_PREFIX):
-                            positions[topic] = self._reset(out, topic, eid, orjson.loads(raw).get("ts", started))
-                            continue
-                        positions[topic] = eid
-                        self._frame(out, topic, orjson.loads(raw))
+                    self._discover(positions)
+                self._read(out, positions, started, block=200)
+            # Stopping: the frames already in Redis (of topics not discovered yet too) still belong
+            # to the recording, or a stop right after a publish would drop its last frames. Read up
+            # to the streams' ends as of now, so a busy publisher cannot keep the drain going.
+            self._discover(positions)
+            ends = {t: parse_id(self.reader.last_id(t)) for t in positions}
+            while behind := {t: pos for t, pos in positions.items() if parse_id(pos) < ends[t]}:
+                if not self._read(out, behind, started, block=None):
+                    break  # deleted meanwhile: nothing more to read
+                positions.update(behind)
         self.redis.close()
         return self.frames
 
     def _topics(self) -> list[str]:
         return [t for t in self.reader.topics() if self.topics is None or t in self.topics]
+
+    def _discover(self, positions: dict[str, bytes]) -> None:
+        for topic in set(self._topics()) - positions.keys():
+            positions[topic] = b"0-0"  # new: its first frame is a reset frame
+
+    def _read(self, out: Any, positions: dict[str, bytes], started: float, *, block: int | None) -> int:
+        """Record the entries after ``positions`` (moved on past them); returns how many were read."""
+        batches = self.reader.tail(positions, count=1000, block=block) if positions else []
+        for topic, entries in batches:
+            for eid, raw in entries:
+                if parse_id(eid) <= parse_id(positions[topic]):
+                    continue  # already covered by a reset's catch-up below
+                if raw.startswith(RESET_PREFIX):
+                    positions[topic] = self._reset(out, topic, eid, orjson.loads(raw).get("ts", started))
+                    continue
+                positions[topic] = eid
+                self._frame(out, topic, orjson.loads(raw))
+        return sum(len(entries) for _, entries in batches)
 
     def _snapshot(self, out: Any, topic: str, ts: float) -> bytes:
         snap_id, state = self.reader.snapshot(topic)

@@ -211,10 +211,15 @@ class StreamReader:
         """Entries with ``first`` ≤ id ≤ ``last`` (at most ``limit``; ``None``: all of them)."""
         return entries_of(self.client.xrange(self.keys.stream(topic), min=first, max=last, count=limit))
 
-    def tail(self, positions: dict[str, bytes], *, count: int, block: int) -> list[tuple[str, list[Entry]]]:
-        """Entries after each topic's position, waiting up to ``block`` ms for the first."""
+    def tail(self, positions: dict[str, bytes], *, count: int, block: int | None) -> list[tuple[str, list[Entry]]]:
+        """Entries after each topic's position, waiting up to ``block`` ms for the first (None: not at all)."""
         streams = {self.keys.stream(t): pos for t, pos in positions.items()}
         return tail_batches(self.keys, self.client.xread(streams, count=count, block=block))
+
+    def last_id(self, topic: str) -> bytes:
+        """The id of the stream's newest entry (``0-0`` for an empty or missing stream)."""
+        rows = self.client.xrevrange(self.keys.stream(topic), count=1)
+        return rows[0][0] if rows else b"0-0"
 
 
 class AsyncStreamReader:
