@@ -71,6 +71,8 @@
 
   function clock(ts) { return ts ? new Date(ts).toISOString().slice(11, 23) : ""; }
 
+  // props.style (a string) is assigned to node.style, i.e. CSSOM cssText: the Content-Security-Policy's
+  // style-src 'self' allows that, while a style attribute (setAttribute, or markup) would be blocked.
   function el(tag, props, ...children) {
     const node = document.createElement(tag);
     if (props) for (const k in props) {
