@@ -69,6 +69,6 @@ def assert_clear(message: object, *, context: object = "") -> None:
     assert isinstance(message, str), f"error message is not text: {message!r} ({context})"
     text = message.strip()
     assert len(text) >= 8, f"error message too short to explain anything: {message!r} ({context})"
-    assert re.match(r"[\w(\"'`/.*$-]", text), f"error message does not start with a word: {message!r} ({context})"
+    assert re.match(r"[^\s<{\[]", text), f"error message does not start with a word: {message!r} ({context})"
     leaked = [leak for leak in LEAKS if leak in text]
     assert not leaked, f"error message leaks an internal exception ({leaked}): {message!r} ({context})"

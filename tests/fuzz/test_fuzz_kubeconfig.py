@@ -86,7 +86,7 @@ def load(text: str | bytes) -> KubernetesClient:
         path.unlink()
 
 
-@budget(400)
+@budget(150)
 @given(text=TEXT)
 @example(text="[]")  # TypeError: list indices must be integers or slices, not str
 @example(text="clusters: 5\n")  # TypeError: 'int' object is not iterable

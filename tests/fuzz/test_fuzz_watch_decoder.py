@@ -36,7 +36,7 @@ def pieces(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
 
 
-@budget(300)
+@budget(200)
 @given(payloads=st.lists(st.binary(min_size=1, max_size=40), max_size=8), cuts=st.lists(st.integers(0, 10**6),
        max_size=10), extension=st.sampled_from([b"", b";a=b", b" ; x"]), trailer=st.binary(max_size=10))
 def test_any_chunking_in_any_pieces_decodes_to_the_payload(payloads: list[bytes], cuts: list[int],
@@ -54,7 +54,7 @@ def mutated(wire: bytes, at: int, byte: int) -> bytes:
     return wire[:i] + bytes([byte]) + wire[i + 1:]
 
 
-@budget(300)
+@budget(200)
 @given(data=st.one_of(
     st.binary(max_size=60),
     st.builds(mutated, st.lists(st.binary(min_size=1, max_size=20), max_size=4).map(chunked),
@@ -142,7 +142,7 @@ LINE = st.one_of(
     st.just(b""), st.just(b"   "))
 
 
-@budget(150)
+@budget(100)
 @given(lines=st.lists(LINE, max_size=6), chunking=st.sampled_from(["per-line", "one", "split", "length"]),
        cut=st.integers(0, 40), corrupt=st.none() | st.tuples(st.integers(0, 500), st.integers(0, 255)))
 @example(lines=[b"[1]"], chunking="per-line", cut=0, corrupt=None)  # AttributeError: 'list' has no .get

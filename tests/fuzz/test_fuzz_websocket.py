@@ -159,7 +159,7 @@ async def run(hub: StreamHub, messages: list[str | None]) -> tuple[list[dict], l
     return sent, violations
 
 
-@budget(250)
+@budget(120)
 @given(data=st.data())
 @example(data=None)  # a resume from "١٢-٣": Unicode digits passed the check, then parse_id failed in the sender
 def test_any_client_messages_leave_the_session_consistent(published: tuple[Loop, str], data) -> None:
