@@ -73,13 +73,19 @@ class SimCluster:
                  start_delay: float = 1.0, log_interval: float = 1.0, bookmark_interval: float = 5.0,
                  history_limit: int = 50_000, seed: int = 0, on_fault: FaultHook | None = None,
                  control_plane: bool = True, git_version: str = "v1.32.0", watch_flush_delay: float = 0.002,
-                 gc_freeze: bool = False, nodes: int = 3, lease_interval: float = LEASE_RENEW_INTERVAL) -> None:
+                 gc_freeze: bool = False, nodes: int = 3, lease_interval: float = LEASE_RENEW_INTERVAL,
+                 first_resource_version: int = 1) -> None:
         self.host = host
         self.port = port
         self.clock = clock or RealClock()
         self.state_file = Path(state_file) if state_file else None
         self.registry = Registry.with_builtins()
         self.store = Store(self.registry, clock=self.clock, history_limit=history_limit)
+        # A cluster started afresh may begin its resourceVersions higher, with everything below
+        # compacted: clients of an earlier run of it then get 410 and relist (etcd's snapshot restore
+        # with --bump-revision --mark-compacted), instead of resuming watches against RVs reissued
+        # for other objects.
+        self.store.rv = self.store.compacted_rv = max(1, first_resource_version)
         self.gc = GarbageCollector(self.store)
         self.store.listeners.append(self._on_crd_event)
         self.events = EventRecorder(self.store)

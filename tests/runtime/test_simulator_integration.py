@@ -223,3 +223,42 @@ def test_a_reconciles_api_writes_reach_the_telemetry_of_its_controller(sim, even
     writes = [r for topic, r in telemetry.publisher._buffer if r["k"] == "write"]
     assert [(w["method"], w["path"], w["code"]) for w in writes] == [("POST", CM, 201)], \
         "the informer's LIST and WATCH are reads, not the controller's writes"
+
+
+def test_an_informer_follows_a_simulator_restarted_empty_whose_writes_pass_its_old_rv(eventually) -> None:
+    """Regression (tests/chaos): a simulator killed and restarted afresh reissued resourceVersions
+    from 1, so an informer re-watching from its old RV, once the new cluster's writes passed it, was
+    served only the events after that RV: objects from before the restart stayed in its cache for
+    good and new ones made before that RV never arrived. ``manage.py simcluster`` now starts a fresh
+    cluster's RVs at the clock (``first_resource_version``), everything below compacted: the
+    informer's watch gets 410 and it relists."""
+    from dashboard.management.commands.simcluster import first_resource_version
+
+    first = sim_server.SimCluster(port=0, bookmark_interval=0.2, control_plane=False,
+                                  first_resource_version=first_resource_version()).start()
+    port = first.port
+    client = KubernetesClient.for_host(first.url)
+    for name in ("old-a", "old-b"):
+        create_cm(client, name)
+    informer = fast_informer(client)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(10)
+        old_rv = int(informer.reflector.last_sync_resource_version)
+        first.stop()
+        second = sim_server.SimCluster(port=port, bookmark_interval=0.2, control_plane=False,
+                                       first_resource_version=first_resource_version()).start()
+        try:
+            assert second.store.rv > old_rv
+            # The informer's next list/watch waits a second: the new cluster's writes go first.
+            for verb in ("list", "watch"):
+                second.call(lambda verb=verb: second.faults.set_latency(verb, "configmaps", 1000))
+            for i in range(30):  # more writes than the first cluster made: past its RVs either way
+                create_cm(client, f"new-{i}")
+            want = {f"default/new-{i}" for i in range(30)}
+            eventually(lambda: set(informer.store.list_keys()) & {"default/old-a", "default/old-b", *want} == want,
+                       timeout=15)
+        finally:
+            second.stop()
+    finally:
+        informer.stop()

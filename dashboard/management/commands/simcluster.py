@@ -13,6 +13,7 @@ can show what was broken and when.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.conf import settings
@@ -22,6 +23,16 @@ from controllers.sim import SimCluster, run_server
 from controllers.telemetry.fault_telemetry import FaultTelemetry
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
+
+
+def first_resource_version() -> int:
+    """Where a fresh simulator's resourceVersions start: the wall clock in microseconds, above every
+    RV an earlier run on this machine issued (short of a million writes a second), so that a restarted
+    simulator -- killed, nothing saved -- never reissues an RV a running informer holds. Its watches
+    from an old RV get 410 and relist, as after an etcd restore with --bump-revision --mark-compacted;
+    reissued RVs would resume them silently against other objects (stale entries never deleted, new
+    objects never seen). A ``--state`` file's RVs are restored as saved, and above this if higher."""
+    return time.time_ns() // 1000
 
 
 class Command(BaseCommand):
@@ -59,7 +70,7 @@ class Command(BaseCommand):
         try:
             run_server(host=options["host"], port=options["port"], kubeconfig=options["kubeconfig"],
                        state_file=options["state"], start_delay=options["start_delay"], seed=options["seed"],
-                       announce=self._announce, on_start=on_start)
+                       first_resource_version=first_resource_version(), announce=self._announce, on_start=on_start)
         finally:
             if telemetry is not None:
                 telemetry.detach()
