@@ -7,7 +7,7 @@ get past authentication and reach validation), from a viewer and from an anonymo
 - GET every page and JSON view with arbitrary path segments and query parameters: never a 5xx
   other than the documented 503/504 (Redis down, worker not answering), a JSON refusal's ``error``
   is a sentence.
-- POST every fault action and the scenario start with arbitrary form fields: never a 5xx but the
+- POST every fault action, the scenario start and forgetting a worker with arbitrary form fields: never a 5xx but the
   documented 502 (the simulator refused); a refusal (4xx) says why and leaves the simulator
   (fault rules, kubelet, stored objects) and Redis (every key under the prefix) exactly as they were;
   no scenario process is ever started (a live pid file makes every valid start a 409).
@@ -105,7 +105,7 @@ def quote(segment: str) -> str:
 
 PAGES = ["/", "/c/{a}/{b}/", "/c/{a}/informer/{b}/snapshot.json", "/c/{a}/informer/{b}/object", "/scenarios/",
          "/cluster/", "/cluster/faults/status", "/healthz", "/accounts/login/", "/scenarios/{a}/start",
-         "/cluster/faults/{a}"]
+         "/cluster/faults/{a}", "/presence.json", "/workers/{a}/forget"]
 
 
 @budget(80)
@@ -128,21 +128,24 @@ FORM = st.dictionaries(FIELDS, TEXT | st.lists(TEXT, min_size=2, max_size=2), ma
 @budget(100)
 @given(action=st.sampled_from([*ACTIONS, "nope", "Reset", "a" * 70]), form=FORM,
        who=st.sampled_from(["op", "op", "op", "viewer", "anonymous"]), csrf=st.booleans() | st.just(True),
-       scenario=st.booleans())
+       kind=st.sampled_from(["fault", "fault", "scenario", "forget"]))
 @example(action="errors", form={"verb": "create", "resource": "pods", "rate": "1e309", "code": "500"}, who="op",
-         csrf=True, scenario=False)
+         csrf=True, kind="fault")
 @example(action="latency", form={"verb": "list", "resource": "*", "ms": "nan"}, who="op", csrf=True,
-         scenario=False)
-@example(action="leader-failover", form={"speed": "nan"}, who="op", csrf=True, scenario=True)
+         kind="fault")
+@example(action="leader-failover", form={"speed": "nan"}, who="op", csrf=True, kind="scenario")
+@example(action="a" * 70, form={}, who="op", csrf=True, kind="forget")
 def test_every_post_with_any_form(stack: dict, action: str, form: dict, who: str, csrf: bool,
-                                  scenario: bool) -> None:
+                                  kind: str) -> None:
     from controllers.scenarios import SCENARIOS
 
     server, sim = stack["server"], stack["sim"]
     session: requests.Session = stack["sessions"][who]
-    if scenario:
+    if kind == "scenario":
         name = action if action in SCENARIOS else next(iter(SCENARIOS))
         url = f"{server.url}/scenarios/{quote(name)}/start"
+    elif kind == "forget":
+        url = f"{server.url}/workers/{quote(WORKER if action in ACTIONS else action)}/forget"
     else:
         url = f"{server.url}/cluster/faults/{quote(action)}"
     headers = {"X-CSRFToken": session.cookies.get("csrftoken", ""), "Referer": server.url + "/"} if csrf else {}
