@@ -43,6 +43,7 @@ import datetime
 import multiprocessing as mp
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -289,7 +290,7 @@ class SoakResult:
 
 # -- the run --------------------------------------------------------------------------------------
 def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, browser: Any = None,
-        progress: Callable[[str], None] = print, warmup_fraction: float = 0.1) -> SoakResult:
+        progress: Callable[[str], None] = lambda line: print(line, flush=True), warmup_fraction: float = 0.1) -> SoakResult:
     """Run the soak; ``browser`` is a Playwright browser context to open tabs in (else one is launched)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     duration = minutes * 60.0
@@ -299,7 +300,6 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
     db = run_dir / "bench.sqlite3"
     env = {**os.environ, "REDIS_URL": redis_handle.url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
            "CTRLSCOPE_DB": str(db), "CTRLSCOPE_RUN_DIR": str(run_dir), "CTRLSCOPE_LOG_LEVEL": "WARNING"}
-    os.environ.update(REDIS_URL=redis_handle.url, CTRLSCOPE_DB=str(db))  # start_daphne reads both
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     kubeconfig = run_dir / "kubeconfig-soak.yaml"
     children: list[Logged] = []
@@ -410,9 +410,10 @@ def _open_tab(browser: Any, url: str) -> Any:
     page.goto(url)
     page.wait_for_selector('#conn[data-state="live"]', timeout=30_000)
     # Every topic the page wants is subscribed and has a snapshot (informer caches come over HTTP).
+    # A function, not an expression: the dashboard's CSP forbids the eval an expression would need.
     page.wait_for_function(
-        "(() => { const c = window.ctrlscope.client; const ts = [...c.topics.values()];"
-        " return ts.length >= 4 && ts.every((t) => t.cursor) && [...c.topics.keys()].some((k) => k.includes('/informer/')); })()",
+        "() => { const c = window.ctrlscope.client; const ts = [...c.topics.values()];"
+        " return ts.length >= 4 && ts.every((t) => t.cursor) && [...c.topics.keys()].some((k) => k.includes('/informer/')); }",
         timeout=30_000)
     return page
 
@@ -532,6 +533,7 @@ def main() -> None:
     args = parser.parse_args()
     if not os.path.exists(CHROMIUM):
         raise SystemExit(f"{CHROMIUM} is missing (apt-get install chromium)")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop every child on the way out
     result = run(minutes=args.minutes, rate=args.rate, tabs=args.tabs, run_dir=ROOT / "run" / "soak")
     text = table(result)
     print("\n" + text)

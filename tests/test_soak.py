@@ -1,0 +1,37 @@
+"""The soak (``bench/soak.py``) for 2 minutes: simulator → PodSet reconciler under 1,000 PodSet
+writes/s → Redis → daphne → 5 headless tabs, every part its own process.
+
+Proves that nothing is lost end to end under a sustained load (every frame published on the tabs'
+topics is delivered to every tab, or visibly replaced by a resync's snapshot; the worker drops no
+records) and that no process grows grossly.
+
+The RSS bound is looser than the 60-minute goal (< 5 % after warm-up) because 2 minutes are too short
+for the bounded buffers to fill: the simulator's 50,000-event watch history, each stream's 20,000
+frames in Redis (over 6 minutes at 50 frames/s) and daphne's per-tab buffers all still grow by design.
+So warm-up here is the first minute, the worker, daphne and the simulator must grow by less than
+50 % in the second one (a per-frame or per-write leak at these rates doubles a process within a
+minute), and Redis, which is only bounded once its streams reach MAXLEN, is left to the 60-minute run.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import soak
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
+
+GROWTH_LIMIT = 50.0
+
+
+def test_two_minute_soak_loses_nothing_and_no_process_grows_grossly(browser, tmp_path):
+    result = soak.run(minutes=2, rate=1000, tabs=5, run_dir=tmp_path, browser=browser, warmup_fraction=0.5)
+    print(soak.table(result, growth_limit=GROWTH_LIMIT))
+    assert result.writes_ok > 0 and result.writes_failed == 0
+    for i, tab in enumerate(result.tabs, 1):
+        assert tab.delivered > 0, f"tab {i} received no frames"
+        assert (tab.lost, tab.behind) == (0, 0), f"tab {i} lost {tab.lost} frames, {tab.behind} undelivered"
+    assert result.worker_dropped == 0
+    grown = {m.name: round(result.growth(m), 1) for m in result.processes
+             if m.name in ("worker", "daphne", "simulator") and result.growth(m) >= GROWTH_LIMIT}
+    assert not grown, f"RSS grew >= {GROWTH_LIMIT:g} % in the second minute: {grown}"
