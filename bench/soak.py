@@ -265,6 +265,7 @@ class SoakResult:
     started: str
     machine: str
     load_average: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    streams: list[tuple[str, int, float]] = field(default_factory=list)  # at the end: topic, length, MiB
 
     def growth(self, m: Measured) -> float:
         warm = m.rss_at(self.warmup_s)
@@ -381,6 +382,8 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
             progress("soak: the busy streams never reached MAXLEN: warm-up taken as "
                      f"{warmup_fraction:.0%} of the run ({warmup:.0f} s); Redis was still filling them")
         load_avg = os.getloadavg()
+        streams = [(t, client.xlen(keys.stream(t)), (client.memory_usage(keys.stream(t), samples=0) or 0) / 2**20)
+                   for t in counted[0]]
         stop_load.set()
         load.join(30)
         tab_results = _drain_and_count(pages, client, keys, progress)
@@ -391,7 +394,8 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
         return SoakResult(minutes=minutes, rate=rate, warmup_s=warm_done_at, elapsed_s=elapsed, processes=measured,
                           tabs=tab_results, writes_ok=ok.value, writes_failed=failed.value, worker_records=records,
                           worker_frames=frames, worker_dropped=dropped, redis_used_mib=tuple(used[:3]),
-                          started=started, machine=f"{os.cpu_count()} cores", load_average=load_avg)
+                          started=started, machine=f"{os.cpu_count()} cores", load_average=load_avg,
+                          streams=streams)
     finally:
         stop_load.set()
         if load is not None and load.is_alive():
@@ -495,9 +499,13 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
              f"Worker publisher: {r.worker_records:,} records in {r.worker_frames:,} frames, "
              f"{r.worker_dropped:,} records dropped; Redis used_memory {r.redis_used_mib[0]:.0f} / "
              f"{r.redis_used_mib[1]:.0f} / {r.redis_used_mib[2]:.0f} MiB (start / after warm-up / end)",
+             "Redis streams at the end (length of MAXLEN ~" + f"{STREAM_MAXLEN:,}, MiB): "
+             + ", ".join(f"{t.split('/', 2)[-1]} {n:,} ({mib:.0f})" for t, n, mib in sorted(r.streams, key=lambda x: -x[2])
+                         if mib >= 1)
+             + f"; {sum(mib for _, _, mib in r.streams):.0f} MiB in all",
              "",
              "Peer: each process' own RSS after warm-up, against the goal (growth < "
-             f"{growth_limit:g} % after warm-up; the load generator is shown for information).",
+             f"{growth_limit:g} % after warm-up; the load generator and Chromium, the sum over its processes, are shown for information).",
              "",
              "| process | RSS start MiB | after warm-up | end | growth after warm-up | CPU s | % of one core | goal |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
