@@ -38,13 +38,17 @@ class GenerationChangedPredicate(Predicate):
     """Updates pass only if ``metadata.generation`` changed, i.e. the spec changed.
 
     Status and metadata-only writes -- and resyncs -- are filtered out. Objects without a generation
-    (a few built-in kinds) never pass an update.
+    (a few built-in kinds) never pass an update. An "update" whose uid changed always passes: it is
+    another object under the same name (deleted and created again while the informer relisted, which
+    reports the pair as one update), and its generation says nothing about the old one's.
     """
 
     def update(self, old: Obj, new: Obj) -> bool:
         old_meta, new_meta = _meta(old), _meta(new)
         if old_meta is None or new_meta is None:
             return False
+        if old_meta.get("uid") != new_meta.get("uid"):
+            return True
         return old_meta.get("generation") != new_meta.get("generation")
 
 

@@ -264,6 +264,23 @@ def test_generation_changed_predicate_filters_status_updates(clock, observer) ->
     assert events[1]["requests"] == ["default/web"]
 
 
+def test_generation_changed_predicate_passes_an_update_that_is_another_object_under_the_same_name(clock) -> None:
+    """Regression (tests/chaos): a PodSet deleted and created again while the informer was cut off
+    reaches it as one update (the relist) from the old object to the new, both at generation 1; the
+    predicate dropped it, and nothing ever reconciled the new PodSet."""
+    c = make(clock, lambda req: None)
+    source = FakeSource()
+    c.watch(source, predicates=[GenerationChangedPredicate()])
+    old, new = pod("web", generation=1, rv="5"), pod("web", generation=1, rv="9")
+    old["metadata"]["uid"], new["metadata"]["uid"] = "uid-old", "uid-new"
+    source.handlers[0]["on_update"](old, new)
+    assert c.queue.get()[0] == REQ
+    same = pod("web", generation=1, rv="10")
+    same["metadata"]["uid"] = "uid-new"
+    source.handlers[0]["on_update"](new, same)
+    assert len(c.queue) == 0
+
+
 def test_create_and_delete_events_enqueue_the_object(clock) -> None:
     c = make(clock, lambda req: None)
     source = FakeSource()
