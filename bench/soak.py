@@ -24,9 +24,9 @@ Measured:
   the frame at the tab's cursor when counting starts is read from the stream (XRANGE), so
   ``published = last seq delivered − that seq``. A resync skips frames visibly (a fresh snapshot
   replaces them): those are reported as their own column, not as loss. ``lost = published −
-  delivered − skipped by resyncs``; a tab still behind at the end (after a drain of up to 60 s) is
-  reported as behind. The worker's own ``records dropped`` (its buffer overflowing while Redis is
-  slow) counts as loss too.
+  delivered − skipped by resyncs``; a tab still behind at the end (after a drain of up to 180 s) is
+  reported as undelivered, and how far behind each tab was when the load stopped as its lag. The
+  worker's own ``records dropped`` (its buffer overflowing while Redis is slow) counts as loss too.
 
 Peer column: the goal and each process' own warm-up baseline (a soak has no other contender): 0 lost,
 RSS growth after warm-up < 5 % in every process (worker, daphne, simulator, Redis) at 60 minutes.
@@ -245,6 +245,7 @@ class TabResult:
     gaps: int = 0  # of which seen as a gap in seq inside the page
     duplicates: int = 0
     behind: int = 0  # frames published that the tab had not received when the drain gave up
+    lag: int = 0  # frames published that the tab had not received yet when the load stopped
     topics: int = 0
 
 
@@ -453,10 +454,12 @@ def _drain_and_count(pages: list[Any], client: redis.Redis, keys: Keys, progress
     """Wait until every tab has every frame published so far (the metrics topic keeps publishing once a
     second, so "so far" moves); then count."""
     deadline = time.monotonic() + timeout
+    lag: list[int] | None = None
     while True:
         reads = [page.evaluate(READ_JS) for page in pages]
         behind = [sum(max(0, _published(client, keys, k["topic"], k["src"]) - k["last"]) for k in r["keys"])
                   for r in reads]
+        lag = behind if lag is None else lag
         if not any(behind):
             break
         if time.monotonic() > deadline:
@@ -483,8 +486,8 @@ def _drain_and_count(pages: list[Any], client: redis.Redis, keys: Keys, progress
             tab.duplicates += k["dups"]
             tab.lost += published - k["frames"] - k["skipped"]
         results.append(tab)
-    for tab, b in zip(results, behind, strict=True):
-        tab.behind = b
+    for tab, b, late in zip(results, behind, lag, strict=True):
+        tab.behind, tab.lag = b, late
     return results
 
 
@@ -517,14 +520,14 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
                      f"{m.samples[-1][1] / 2**20:.0f} | {growth:+.1f} % | {cpu:,.0f} | {100 * cpu / r.elapsed_s:.0f} % | "
                      f"{verdict} |")
     lines += ["",
-              "| tab | topics | frames published | delivered | resyncs (frames they replaced) | lost | goal |",
-              "|---|---:|---:|---:|---:|---:|---|"]
+              "| tab | topics | frames published | delivered | resyncs (frames they replaced) | lag when the load stopped | lost | goal |",
+              "|---|---:|---:|---:|---:|---:|---:|---|"]
     for i, t in enumerate(r.tabs, 1):
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(t.reasons.items()))
         lost = f"{t.lost:,}" + (f" (+{t.behind:,} undelivered)" if t.behind else "")
         verdict = "PASS" if not t.lost and not t.behind and t.delivered else "FAIL"
         lines.append(f"| {i} | {t.topics} | {t.published:,} | {t.delivered:,} | {t.resyncs}"
-                     f"{f' [{reasons}]' if reasons else ''} ({t.skipped:,}) | {lost} | {verdict} |")
+                     f"{f' [{reasons}]' if reasons else ''} ({t.skipped:,}) | {t.lag:,} frames | {lost} | {verdict} |")
     failures = r.failures(growth_limit)
     lines += ["", f"Goals (0 lost, RSS growth after warm-up < {growth_limit:g} % in worker, daphne, simulator, "
                   f"Redis): {'PASS' if not failures else 'FAIL'}"]
