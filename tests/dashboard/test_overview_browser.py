@@ -218,7 +218,7 @@ def test_workers_stopped_for_over_ten_minutes_are_folded_below_the_live_ones(bro
     # Each worker's components arrive in their own snapshot: wait for all three before comparing.
     for w in ("old", "recent", "alive"):
         page.wait_for_selector(f'.worker[data-worker="{w}"]', state="attached", timeout=10_000)
-    assert page.inner_text(".gone-workers summary") == "1 stopped worker (nothing published for over 10 min)"
+    assert page.inner_text(".gone-workers summary") == "1 stopped worker (stopped over 1 min ago, or nothing published for over 10 min)"
     folded = page.eval_on_selector_all(".gone-workers .worker", "ws => ws.map(w => w.dataset.worker)")
     shown = page.eval_on_selector_all(".cluster > .worker", "ws => ws.map(w => w.dataset.worker)")
     assert folded == ["old"] and shown == ["alive", "recent"], (folded, shown)

@@ -17,6 +17,12 @@
  * once per animation frame, whatever the message rate: event rows are queued as they arrive and the
  * newest MAX_ROWS are drawn; beyond that the page says how many it summarised.
  *
+ * Which run is live comes from presence (presence.js, /presence.json): a worker whose newest run
+ * stopped (cleanly, or silently: killed) is badged "stopped" with that run (when it started, on which
+ * host, when it stopped or was last heard), folded after FOLD_MS, and an operator may forget it (its
+ * keys are deleted at once); what retention or an operator dropped is listed under the overview.
+ * Workers without presence (older publishers) keep the frame-age rule above.
+ *
  * A worker that speaks another major version of the telemetry protocol (its components entry
  * worker/{name} or its frames say so) is listed with a notice instead of its data; the runtime label
  * of that entry ("python", "go", "kopf") is shown next to every worker that reports one, and a
@@ -30,6 +36,9 @@
   const MAX_ROWS = 300;
   const STALE_MS = 30000;
   const GONE_MS = 10 * 60 * 1000;
+  const FOLD_MS = 60 * 1000; // a run presence says stopped is folded this long after it stopped
+  const Presence = window.ctrlscopePresence;
+  const operator = document.getElementById("overview").dataset.operator === "1";
   const RATE_WINDOW_MS = 3000;
   const MAX_SAMPLES = 10;
   // The parts of a worker topic of one of these kinds (P.TopicKind), else null.
@@ -191,7 +200,8 @@
     });
     if (v.link.textContent !== ctl.name) v.link.textContent = ctl.name;
     const badges = [];
-    if (ctl.started === true) badges.push(el("span", { className: "badge ok" }, "running"));
+    // A stale or stopped worker's last word is not the present: "was running", not "running".
+    if (ctl.started === true) badges.push(el("span", { className: "badge " + (stale ? "" : "ok") }, stale ? "was running" : "running"));
     else if (ctl.started === false) badges.push(el("span", { className: "badge warn" }, lease && !lease.leader ? "standby" : "waiting for caches"));
     if (lease) badges.push(el("span", { className: "badge " + (lease.leader ? "ok" : ""), title: "lease " + (lease.name || "") },
       lease.leader ? "leader" : "follower" + (lease.holder ? " (leader: " + lease.holder + ")" : "")));
@@ -211,7 +221,9 @@
   function workerBox(w, comps, now, unsupported) {
     const known = lastSeen(w);
     const since = now - known;
-    const stale = !known || since > STALE_MS;
+    const run = Presence.workerRun(w.name);
+    const stopped = !!run && !run.alive;
+    const stale = stopped || !known || since > STALE_MS;
     const me = Page.workerEntry(comps);
     const lease = [...comps.values()].find((v) => v && v.kind === P.ComponentKind.LEASE);
     const ctls = controllersOf(w.name, comps);
@@ -220,10 +232,12 @@
       const badge = el("span", { className: "badge" }), seen = el("span", { className: "muted last-seen" });
       const runtime = el("span", { className: "badge runtime", title: "the runtime that publishes this worker's telemetry" });
       const cardsBox = el("div", { className: "ctl-cards" });
-      return { badge: badge, seen: seen, runtime: runtime, cards: cardsBox, empty: el("p", { className: "muted" }, "no controllers (yet)"),
+      const forget = el("button", { type: "button", className: "forget", hidden: true, dataset: { forget: w.name },
+        title: "delete this worker's telemetry from Redis now (it is stopped; retention would drop it later)" }, "forget");
+      return { badge: badge, seen: seen, runtime: runtime, cards: cardsBox, forget: forget, empty: el("p", { className: "muted" }, "no controllers (yet)"),
         notice: el("p", { className: "notice protocol-notice", role: "status" }),
         root: el("div", { className: "worker", dataset: { worker: w.name } },
-          el("div", { className: "worker-head" }, "worker ", el("b", null, w.name), " ", runtime, " ", badge, seen), cardsBox) };
+          el("div", { className: "worker-head" }, "worker ", el("b", null, w.name), " ", runtime, " ", badge, seen, " ", forget), cardsBox) };
     });
     const runtime = me && me.runtime ? String(me.runtime) : "";
     v.runtime.hidden = !runtime;
@@ -243,10 +257,21 @@
     }
     v.root.classList.toggle("stale", stale);
     v.root.dataset.stale = String(stale);
+    v.root.dataset.run = run ? run.src : "";
+    v.root.dataset.stopped = String(stopped);
+    v.forget.hidden = !(operator && (stopped || (!run && known && since > STALE_MS)));
     v.badge.className = "badge " + (stale ? "bad" : "ok");
-    v.badge.textContent = stale ? "stale" : "live";
-    v.badge.title = stale ? "no frame for " + STALE_MS / 1000 + " s: the worker stopped publishing" : "publishing";
-    v.seen.textContent = known ? "last seen " + (since < 1500 ? "just now" : fmtDuration(since) + " ago") + " (" + UI.clock(w.lastTs) + " UTC)" : "not seen yet";
+    if (stopped) {
+      // Everything drawn for this worker is that run's last state: say which run, and that it ended.
+      v.badge.textContent = "stopped";
+      v.badge.title = "this worker's newest run is not running: what is shown is its last state";
+      v.seen.textContent = Presence.stoppedText(run) + " · " + Presence.runText(run);
+    } else {
+      v.badge.textContent = stale ? "stale" : "live";
+      v.badge.title = stale ? "no frame for " + STALE_MS / 1000 + " s: the worker stopped publishing" : "publishing";
+      v.seen.textContent = (known ? "last seen " + (since < 1500 ? "just now" : fmtDuration(since) + " ago") + " (" + UI.clock(w.lastTs) + " UTC)" : "not seen yet")
+        + (run ? " · " + Presence.runText(run) : "");
+    }
     syncChildren(v.cards, cards.length ? cards : [v.empty]);
     return v.root;
   }
@@ -271,7 +296,7 @@
         return { summary: summary, box: box, root: el("details", { className: "gone-workers" }, summary, box) };
       });
       const n = goneRoots.length;
-      const text = n + " stopped worker" + (n === 1 ? "" : "s") + " (nothing published for over " + GONE_MS / 60000 + " min)";
+      const text = n + " stopped worker" + (n === 1 ? "" : "s") + " (stopped over " + FOLD_MS / 60000 + " min ago, or nothing published for over " + GONE_MS / 60000 + " min)";
       if (g.summary.textContent !== text) g.summary.textContent = text;
       syncChildren(g.box, goneRoots);
       nodes.push(g.root);
@@ -286,7 +311,10 @@
     used = new Set();
     const now = Date.now();
     const clusters = new Map(); // key -> {info, workers: [root]}
+    const known = client.knownTopics || [];
     for (const name of [...workers.keys()].sort()) {
+      // Forgotten, or dropped by retention: none of its topics is left in Redis.
+      if (known.length && !known.some((t) => t.startsWith("w/" + name + "/"))) { workers.delete(name); continue; }
       const t = client.topics.get(P.workerTopic(name, P.TopicKind.COMPONENTS));
       const comps = t ? t.state : new Map();
       const unsupported = Page.unsupportedVersion(client, name, comps);
@@ -294,14 +322,54 @@
       const info = unsupported ? null : [...comps.values()].find((v) => v && v.kind === P.ComponentKind.CLUSTER) || null;
       const key = info ? info.server || info.name : "";
       if (!clusters.has(key)) clusters.set(key, { info: info, workers: [], gone: [] });
-      const w = workers.get(name), known = lastSeen(w);
-      clusters.get(key)[known && now - known > GONE_MS ? "gone" : "workers"].push(workerBox(w, comps, now, unsupported));
+      const w = workers.get(name), seenAt = lastSeen(w), run = Presence.workerRun(name);
+      const folded = run && !run.alive ? now - (run.stopped || run.seen) > FOLD_MS : seenAt && now - seenAt > GONE_MS;
+      clusters.get(key)[folded ? "gone" : "workers"].push(workerBox(w, comps, now, unsupported));
     }
     const sections = [...clusters].sort((a, b) => (a[0] === "" ? 1 : b[0] === "" ? -1 : a[0] < b[0] ? -1 : 1))
       .map(([key, c]) => clusterSection(key, c.info, c.workers, c.gone));
     syncChildren($("overview"), sections.length ? sections : [placeholder]);
     for (const key of views.keys()) if (!used.has(key)) views.delete(key); // controllers and workers gone
+    renderDropped();
   }
+
+  // ---- what retention and operators dropped (presence) ---------------------------------------
+  function renderDropped() {
+    const box = $("dropped"), items = Presence.expired();
+    box.hidden = !items.length;
+    if (!items.length) return;
+    const sig = items.map((e) => e.at + e.what).join("|");
+    if (box.dataset.sig === sig) return;
+    box.dataset.sig = sig;
+    const n = items.length, ret = Presence.retention();
+    box.querySelector("summary").textContent = "dropped from Redis: " + n + (n === 20 ? "+" : "") + " (newest: " + items[0].what + " at " +
+      Presence.clock(items[0].at) + " UTC; retention " + (ret ? fmtDuration(ret * 1000) : "?") + ")";
+    box.querySelector("ul").replaceChildren(...items.map((e) => el("li", null, Presence.clock(e.at) + " UTC · " + e.what +
+      (e.topics ? " · " + e.topics + " topic" + (e.topics === 1 ? "" : "s") : "") + " · " + e.reason)));
+  }
+
+  // ---- forget a stopped worker (operators; the server checks) ----------------------------------
+  $("overview").addEventListener("click", async (e) => {
+    const b = e.target instanceof Element && e.target.closest("button[data-forget]");
+    if (!b) return;
+    const name = b.dataset.forget, result = $("forget-result");
+    if (!window.confirm("Forget worker " + name + "? Its telemetry is deleted from Redis for everyone, now.")) return;
+    const token = document.querySelector("#forget-form input[name=csrfmiddlewaretoken]");
+    b.disabled = true;
+    try {
+      const resp = await fetch("/workers/" + encodeURIComponent(name) + "/forget", { method: "POST", credentials: "same-origin",
+        headers: { "X-CSRFToken": token ? token.value : "" } });
+      const body = await resp.json().catch(() => ({}));
+      result.className = "forget-result " + (resp.ok ? "ok" : "bad");
+      result.textContent = resp.ok ? "✓ forgot worker " + name + " (" + body.topics + " topics deleted)" : "✗ " + resp.status + ": " + (body.error || resp.statusText);
+    } catch (err) {
+      result.className = "forget-result bad";
+      result.textContent = "✗ the dashboard did not answer: " + err;
+    } finally {
+      b.disabled = false;
+    }
+  });
+  Presence.listen(() => { overviewDirty = true; schedule(); });
 
   // ---- developer view: counters and the live event list -------------------------------------
   const pending = []; // rows waiting for the next animation frame

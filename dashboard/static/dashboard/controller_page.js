@@ -195,6 +195,22 @@
     $("pipeline").hidden = !!version;
   }
 
+  // A worker whose newest run is not running (presence): everything below is that run's last state,
+  // and the page says so above it instead of passing it for live.
+  window.ctrlscopePresence.listen(() => {
+    const Presence = window.ctrlscopePresence, run = Presence.workerRun(page.worker);
+    let note = $("run-notice");
+    const stopped = !!run && !run.alive;
+    if (!note && !stopped) return;
+    if (!note) {
+      note = el("div", { id: "run-notice", className: "notice run-notice", role: "status" });
+      $("components").before(note);
+    }
+    note.hidden = !stopped;
+    note.textContent = stopped ? "worker " + page.worker + " is not running: " + Presence.stoppedText(run) + " (" + Presence.runText(run) +
+      "). What this page shows is that run's last state." : "";
+  });
+
   // This page's controller as the worker's components report it ({} until reported).
   function controllerComponent() {
     for (const v of stateOf(T.components).values()) {

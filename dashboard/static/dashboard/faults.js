@@ -62,6 +62,7 @@
     const maxRows = Number(panel.dataset.logRows) || MAX_LOG;
     const log = []; // newest last
     let simulatorKey = "";
+    let presenceHooked = false;
 
     // ---- is there a simulator? ------------------------------------------------------------------
     function showProbe(st) {
@@ -97,7 +98,15 @@
       const rules = t && t.state.get("rules");
       const sim = t && t.state.get("simulator");
       const chips = [];
-      if (sim && !sim.running) chips.push(el("span", { className: "fault-chip stopped" }, "simulator stopped " + clock(sim.stopped).slice(0, 8)));
+      // Which run wrote this state (presence): a simulator that was killed never said it stopped, and
+      // an earlier run's "stopped" must not sit next to a running simulator as if it were current.
+      const P = window.ctrlscopePresence, run = sim && sim.run ? P.run(sim.run) : null;
+      if (sim && !sim.running) {
+        chips.push(el("span", { className: "fault-chip stopped", title: run ? P.runText(run) : "" },
+          "simulator stopped " + clock(sim.stopped).slice(0, 8) + (run ? " (" + P.runText(run) + ")" : "")));
+      } else if (sim && run && !run.alive) {
+        chips.push(el("span", { className: "fault-chip stopped", title: P.runText(run) }, "simulator " + P.stoppedText(run)));
+      }
       if (rules) {
         for (const r of rules.errors || []) {
           chips.push(chip("errors " + pct(r.rate) + " " + r.verb + " " + r.resource + " → " + r.code, "errors", "errors",
@@ -110,6 +119,7 @@
         if (rules.kubeletPaused) chips.push(chip("kubelet paused", "kubelet", "resume-kubelet", {}, "pods stay where they are until the kubelet resumes"));
       }
       if (!chips.length) chips.push(el("span", { className: "muted" }, t ? "no active faults" : "no fault telemetry yet (manage.py simcluster publishes it)"));
+      if (!presenceHooked) { presenceHooked = true; window.ctrlscopePresence.listen(() => renderRules()); }
       $("#faults-rules").replaceChildren(...chips);
       // A simulator that (re)started or stopped: ask again whether faults can be injected.
       const key = sim ? sim.url + "|" + sim.running : "";
