@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -283,3 +284,20 @@ class SecretScrubber:
 
 SECRETS = SecretScrubber()
 """The process' scrubber: every publisher and the inspector of this process use it."""
+
+
+class ScrubbingFilter(logging.Filter):
+    """A logging filter that masks known Secret values in the process' own log lines (the worker's
+    stderr ends up in a cluster's log store too). The message is formatted once here, then frozen."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if SECRETS._base is None and SECRETS._recent is None and not SECRETS._dirty:
+            return True  # nothing known yet: the common case costs one check
+        message = record.getMessage()
+        scrubbed = SECRETS.scrub_text(message)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        exc_text = SECRETS.scrub_text(record.exc_text) if record.exc_text else record.exc_text
+        if scrubbed is not message or exc_text is not record.exc_text:
+            record.msg, record.args, record.exc_text = scrubbed, None, exc_text
+        return True

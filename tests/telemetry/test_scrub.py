@@ -144,3 +144,26 @@ def test_the_publisher_scrubs_records_and_state_before_they_reach_redis(publishe
     assert b"<redacted: Secret prod/db password>" in text
     for form in (PASSWORD, b64(PASSWORD)):
         assert form.encode() not in text and orjson.dumps(form)[1:-1] not in text
+
+
+def test_the_processs_own_log_lines_are_masked_too(caplog):
+    import logging
+
+    from controllers.telemetry.scrub import SECRETS, ScrubbingFilter
+
+    SECRETS.learn(secret("logged", data={"password": "log-line-secret-value"}, uid="u-log"))
+    logger = logging.getLogger("ctrlscope.test.scrub")
+    handler = logging.StreamHandler(stream=__import__("io").StringIO())
+    handler.addFilter(ScrubbingFilter())
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    try:
+        try:
+            raise RuntimeError("refused log-line-secret-value")
+        except RuntimeError:
+            logger.exception("login with %s failed", "log-line-secret-value")
+    finally:
+        logger.removeHandler(handler)
+    out = handler.stream.getvalue()
+    assert "log-line-secret-value" not in out
+    assert out.count("<redacted: Secret prod/logged password>") == 3, out  # message, source line, exception
