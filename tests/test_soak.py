@@ -7,10 +7,11 @@ records) and that no process grows grossly.
 
 The RSS bound is looser than the 60-minute goal (< 5 % after warm-up) because 2 minutes are too short
 for the bounded buffers to fill: the simulator's 50,000-event watch history, each stream's 20,000
-frames in Redis (over 6 minutes at 50 frames/s) and daphne's per-tab buffers all still grow by design.
-So warm-up here is the first minute, the worker, daphne and the simulator must grow by less than
-50 % in the second one (a per-frame or per-write leak at these rates doubles a process within a
-minute), and Redis, which is only bounded once its streams reach MAXLEN, is left to the 60-minute run.
+frames in Redis (over 6 minutes at 50 frames/s) and daphne's per-tab buffers (up to 5,000 frames per
+topic while a tab lags) all still grow by design, by tens of percent a minute. So warm-up here is the
+first minute, and none of the worker, daphne and the simulator may double in the second one: a leak
+that grows with the load (≥ 2 KB per write at 1,000 writes/s) doubles a ~120 MiB process within a
+minute. Redis, bounded only once its streams reach MAXLEN, is left to the 60-minute run.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from bench import soak
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
-GROWTH_LIMIT = 50.0
+GROWTH_LIMIT = 100.0
 
 
 def test_two_minute_soak_loses_nothing_and_no_process_grows_grossly(browser, tmp_path):
