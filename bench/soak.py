@@ -364,7 +364,7 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
             for c in children:
                 if c.proc.poll() is not None:
                     raise RuntimeError(f"{c.log.name} exited ({c.proc.returncode}):\n{c.output()[-3000:]}")
-            if warm_done_at is None and elapsed >= warmup and _streams_full(client, keys, counted[0]):
+            if warm_done_at is None and elapsed >= warmup and _streams_full(client, keys, counted[0], elapsed, duration):
                 warm_done_at = elapsed
                 used.append(_used_mib(client))
                 progress(f"soak: warm-up over at {elapsed / 60:.1f} min (busy streams at MAXLEN)")
@@ -427,10 +427,11 @@ def _used_mib(client: redis.Redis) -> float:
     return int(client.info("memory")["used_memory"]) / 2**20
 
 
-def _streams_full(client: redis.Redis, keys: Keys, topics: list[str]) -> bool:
-    """Every stream that grows fast enough to reach MAXLEN in the run has: Redis stops growing by design."""
+def _streams_full(client: redis.Redis, keys: Keys, topics: list[str], elapsed: float, duration: float) -> bool:
+    """Every stream that reaches MAXLEN within the run at its rate so far has: from then on Redis
+    stops growing by design (a stream of one frame a second, say, never gets there in an hour)."""
     lengths = [client.xlen(keys.stream(t)) for t in topics]
-    busy = [n for n in lengths if n > 2_000]
+    busy = [n for n in lengths if n * duration / max(elapsed, 1.0) >= STREAM_MAXLEN]
     return bool(busy) and all(n >= STREAM_MAXLEN for n in busy)
 
 
