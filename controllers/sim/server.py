@@ -308,6 +308,12 @@ def run_server(*, host: str = "127.0.0.1", port: int = 6443, kubeconfig: str | o
         options.setdefault("gc_freeze", True)  # this process serves nothing else
         sim = SimCluster(host=host, port=port, state_file=state_file, **options)
         await sim.start_async()
+        # Handlers first: a SIGTERM during the start-up below must stop cleanly (state saved, the
+        # fault telemetry saying it stopped), not kill the process with the default action.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
         announce(f"simulated cluster listening on {sim.url}")
         if kubeconfig:
             path = sim.write_kubeconfig(kubeconfig)
@@ -317,10 +323,6 @@ def run_server(*, host: str = "127.0.0.1", port: int = 6443, kubeconfig: str | o
         # Build the OpenAPI documents now (~250 ms), not inside the first kubectl request, where the
         # event loop would stall every watch meanwhile. Only here: test clusters rarely need them.
         sim.discovery.openapi_index()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         announce("stopping simulated cluster")
         await sim.stop_async()

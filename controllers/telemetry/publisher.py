@@ -84,6 +84,7 @@ class RedisPublisher:
         self._presence_due = 0.0
         self._ttl_at: dict[str, float] = {}  # topic → when its keys' TTL was last refreshed (clock.now)
         self._started_ms = 0.0
+        self._stopped_ms: float | None = None
         # Every frame and state value passes through it just before it is framed (scrub.py); None
         # only for publishers that replay what another process already scrubbed (replay).
         self.scrubber = scrubber
@@ -186,24 +187,28 @@ class RedisPublisher:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Flush what is buffered (best effort within ``timeout``), say this run stopped, and end the thread."""
+        self._stopped_ms = round(self.clock.wall() * 1000, 3)  # every presence write from now on says so
         self._stopping.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
-            if not self._thread.is_alive() and self.connected:
+            # Even if the thread is still busy (redis-py's client is thread-safe): a run that does not
+            # say it stopped only shows as stopped once its entry is ALIVE_MS old.
+            if self._started_ms:
                 try:
-                    self._redis.hset(self.keys.publishers, self.name, orjson.dumps(self._presence_entry(stopped=True)))
+                    self._redis.hset(self.keys.publishers, self.name, orjson.dumps(self._presence_entry()))
                 except redis.RedisError as exc:  # the run then shows as stopped once its entry ages
                     log.warning("telemetry: could not record this run as stopped (%s)", exc)
         self._redis.close()
 
     # -- presence and retention (publisher thread; presence.py) ------------------------------
-    def _presence_entry(self, *, stopped: bool = False) -> dict[str, Any]:
+    def _presence_entry(self) -> dict[str, Any]:
         now_ms = round(self.clock.wall() * 1000, 3)
+        stopped = self._stopped_ms
         with self._lock:
             topics = sorted(n for n, t in self._topics.items() if t.seq)
         return {**self._presence, "host": os.uname().nodename, "pid": os.getpid(),
-                "started": self._started_ms or now_ms, "seen": now_ms, "stopped": now_ms if stopped else None,
+                "started": self._started_ms or now_ms, "seen": now_ms, "stopped": stopped,
                 "topics": topics, "retention": self.retention, "v": PROTOCOL_VERSION}
 
     def refresh(self, *, force: bool = False) -> None:
@@ -214,7 +219,7 @@ class RedisPublisher:
         with self._lock:
             due = [n for n, t in self._topics.items()
                    if t.seq and (force or now - self._ttl_at.get(n, float("-inf")) >= self.retention / 4)]
-        presence_due = force or now >= self._presence_due
+        presence_due = force or now >= self._presence_due or self._stopped_ms is not None
         if not due and not presence_due:
             return
         pipe = self._redis.pipeline(transaction=False)
