@@ -109,7 +109,10 @@ class DashboardServer:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "dashboard.asgi:application"],
                 cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
+        # A daphne that exits is reported at once (poll below); the deadline only bounds one that
+        # hangs. 20 s was too short on a loaded machine: Django's import and startup alone took
+        # longer there while the process was fine (issue 14, the browser loop under load).
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"daphne exited: {self.log.read_text()[-2000:]}")

@@ -3,7 +3,10 @@
 Run by tests/protocol/test_publish_api_browser.py: ``python -m tests.protocol.api_only_worker URL PREFIX``.
 It plays a small operator: a Pod informer lists three pods and syncs; a controller reconciles each
 pod's key; ``default/flaky`` fails twice (rate-limited retries with 1 s and 2 s backoff), then
-succeeds. Then it keeps its metrics ticking until stdin closes (the test is done), at most 60 s.
+succeeds. It prints ``ready`` once the informer and the queue are published, and reconciles only when
+a line arrives on stdin: the test sends it once the controller page is live, so the 3 s of backoff
+cannot be over before the page looks (on a loaded machine getting there took longer). Then it keeps
+its metrics ticking until stdin closes (the test is done), at most 60 s.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ def pod(name: str, rv: str) -> dict:
 
 
 def main(url: str, prefix: str) -> None:
-    done = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    go, done = threading.Event(), threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), go.set(), sys.stdin.read(), done.set()), daemon=True).start()
     with ProtocolPublisher(url, worker="kopf-demo", runtime="kopf", prefix=prefix) as pub:
         pods = pub.informer("v1/Pod")
         pods.listed([pod("web", "10"), pod("db", "11"), pod("flaky", "12")], resource_version="12", duration=0.02)
@@ -35,6 +38,7 @@ def main(url: str, prefix: str) -> None:
         failures = 0
         pending = ["default/web", "default/db", "default/flaky"]
         print("ready", flush=True)
+        go.wait(60)
         while pending and not done.is_set():
             for key in list(pending):
                 queue.get(key)
