@@ -122,6 +122,9 @@ class DashboardServer:
                         return self
             except OSError:
                 time.sleep(0.1)
+        # Stopped before raising: the fixture never sees a server whose start failed, and a daphne
+        # left running took CPU from every later test (on a loaded machine a cascade of failed starts).
+        stop_process(self.proc)
         raise RuntimeError(f"daphne did not answer: {self.log.read_text()[-2000:]}")
 
     def stop(self) -> None:
