@@ -253,3 +253,40 @@ def test_events_arriving_while_an_object_is_handled_wait_and_are_handled_togethe
     messages = [r["message"] for r in records(redis_url, prefix, controller_topic(), RecordKind.LOG)
                 if r["key"] == key and r["message"].startswith("replicas")]
     assert messages == ["replicas 1 -> 2", "replicas 2 -> 6"], messages
+
+
+def test_a_careless_operator_leaks_no_secret_value_in_logs_or_errors(kube, namespace, kopf_operator, redis_url,
+                                                                     prefix):
+    import base64
+
+    from tests.telemetry.test_secret_leaks import every_value
+
+    password = "kopf-s3cr3t-Passw0rd"
+    encoded = base64.b64encode(password.encode()).decode()
+    op = kopf_operator("leaky.py", namespace)
+    op.wait_for_output("in-process")
+    kube.send_json("POST", f"/api/v1/namespaces/{namespace}/secrets", {
+        "apiVersion": "v1", "kind": "Secret", "data": {"password": encoded},
+        "metadata": {"name": "db", "labels": {"ctrlscope.dev/leaky": "yes"}}})
+    topic = worker_topic(WORKER, TopicKind.CONTROLLER, controller_name("", "secrets"))
+    key = f"{namespace}/db"
+
+    def login_attempts() -> list[dict]:
+        return [r for r in records(redis_url, prefix, topic, RecordKind.RECONCILE) if r["key"] == key]
+
+    wait_until(lambda: any(r["result"] == ReconcileResult.SUCCESS for r in login_attempts()), timeout=30,
+               what="the login handler to fail once, then succeed")
+    wait_until(lambda: records(redis_url, prefix, topic, RecordKind.LOG), what="the operator's log lines")
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        stored = every_value(client, prefix)
+    finally:
+        client.close()
+    assert stored.count(password.encode()) == 0 and stored.count(encoded.encode()) == 0
+    assert stored.count(encoded.rstrip("=").encode()) == 0
+    mask = f"<redacted: Secret {namespace}/db password>".encode()
+    failed = [r for r in login_attempts() if r["result"] != ReconcileResult.SUCCESS]
+    assert failed and mask.decode() in failed[0]["error"], failed
+    assert any(mask.decode() in r["message"] for r in records(redis_url, prefix, topic, RecordKind.LOG))
