@@ -270,8 +270,12 @@ class PodSetReconciler:
                 except ApiError as exc:
                     if exc.code != 404:
                         raise
-        self._write_status(owner, len(live))
-        return Result(requeue_after=0.5) if pending else Result()
+        written = self._write_status(owner, len(live))
+        if pending:
+            return Result(requeue_after=0.5)
+        # A conflict means the cache is behind: try again (rate-limited) rather than wait for an
+        # event, which may never pass the predicates (a metadata-only write does not).
+        return Result() if written else Result(requeue=True)
 
     def _pending(self, uid: str, seen: set[str]) -> list[str]:
         now = self.clock.now()
@@ -285,10 +289,11 @@ class PodSetReconciler:
         with self._lock:
             self._expected.setdefault(uid, {})[name] = self.clock.now() + EXPECTATION_TTL
 
-    def _write_status(self, owner: dict[str, Any], current: int) -> None:
+    def _write_status(self, owner: dict[str, Any], current: int) -> bool:
+        """Write ``status`` if it changed; False when the write met a newer object (409)."""
         status = owner.get("status") or {}
         if status.get("replicas") == current and status.get("observedGeneration") == owner["metadata"].get("generation"):
-            return
+            return True
         meta = owner["metadata"]
         body = {"apiVersion": API_VERSION, "kind": KIND,
                 "metadata": {"name": meta["name"], "namespace": meta.get("namespace", "default"),
@@ -299,8 +304,10 @@ class PodSetReconciler:
             self.client.send_json("PUT", f"/apis/{API_VERSION}/namespaces/{body['metadata']['namespace']}"
                                          f"/podsets/{meta['name']}/status", body)
         except ApiError as exc:
-            if exc.code != 409:  # stale cache: the next event brings the new version
+            if exc.code != 409:
                 raise
+            return False  # a stale cache: the caller requeues
+        return True
 
 
 class PodSetScoreboard:

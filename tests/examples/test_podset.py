@@ -158,3 +158,38 @@ def test_kopf_podsets_are_left_to_kopf_and_get_their_own_scoreboard_row(cluster)
         wait_until(lambda: row(KOPF).get("actual") == 2 and row(KOPF)["converged"] == 1, timeout=10,
                    what="the kopf PodSet to be reported converged")
         assert row(KOPF)["last_converge_s"] is not None
+
+
+def test_a_status_write_that_meets_a_newer_object_is_retried_not_dropped():
+    """Regression (tests/chaos): a 409 on the status write was swallowed, waiting for "the next
+    event" -- but with another writer touching only metadata, every next event is filtered by
+    GenerationChangedPredicate, and the status stayed wrong for good. Now the reconcile requeues."""
+    from types import SimpleNamespace
+
+    from controllers.examples.podset import OWNER_INDEX, PodSetReconciler
+    from controllers.informers import ApiError
+    from controllers.reconcile import Result
+
+    owner = podset("web", "reconciler", 1)
+    owner["metadata"].update(uid="u1", resourceVersion="7", generation=1)
+    pod = {"metadata": {"name": "web-a", "namespace": "default",
+                        "ownerReferences": [{"uid": "u1", "controller": True}]}}
+    podsets = SimpleNamespace(store=SimpleNamespace(get_by_key=lambda key: owner if key == "default/web" else None))
+    pods = SimpleNamespace(store=SimpleNamespace(by_index=lambda index, uid: [pod] if (index, uid) == (OWNER_INDEX, "u1") else []))
+
+    class Client:
+        conflicts = 1
+        writes: list[str] = []
+
+        def send_json(self, method, path, body=None, **kw):
+            self.writes.append(f"{method} {path}")
+            if path.endswith("/status") and self.conflicts:
+                self.conflicts -= 1
+                raise ApiError(409, "Conflict", "the object has been modified")
+            return body
+
+    client = Client()
+    reconciler = PodSetReconciler(client, podsets, pods)
+    assert reconciler.reconcile(Request("default", "web")) == Result(requeue=True)
+    assert reconciler.reconcile(Request("default", "web")) == Result()
+    assert client.writes == [f"PUT /apis/{API_VERSION}/namespaces/default/podsets/web/status"] * 2
