@@ -103,47 +103,62 @@ def kill9(proc: Any) -> None:
 
 
 class Load:
-    """Patches one PodSet's annotation after another at ``rate`` per second, on its own thread; counts
-    what the simulator accepted and refused (it keeps going through every outage)."""
+    """Patches PodSet annotations at ``rate`` per second in all, from ``threads`` threads (one request
+    at a time each, so a slow simulator slows the load rather than piling requests up); counts what
+    the simulator accepted and refused (it keeps going through every outage)."""
 
-    def __init__(self, url: str, rate: float = LOAD_RATE) -> None:
-        self.client = KubernetesClient.for_host(url)
+    def __init__(self, url: str, rate: float = LOAD_RATE, threads: int = 3) -> None:
+        self.url = url
         self.rate = rate
         self.ok = 0
         self.failed = 0
         self.running = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="chaos-load", daemon=True)
+        self._ran = 0.0  # seconds spent running (not paused), for the achieved rate
+        self._since: float | None = None
+        self._threads = [threading.Thread(target=self._run, args=(i, threads), name=f"chaos-load-{i}", daemon=True)
+                         for i in range(threads)]
 
     def start(self) -> Load:
-        self.running.set()
-        self._thread.start()
+        self.resume()
+        for t in self._threads:
+            t.start()
         return self
 
     def pause(self) -> None:
         self.running.clear()
+        if self._since is not None:
+            self._ran += time.monotonic() - self._since
+            self._since = None
 
     def resume(self) -> None:
+        self._since = time.monotonic()
         self.running.set()
+
+    def rate_achieved(self) -> float:
+        ran = self._ran + (time.monotonic() - self._since if self._since is not None else 0.0)
+        return (self.ok + self.failed) / ran if ran else 0.0
 
     def stop(self) -> None:
         self._stop.set()
         self.running.set()
-        self._thread.join(70)
+        for t in self._threads:
+            t.join(70)
 
-    def _run(self) -> None:
-        n = 0
+    def _run(self, index: int, threads: int) -> None:
+        client = KubernetesClient.for_host(self.url)
+        n = index
         next_at = time.monotonic()
         while not self._stop.is_set():
             self.running.wait()
-            n += 1
+            n += threads
             body = {"metadata": {"annotations": {"chaos.ctrlscope.dev/tick": str(n)}}}
             try:
-                self.client.send_json("PATCH", f"{PODSETS_PATH}/ps-{n % PODSETS}", body, timeout=30, headers=MERGE_PATCH)
+                client.send_json("PATCH", f"{PODSETS_PATH}/ps-{n % PODSETS}", body, timeout=30, headers=MERGE_PATCH)
                 self.ok += 1
             except (ApiError, OSError, ValueError):
                 self.failed += 1
-            next_at = max(next_at + 1 / self.rate, time.monotonic() - 0.5)
+            next_at = max(next_at + threads / self.rate, time.monotonic() - 0.5)
             delay = next_at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
