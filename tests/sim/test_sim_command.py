@@ -49,7 +49,8 @@ def test_a_second_run_on_the_same_redis_replaces_the_first_runs_simulator_state(
 
     env = {**os.environ, "CTRLSCOPE_DEMO": "1", "PYTHONUNBUFFERED": "1", "REDIS_URL": redis_url,
            "CTRLSCOPE_PREFIX": prefix}
-    urls = []
+    urls: list[str] = []
+    logs: tuple[str, str] = ("", "")  # the previous run's output, for the assertion messages
     for run in range(2):
         with simcluster_command("--kubeconfig", str(tmp_path / f"kc{run}.yaml"), env=env) as proc:
             assert proc.stdout is not None

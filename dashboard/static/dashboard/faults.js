@@ -32,6 +32,7 @@
   function what(r) {
     const p = r.params || {};
     switch (r.fault) {
+      case "stall": return p.seconds ? "network stall: every API response and watch silent for " + p.seconds + " s" : "network stall ended";
       case "drop-watches": return "watches dropped: " + plural(p.count, "connection") + " aborted";
       case "end-watches": return "watches ended: " + plural(p.count, "watch", "watches") + " closed cleanly";
       case "compact": return "history compacted at rv " + p.compactedResourceVersion + ": older watches get 410 Gone";
