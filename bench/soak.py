@@ -81,36 +81,52 @@ STREAM_MAXLEN = 20_000  # RedisPublisher's default maxlen: a busy stream is full
 GOAL_PROCESSES = ("worker", "daphne", "simulator", "redis")
 
 # Installed once the tabs are live: per (topic, publisher) frames applied, duplicates, gaps, and the
-# frames a resync's snapshot replaced. Counting starts at the cursor each topic has now (or at its
-# first snapshot, for a topic that has none yet).
+# frames a snapshot replaced. Counting starts at the cursor each topic has now (or at its first
+# snapshot, for a topic that has none yet). A snapshot replaces every frame up to its cursor: the
+# server's after a resync, and the page's own after a reconnect (controller_page.js reloads an
+# informer's cache over HTTP, applying up to 500 frames of history before the snapshot, so a gap among
+# those frames is one the snapshot then covers). A gap is loss unless such a snapshot covers it.
 COUNT_JS = """
 (() => {
   const c = window.ctrlscope.client;
-  const S = window.__soak = { keys: {}, resyncs: 0, reasons: {} };
+  const S = window.__soak = { keys: {}, snapshots: 0, reasons: {} };
   const based = new Map(); // topic -> the cursor counting started from
+  const announced = new Set(); // topics the server said "resync" for, whose snapshot is due
   for (const [topic, t] of c.topics) if (t.cursor) based.set(topic, t.cursor);
+  const cmp = window.TelemetryClient.cmpId;
   c.on("snapshot", (topic) => {
     const t = c.topics.get(topic);
     if (!based.has(topic)) { if (t && t.cursor) based.set(topic, t.cursor); return; }
-    for (const k in S.keys) if (S.keys[k].topic === topic) S.keys[k].pending = true;
+    S.snapshots += 1;
+    if (!announced.delete(topic)) S.reasons["reload after reconnect"] = (S.reasons["reload after reconnect"] || 0) + 1;
+    for (const k in S.keys) {
+      const s = S.keys[k];
+      if (s.topic !== topic) continue;
+      s.pending = true;
+      s.open = s.open.filter(([nextId, n]) => {
+        if (!t || !t.cursor || cmp(nextId, t.cursor) > 0) return true;
+        s.gaps -= n; s.skipped += n; return false;
+      });
+    }
   });
-  c.on("resync", (topic, reason) => { S.resyncs += 1; S.reasons[reason] = (S.reasons[reason] || 0) + 1; });
+  c.on("resync", (topic, reason) => { announced.add(topic); S.reasons[reason] = (S.reasons[reason] || 0) + 1; });
   c.on("records", (topic, records, id, frame) => {
     if (!based.has(topic) || typeof frame.seq !== "number") return;
-    const k = topic + "\\u0000" + frame.src;
+    const k = topic + "\u0000" + frame.src;
     let s = S.keys[k];
     if (!s) s = S.keys[k] = { topic: topic, src: frame.src, cursor: based.get(topic), first: frame.seq,
-                              last: frame.seq - 1, frames: 0, dups: 0, gaps: 0, skipped: 0, pending: false };
+                              last: frame.seq - 1, frames: 0, dups: 0, gaps: 0, skipped: 0, pending: false, open: [] };
     if (frame.seq <= s.last) { s.dups += 1; return; }
     if (s.pending) { s.skipped += frame.seq - 1 - s.last; s.pending = false; }
-    else if (frame.seq > s.last + 1) s.gaps += frame.seq - 1 - s.last;
+    else if (frame.seq > s.last + 1) { s.gaps += frame.seq - 1 - s.last; s.open.push([id, frame.seq - 1 - s.last]); }
     s.last = frame.seq;
     s.frames += 1;
   });
   return [...based.keys()];
 })()
 """
-READ_JS = "({keys: Object.values(window.__soak.keys), resyncs: window.__soak.resyncs, reasons: window.__soak.reasons})"
+READ_JS = ("({keys: Object.values(window.__soak.keys).map((s) => ({...s, open: s.open.length})), resyncs: window.__soak.snapshots,"
+           " reasons: window.__soak.reasons, reconnects: window.ctrlscope.client.stats.reconnects})")
 
 
 # -- the load generator (its own process) ---------------------------------------------------------
@@ -239,7 +255,8 @@ class TabResult:
     published: int = 0
     delivered: int = 0
     skipped: int = 0  # frames a resync's snapshot replaced
-    resyncs: int = 0
+    resyncs: int = 0  # snapshots that replaced frames: the server's resyncs and the page's reloads after reconnects
+    reconnects: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
     lost: int = 0
     gaps: int = 0  # of which seen as a gap in seq inside the page
@@ -475,7 +492,7 @@ def _drain_and_count(pages: list[Any], client: redis.Redis, keys: Keys, progress
     results = []
     for page in pages:
         r = page.evaluate(READ_JS)
-        tab = TabResult(resyncs=r["resyncs"], reasons=r["reasons"], topics=len({k["topic"] for k in r["keys"]}))
+        tab = TabResult(resyncs=r["resyncs"], reasons=r["reasons"], reconnects=r["reconnects"], topics=len({k["topic"] for k in r["keys"]}))
         base_cache = {}
         for k in r["keys"]:
             base = base_cache.setdefault((k["topic"], k["src"]), _base_seq(client, keys, k))
@@ -512,7 +529,7 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
              f"{growth_limit:g} % after warm-up; the load generator and Chromium, the sum over its processes, are shown for information).",
              "",
              "| process | RSS start MiB | after warm-up | end | growth after warm-up | CPU s | % of one core | goal |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for m in r.processes:
         growth = r.growth(m)
         verdict = ("PASS" if growth < growth_limit else "FAIL") if m.name in GOAL_PROCESSES else "–"
@@ -521,14 +538,14 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
                      f"{m.samples[-1][1] / 2**20:.0f} | {growth:+.1f} % | {cpu:,.0f} | {100 * cpu / r.elapsed_s:.0f} % | "
                      f"{verdict} |")
     lines += ["",
-              "| tab | topics | frames published | delivered | resyncs (frames they replaced) | lag when the load stopped | lost | goal |",
-              "|---|---:|---:|---:|---:|---:|---:|---|"]
+              "| tab | topics | frames published | delivered | resyncs [why] (frames they replaced) | reconnects | lag when the load stopped | lost | goal |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for i, t in enumerate(r.tabs, 1):
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(t.reasons.items()))
         lost = f"{t.lost:,}" + (f" (+{t.behind:,} undelivered)" if t.behind else "")
         verdict = "PASS" if not t.lost and not t.behind and t.delivered else "FAIL"
         lines.append(f"| {i} | {t.topics} | {t.published:,} | {t.delivered:,} | {t.resyncs}"
-                     f"{f' [{reasons}]' if reasons else ''} ({t.skipped:,}) | {t.lag:,} frames | {lost} | {verdict} |")
+                     f"{f' [{reasons}]' if reasons else ''} ({t.skipped:,}) | {t.reconnects} | {t.lag:,} frames | {lost} | {verdict} |")
     failures = r.failures(growth_limit)
     lines += ["", f"Goals (0 lost, RSS growth after warm-up < {growth_limit:g} % in worker, daphne, simulator, "
                   f"Redis): {'PASS' if not failures else 'FAIL'}"]
