@@ -8,7 +8,9 @@
 //     (20 ms), and appends them to Redis with the protocol's script (frame.lua, the very file every
 //     publisher runs). It never blocks the caller: records wait in a bounded buffer, the oldest are
 //     dropped and counted when Redis is away, state is kept in a mirror and rewritten with a reset
-//     frame after Redis lost its data.
+//     frame after Redis lost its data. Each run keeps a presence entry (who publishes what, and
+//     whether it still runs) and gives its topics' keys the retention as TTL (CTRLSCOPE_RETENTION,
+//     presence.go), so the keys of a worker gone for good expire by themselves.
 //   - Telemetry turns observations (a watch event, a queue operation, a Reconcile's start and end)
 //     into the protocol's records and topic state, exactly as ctrlscope's Python runtime does: the
 //     same test vectors (protocol/vectors) fix both.

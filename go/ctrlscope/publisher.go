@@ -55,6 +55,7 @@ type PublisherOptions struct {
 	BufferLimit     int           // records kept while Redis is away; then the oldest drop [200000]
 	MaxLen          int           // XADD MAXLEN ~ per topic [20000]
 	Name            string        // publisher id, unique per run [host-pid-random]
+	Retention       time.Duration // the topics' keys' TTL, >= MinRetention (presence.go) [CTRLSCOPE_RETENTION, else 1h]
 	Clock           clock.PassiveClock
 }
 
@@ -98,8 +99,9 @@ type topicState struct {
 	dropped                    int
 	seq                        int64
 	maxlen                     int
-	taking                     [][]byte // records being taken for a frame (takeRecordsLocked)
-	spare                      [][]byte // a confirmed frame's record list, for reuse
+	ttlAt                      time.Time // when its keys' TTL was last set (zero: not since its last reset frame)
+	taking                     [][]byte  // records being taken for a frame (takeRecordsLocked)
+	spare                      [][]byte  // a confirmed frame's record list, for reuse
 }
 
 func (t *topicState) markDirty(e *stateEntry) {
@@ -144,10 +146,19 @@ type Publisher struct {
 	free      []*stateEntry // entries of deletes a frame carried, for reuse
 	bufs      [][]byte      // frame buffers Redis confirmed, for reuse
 
-	flushMu   sync.Mutex // one flush at a time (the loop, Stop, tests)
+	flushMu   sync.Mutex // one flush or refresh at a time (the loop, tests)
 	inflight  *inflight
 	epoch     string
 	lastEpoch string
+
+	// Presence (presence.go). role, name, startedMs: guarded by mu; presenceDue by flushMu.
+	role          string
+	name          *string
+	host          string
+	startedMs     float64
+	presenceDue   time.Time
+	presenceStale atomic.Bool // rewrite the entry on the next round (Describe, a reconnect)
+	ttlStale      atomic.Bool // a topic's hash has no TTL (a reset frame recreated it)
 
 	wake     chan struct{}
 	stop     chan struct{}
@@ -160,11 +171,14 @@ type Publisher struct {
 	RecordsDropped   atomic.Int64
 	BufferPeak       atomic.Int64 // the most records the buffer held at once
 	RedisErrors      atomic.Int64
-	connected        atomic.Bool
+	// SnapshotsRewritten counts topics whose snapshot a refresh found gone (expired, forgotten)
+	// and rewrote with a reset frame.
+	SnapshotsRewritten atomic.Int64
+	connected          atomic.Bool
 }
 
 // NewPublisher connects lazily to the Redis at url (redis://host:port/db). It fails only on a
-// URL it cannot parse.
+// URL it cannot parse or a retention it refuses (opts.Retention, else $CTRLSCOPE_RETENTION).
 func NewPublisher(url string, opts PublisherOptions) (*Publisher, error) {
 	ro, err := redis.ParseURL(url)
 	if err != nil {
@@ -199,8 +213,16 @@ func NewPublisher(url string, opts PublisherOptions) (*Publisher, error) {
 	if opts.MaxLen <= 0 {
 		opts.MaxLen = 20_000
 	}
+	if opts.Retention == 0 {
+		if opts.Retention, err = RetentionFromEnv(); err != nil {
+			return nil, fmt.Errorf("ctrlscope: %w", err)
+		}
+	} else if opts.Retention < MinRetention {
+		return nil, fmt.Errorf("ctrlscope: a retention of %v is under the minimum of %v: a worker's keys "+
+			"would expire between two refreshes", opts.Retention, MinRetention)
+	}
+	host, _ := os.Hostname()
 	if opts.Name == "" {
-		host, _ := os.Hostname()
 		opts.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))
 	}
 	c := opts.Clock
@@ -209,7 +231,7 @@ func NewPublisher(url string, opts PublisherOptions) (*Publisher, error) {
 	}
 	return &Publisher{opts: opts, clock: c, rdb: redis.NewClient(ro), topics: map[string]*topicState{},
 		buf: make([]pending, 64), wake: make(chan struct{}, 1), stop: make(chan struct{}),
-		stopped: make(chan struct{})}, nil
+		stopped: make(chan struct{}), role: "publisher", host: host}, nil
 }
 
 // pollInterval is how long a read of Redis' reply waits at a time (see pollConn).
@@ -548,11 +570,16 @@ func (p *Publisher) Start() *Publisher {
 	if p.started.Swap(true) {
 		return p
 	}
+	p.mu.Lock()
+	p.startedMs = roundMs(p.wallMs())
+	p.mu.Unlock()
+	p.presenceStale.Store(true) // announce the run at once
 	go p.run()
 	return p
 }
 
-// Stop flushes what is buffered (best effort within timeout) and closes the connection.
+// Stop flushes what is buffered, records in the presence entry that this run stopped (best effort
+// within timeout), and closes the connection.
 func (p *Publisher) Stop(timeout time.Duration) {
 	p.stopOnce.Do(func() {
 		close(p.stop)
@@ -588,6 +615,9 @@ func (p *Publisher) run() {
 			}
 		}
 		err := p.drain(context.Background())
+		if err == nil {
+			err = p.refreshDue(context.Background())
+		}
 		if err != nil {
 			p.RedisErrors.Add(1)
 			backoff = min(2*time.Second, max(100*time.Millisecond, backoff*2))
@@ -595,6 +625,7 @@ func (p *Publisher) run() {
 			backoff = 0
 		}
 		if stopping { // one last flush, whatever its outcome: Stop bounds the wait
+			p.writeStopped(context.Background())
 			return
 		}
 	}
@@ -638,6 +669,13 @@ func (p *Publisher) ensureEpoch(ctx context.Context) (string, error) {
 	}
 	if p.lastEpoch != "" && epoch != p.lastEpoch {
 		p.onNewEpoch()
+	}
+	if !p.connected.Load() {
+		// Back after an outage (or first contact): keys may have expired meanwhile, and the
+		// presence entry aged; check and announce at once.
+		p.mu.Lock()
+		p.markStaleLocked()
+		p.mu.Unlock()
 	}
 	p.epoch, p.lastEpoch = epoch, epoch
 	p.connected.Store(true)
@@ -1110,6 +1148,10 @@ func (p *Publisher) buildFramesLocked(records map[string][][]byte, now float64) 
 			t.dirty = nil
 		} else {
 			t.dirty = t.dirty[:0]
+		}
+		if t.reset { // frame.lua deletes and recreates the hash, without a TTL: set it again
+			t.ttlAt = time.Time{}
+			p.ttlStale.Store(true)
 		}
 		t.reset = false
 		t.dropped = 0

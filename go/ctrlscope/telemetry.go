@@ -94,7 +94,8 @@ type TelemetryOptions struct {
 }
 
 // NewTelemetry announces worker (its components entry worker/{worker}: runtime, protocol
-// version, publisher id) and returns the encoder for its observations.
+// version, publisher id; the publisher's presence entry: role worker, name worker) and returns
+// the encoder for its observations.
 func NewTelemetry(pub *Publisher, worker string, opts TelemetryOptions) *Telemetry {
 	if opts.Runtime == "" {
 		opts.Runtime = RuntimeGo
@@ -111,6 +112,8 @@ func NewTelemetry(pub *Publisher, worker string, opts TelemetryOptions) *Telemet
 	t.ErrorsTopic = mustTopic(t.worker, TopicKindErrors, "")
 	t.component(t.worker, ComponentKindWorker, map[string]any{"runtime": string(opts.Runtime),
 		"protocol": ProtocolVersion, "publisher": pub.Name()})
+	// The presence entry names the worker as the dashboard does: by its topic segment.
+	pub.Describe("worker", t.worker)
 	return t
 }
 
