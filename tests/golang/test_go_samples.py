@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from controllers.schema import PROTOCOL_VERSION
+from controllers.telemetry.presence import read_publishers
 from tests.conftest import wait_until
 from tests.golang.telemetry import Published
 from tests.sim.conftest import Kubectl
@@ -40,6 +41,15 @@ def test_the_informer_sample_shows_kubectl_changes_as_watch_events_handler_calls
                timeout=30, what="the Go informer to sync")
     worker = published.state(components)["worker/go-informer"]
     assert worker["runtime"] == "go" and worker["protocol"] == PROTOCOL_VERSION
+    # Its presence entry (protocol/redis-layout.md, "Presence and retention"): alive, and this run's.
+    # The entry is rewritten every 2 s, so the informer's topic may join its list a moment later.
+    def run() -> dict:
+        [entry] = [p for p in read_publishers(published.client, published.keys) if p["src"] == worker["publisher"]]
+        return entry
+    wait_until(lambda: INFORMER in run()["topics"], timeout=10, what="the Go worker's presence entry to list its informer")
+    entry = run()
+    assert entry["alive"] and entry["role"] == "worker" and entry["name"] == "go-informer", entry
+    assert components in entry["topics"] and entry["stopped"] is None, entry
 
     kubectl(sim_kubeconfig, tmp_path, "create", "deployment", "web", "--image=nginx:1.27")
     wait_until(lambda: "default/web" in published.state(INFORMER), timeout=15, what="web in the Go informer's cache")
@@ -73,7 +83,9 @@ def test_killing_a_go_worker_leaves_its_published_state_consistent(go_process, s
     # A new run of the same worker rewrites its topics with reset frames (a new publisher id).
     go_process("deployment-informer", "--kubeconfig", str(sim_kubeconfig), "--worker-name", "go-informer")
     wait_until(lambda: _resets(published) >= 2, timeout=30, what="the restarted worker's reset frame")
-    assert "default/kept" in published.state(INFORMER)
+    # Its reset frame may go out before its informer listed (then with an empty cache): the list
+    # follows in the next frames.
+    wait_until(lambda: "default/kept" in published.state(INFORMER), timeout=15, what="kept in the restarted cache")
 
 
 def _resets(published: Published) -> int:
