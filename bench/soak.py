@@ -529,7 +529,7 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
              f"{growth_limit:g} % after warm-up; the load generator and Chromium, the sum over its processes, are shown for information).",
              "",
              "| process | RSS start MiB | after warm-up | end | growth after warm-up | CPU s | % of one core | goal |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
     for m in r.processes:
         growth = r.growth(m)
         verdict = ("PASS" if growth < growth_limit else "FAIL") if m.name in GOAL_PROCESSES else "–"
