@@ -50,12 +50,13 @@ def test_each_fault_is_a_record_and_the_state_is_the_rules_it_left(publisher_fac
         _, state = read_snapshot(redis_url, prefix, TOPIC)
         assert state["simulator"]["url"] == sim.url and state["simulator"]["running"]
         assert state["rules"] == {"errors": [{"verb": "create", "resource": "pods", "rate": 0.5, "code": 503}],
-                                  "latency": [{"verb": "list", "resource": "*", "ms": 200.0}], "kubeletPaused": True}
+                                  "latency": [{"verb": "list", "resource": "*", "ms": 200.0}], "kubeletPaused": True,
+                                  "stalledFor": 0.0}
         sim_post(sim.url, "/_sim/errors", method="DELETE")
         sim_post(sim.url, "/_sim/reset")
         pub.flush()
         assert [r["fault"] for r in records(redis_url, prefix)][-2:] == ["errors-cleared", "reset"]
-        assert read_snapshot(redis_url, prefix, TOPIC)[1]["rules"] == {"errors": [], "latency": [], "kubeletPaused": False}
+        assert read_snapshot(redis_url, prefix, TOPIC)[1]["rules"] == {"errors": [], "latency": [], "kubeletPaused": False, "stalledFor": 0.0}
         sim.call(telemetry.detach)
     pub.flush()
     _, state = read_snapshot(redis_url, prefix, TOPIC)

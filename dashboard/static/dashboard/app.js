@@ -314,7 +314,7 @@
     const known = client.knownTopics || [];
     for (const name of [...workers.keys()].sort()) {
       // Forgotten, or dropped by retention: none of its topics is left in Redis.
-      if (known.length && !known.some((t) => t.startsWith("w/" + name + "/"))) { workers.delete(name); continue; }
+      if (known.length && !known.some((t) => { const p = P.parseTopic(t); return p && p.worker === name; })) { workers.delete(name); continue; }
       const t = client.topics.get(P.workerTopic(name, P.TopicKind.COMPONENTS));
       const comps = t ? t.state : new Map();
       const unsupported = Page.unsupportedVersion(client, name, comps);
