@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -164,29 +162,6 @@ class Load:
                 time.sleep(delay)
 
 
-class Dashboard(DashboardServer):
-    """daphne as the other tiers run it, given longer to come up: this tier restarts it under load."""
-
-    START_TIMEOUT = 60.0
-
-    def start(self) -> Dashboard:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "dashboard.asgi:application"],
-                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + self.START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"daphne exited: {self.log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as resp:
-                    if resp.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"daphne did not answer within {self.START_TIMEOUT:.0f} s: {self.log.read_text()[-2000:]}")
-
-
 class ChaosStack:
     """The processes (see the module doc), started once per test module."""
 
@@ -207,7 +182,7 @@ class ChaosStack:
         self.redis_handle: RedisHandle | None = None
         self.sim: LoggedProcess | None = None
         self.worker: LoggedProcess | None = None
-        self.dashboard: Dashboard | None = None
+        self.dashboard: DashboardServer | None = None
         self.page: Any = None
         self.api = KubernetesClient.for_host(self.sim_url)
         self.load: Load | None = None
@@ -238,7 +213,7 @@ class ChaosStack:
 
     def start_dashboard(self) -> None:
         if self.dashboard is None:
-            self.dashboard = Dashboard(self.redis_url, self.prefix, self.db, self.tmp,
+            self.dashboard = DashboardServer(self.redis_url, self.prefix, self.db, self.tmp,
                                              CTRLSCOPE_SIM_KUBECONFIG=str(self.kubeconfig))
         self.dashboard.start()  # the same port every time: the tab reconnects to it
 
