@@ -62,14 +62,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.transport import start_daphne  # noqa: E402
+from bench.ui import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 -- one set of launch flags for every bench
 from controllers.examples.podset import API_VERSION, podset  # noqa: E402
 from controllers.process import stop_process  # noqa: E402
 from controllers.telemetry.redisboot import RedisHandle, start_private  # noqa: E402
 from controllers.telemetry.streams import Keys  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 WORKER = "soak"
 CONTROLLER = "podset"
 NAMESPACE = "default"
