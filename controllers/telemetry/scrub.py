@@ -169,7 +169,8 @@ class SecretScrubber:
             except (binascii.Error, ValueError):  # not base64 or not UTF-8 text: the encoded forms only
                 text = None
         else:
-            forms += [base64.b64encode(value.encode()).decode(), base64.b64encode(value.encode()).decode().rstrip("=")]
+            encoded_value = base64.b64encode(value.encode()).decode()
+            forms += [encoded_value, encoded_value.rstrip("=")]
         if text is not None:
             forms.append(text)
             if "\n" in text:
