@@ -30,6 +30,12 @@ class Clock(Protocol):
         has passed. Like ``Condition.wait`` it may return early: callers re-check their predicate."""
 
 
+def wall_ms(clock: Clock) -> float:
+    """``clock``'s wall time in milliseconds, to the microsecond: the unit every telemetry timestamp
+    (``ts``, presence ``seen``, stream ids) is in."""
+    return round(clock.wall() * 1000, 3)
+
+
 class RealClock:
     """The process clock."""
 

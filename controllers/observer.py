@@ -172,7 +172,7 @@ class Observer:
         An asynchronous caller, whose requests share one thread, names the ``controller`` instead."""
 
     def on_secret(self, obj: dict[str, Any]) -> None:
-        """The API client read a Secret outside any informer (a GET, or one item of a list): its
+        """The API client read a Secret or a SecretList outside any informer: its
         values are now in this process, so a careful observer masks them wherever they reappear
         (an error text, a log line). Never publish ``obj`` itself."""
 

@@ -37,8 +37,7 @@ def presence_status(request: HttpRequest) -> JsonResponse:
     client, keys = _redis(), Keys(settings.CTRLSCOPE_PREFIX)
     try:
         presence.sweep(client, keys, retention=settings.CTRLSCOPE_RETENTION)
-        seconds, micros = client.time()
-        now_ms = seconds * 1000 + micros / 1000
+        now_ms = presence.redis_now_ms(client)
         publishers = presence.read_publishers(client, keys, now_ms)
         expired = presence.read_expired(client, keys)
     except redis.RedisError as exc:

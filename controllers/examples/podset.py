@@ -31,7 +31,7 @@ import random
 import threading
 from typing import Any
 
-from controllers.clock import Clock, RealClock, StopSignal
+from controllers.clock import Clock, RealClock, StopSignal, wall_ms
 from controllers.informers import ApiError, SharedInformer
 from controllers.reconcile import (
     EnqueueRequestForOwner,
@@ -460,7 +460,7 @@ class PodSetScoreboard:
         with self._lock:
             last = dict(self._last_converge)
         for impl, row in rows.items():
-            row.update(last_converge_s=last.get(impl), at=self.clock.wall() * 1000)
+            row.update(last_converge_s=last.get(impl), at=wall_ms(self.clock))
             self.observer.on_status(self.TABLE, key=impl, value=row)
         return rows
 

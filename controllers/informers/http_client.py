@@ -166,14 +166,8 @@ class KubernetesClient:
     def _secrets_seen(self, decoded: Obj) -> Obj:
         """Tell the observer about every Secret in an answer (``Observer.on_secret``)."""
         obs = self._obs
-        if obs is not None and isinstance(decoded, dict):
-            kind = decoded.get("kind")
-            if kind == "Secret":
-                obs.on_secret(decoded)
-            elif kind == "SecretList":
-                for item in decoded.get("items") or ():
-                    if isinstance(item, dict):
-                        obs.on_secret({"kind": "Secret", **item})
+        if obs is not None and isinstance(decoded, dict) and decoded.get("kind") in ("Secret", "SecretList"):
+            obs.on_secret(decoded)
         return decoded
 
     def resource(self, api_version: str, kind: str) -> Obj:

@@ -580,11 +580,7 @@ def _learn_secrets(data: Any) -> None:
         decoded = orjson.loads(data)
     except (orjson.JSONDecodeError, TypeError):
         return
-    if isinstance(decoded, dict) and decoded.get("kind") == "SecretList":
-        for item in decoded.get("items") or ():
-            SECRETS.learn({"kind": "Secret", **item} if isinstance(item, dict) else item)
-    else:
-        SECRETS.learn(decoded)
+    SECRETS.learn(decoded)
 
 
 def _bind(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from controllers.clock import Clock, RealClock
+from controllers.clock import Clock, RealClock, wall_ms
 from controllers.examples.podset import API_VERSION, podset
 from controllers.informers import ApiError
 from controllers.sim.faults_client import SimFaults
@@ -206,7 +206,7 @@ class ScenarioContext:
 
     def wall_ms(self) -> float:
         """The clock's wall time in ms: the unit telemetry records are stamped in."""
-        return self.clock.wall() * 1000
+        return wall_ms(self.clock)
 
     # -- PodSet helpers ------------------------------------------------------------------------
     def podsets_path(self) -> str:

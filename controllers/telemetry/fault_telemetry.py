@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from controllers.clock import Clock, RealClock
+from controllers.clock import Clock, RealClock, wall_ms
 from controllers.schema import FAULTS_TOPIC, RecordKind
 from controllers.telemetry.publisher import RedisPublisher
 
@@ -54,7 +54,7 @@ class FaultTelemetry:
         """Become ``source``'s fault callback and publish the simulator as running (call on its loop)."""
         self._source = source
         source.on_fault = self
-        self._simulator = {"url": url, "running": True, "since": self._now(), "run": self.publisher.name}
+        self._simulator = {"url": url, "running": True, "since": wall_ms(self.clock), "run": self.publisher.name}
         self.publisher.describe(role="simulator", name=url)
         self.publisher.set_state(self.topic, "simulator", self._simulator)
         self.publisher.set_state(self.topic, "rules", source.rules())
@@ -64,7 +64,7 @@ class FaultTelemetry:
         if self._source is not None:
             self._source.on_fault = None
             self._source = None
-        self.publisher.set_state(self.topic, "simulator", {**self._simulator, "running": False, "stopped": self._now()})
+        self.publisher.set_state(self.topic, "simulator", {**self._simulator, "running": False, "stopped": wall_ms(self.clock)})
         self.publisher.set_state(self.topic, "rules", None)
 
     def __call__(self, event: dict[str, Any]) -> None:
@@ -75,9 +75,6 @@ class FaultTelemetry:
                 params[f"{key}Total"] = len(value)
         self.publisher.publish(self.topic, {"k": RecordKind.FAULT, "fault": event.get("fault"), "params": params,
                                             "time": event.get("time"), "rv": event.get("resourceVersion"),
-                                            "by": event.get("by", ""), "ts": self._now()})
+                                            "by": event.get("by", ""), "ts": wall_ms(self.clock)})
         if self._source is not None:
             self.publisher.set_state(self.topic, "rules", self._source.rules())
-
-    def _now(self) -> float:
-        return round(self.clock.wall() * 1000, 3)

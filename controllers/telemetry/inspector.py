@@ -45,7 +45,7 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 import redis
 
-from controllers.clock import BackgroundThread, Clock, RealClock
+from controllers.clock import BackgroundThread, Clock, RealClock, wall_ms
 from controllers.schema import TOPIC_SEGMENT, topic_part
 from controllers.telemetry.last_updates import LastUpdates
 from controllers.telemetry.redaction import REDACTED, redact
@@ -153,7 +153,7 @@ class Inspector:
                 f"no update seen since the worker started (it keeps the last update of up to "
                 f"{history.max_keys:,} keys / {history.max_bytes / 2**20:g} MiB)"),
             "redacted": REDACTED,
-            "ts": self.clock.wall() * 1000,
+            "ts": wall_ms(self.clock),
         })
         if len(body) > MAX_REPLY_BYTES:
             return error(413, f"{key} is too large to show ({len(body):,} bytes; the limit is {MAX_REPLY_BYTES:,})")
@@ -205,7 +205,7 @@ class Inspector:
 
     def heartbeat(self) -> None:
         """Say this worker answers, and for which informers (expires unless refreshed)."""
-        beat = {"informers": self.informers(), "pid": os.getpid(), "ts": self.clock.wall() * 1000}
+        beat = {"informers": self.informers(), "pid": os.getpid(), "ts": wall_ms(self.clock)}
         self.redis.set(self.keys.inspect_alive(self.worker), orjson.dumps(beat), px=HEARTBEAT_TTL_MS)
 
     # -- lifecycle --------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from controllers.clock import BackgroundThread, Clock, RealClock
+from controllers.clock import BackgroundThread, Clock, RealClock, wall_ms
 from controllers.schema import RecordKind
 from controllers.telemetry.publisher import RedisPublisher
 
@@ -122,7 +122,7 @@ class MetricsSampler:
                 if s.name in self.families:  # skips counters' _created samples
                     controller, inner = _group(s.labels)
                     _put(out, controller, s.name, inner, _number(s.value))
-        record: dict[str, Any] = {"k": RecordKind.METRICS, "ts": round(self.clock.wall() * 1000, 3), "families": out}
+        record: dict[str, Any] = {"k": RecordKind.METRICS, "ts": wall_ms(self.clock), "families": out}
         if self.stages is not None:
             record["stages"] = self.stages()
         return record

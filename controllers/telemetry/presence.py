@@ -72,6 +72,12 @@ def retention_from_env() -> float:
     return parse_retention(os.environ.get("CTRLSCOPE_RETENTION"))
 
 
+def redis_now_ms(client: redis.Redis) -> float:
+    """Redis' clock in ms: the one stream ids are made of, the same for every dashboard replica."""
+    seconds, micros = client.time()
+    return seconds * 1000 + micros / 1000
+
+
 def is_alive(entry: dict[str, Any], now_ms: float) -> bool:
     return not entry.get("stopped") and now_ms - float(entry.get("seen") or 0) <= ALIVE_MS
 
@@ -138,8 +144,7 @@ def sweep(client: redis.Redis, keys: Keys, *, retention: float, force: bool = Fa
     across every dashboard replica (a ``SET NX`` lock), unless ``force``. Returns what it logged."""
     if not force and not client.set(keys.sweep_lock, b"1", nx=True, px=int(SWEEP_S * 1000)):
         return []
-    seconds, micros = client.time()
-    now_ms = seconds * 1000 + micros / 1000  # Redis' clock: the one stream ids are made of
+    now_ms = redis_now_ms(client)
     publishers = read_publishers(client, keys, now_ms)
     claimed = {t for p in publishers if p["alive"] for t in p.get("topics") or ()}
     topics = sorted(t.decode("utf-8", "replace") for t in client.smembers(keys.topics))
@@ -170,8 +175,7 @@ def sweep(client: redis.Redis, keys: Keys, *, retention: float, force: bool = Fa
 def forget_worker(client: redis.Redis, keys: Keys, worker: str, *, by: str) -> dict[str, Any]:
     """Drop every key of a stopped worker now. ``LookupError`` if nothing of it is known,
     ``RuntimeError`` if a live run publishes it (forgetting would only make it rewrite everything)."""
-    seconds, micros = client.time()
-    now_ms = seconds * 1000 + micros / 1000
+    now_ms = redis_now_ms(client)
     worker = topic_part(worker)
     prefix = f"{WORKER_PREFIX}{worker}/"
     topics = sorted(t.decode("utf-8", "replace") for t in client.smembers(keys.topics)

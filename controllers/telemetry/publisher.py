@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 import redis
 
-from controllers.clock import Clock, RealClock
+from controllers.clock import Clock, RealClock, wall_ms
 from controllers.schema import PROTOCOL_VERSION
 from controllers.telemetry import presence
 from controllers.telemetry.scrub import SECRETS, SecretScrubber
@@ -180,14 +180,14 @@ class RedisPublisher:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> RedisPublisher:
-        self._started_ms = round(self.clock.wall() * 1000, 3)
+        self._started_ms = wall_ms(self.clock)
         self._thread = threading.Thread(target=self._run, name=f"publisher-{self.name}", daemon=True)
         self._thread.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
         """Flush what is buffered (best effort within ``timeout``), say this run stopped, and end the thread."""
-        self._stopped_ms = round(self.clock.wall() * 1000, 3)  # every presence write from now on says so
+        self._stopped_ms = wall_ms(self.clock)  # every presence write from now on says so
         self._stopping.set()
         self._wake.set()
         if self._thread is not None:
@@ -203,7 +203,7 @@ class RedisPublisher:
 
     # -- presence and retention (publisher thread; presence.py) ------------------------------
     def _presence_entry(self) -> dict[str, Any]:
-        now_ms = round(self.clock.wall() * 1000, 3)
+        now_ms = wall_ms(self.clock)
         stopped = self._stopped_ms
         with self._lock:
             topics = sorted(n for n, t in self._topics.items() if t.seq)
@@ -350,7 +350,7 @@ class RedisPublisher:
 
     def _build_frames(self, records: dict[str, list[Any]]) -> list[tuple[str, list[Any]]]:
         frames: list[tuple[str, list[Any]]] = []
-        now_ms = round(self.clock.wall() * 1000, 3)
+        now_ms = wall_ms(self.clock)
         scrub = self.scrubber.scrub_json if self.scrubber is not None else _unchanged
         with self._lock:
             names = set(records) | {n for n, t in self._topics.items() if t.dirty or t.reset or t.dropped}

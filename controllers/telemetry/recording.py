@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 import redis
 
-from controllers.clock import Clock, RealClock
+from controllers.clock import Clock, RealClock, wall_ms
 from controllers.schema import RecordKind
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.streams import RESET_PREFIX, Keys, StreamReader, parse_id
@@ -189,7 +189,7 @@ def replay(path: Path, publisher: RedisPublisher, *, speed: float = 1.0, clock: 
     clock = clock or RealClock()
     header, items = read_recording(path)
     started = header["started"]
-    start_wall = clock.wall() * 1000
+    start_wall = wall_ms(clock)
     begin = clock.now()
     frames = 0
     for n, item in enumerate(items, start=1):

@@ -96,7 +96,13 @@ class SecretScrubber:
 
     # -- learning (informer / client threads) -------------------------------------------------
     def learn(self, obj: Any) -> None:
-        """Remember the values of ``obj`` if it is a Secret (anything else is ignored)."""
+        """Remember the values of ``obj`` if it is a Secret, or of each item of a SecretList (whose
+        items carry no ``kind``); anything else is ignored."""
+        if isinstance(obj, dict) and obj.get("kind") == "SecretList":
+            for item in obj.get("items") or ():
+                if isinstance(item, dict):
+                    self.learn({**item, "kind": "Secret"})
+            return
         found = self._values(obj)
         if found is None:
             return
@@ -180,6 +186,11 @@ class SecretScrubber:
 
     # -- scrubbing (publisher thread) -----------------------------------------------------------
     @property
+    def knows_nothing(self) -> bool:
+        """No value learnt yet, nor waiting to be built in: every string passes unchanged."""
+        return self._base is None and self._recent is None and not self._dirty
+
+    @property
     def pattern_count(self) -> int:
         """Distinct value forms known (what the automata match, before JSON escaping)."""
         self._rebuild()
@@ -244,7 +255,7 @@ class SecretScrubber:
     def scrub_text(self, text: str) -> str:
         """``text`` with every known value replaced by its mask."""
         self._rebuild()
-        if not text or (self._base is None and self._recent is None):
+        if not text or self.knows_nothing:
             return text
         data = text.encode("utf-8", "surrogatepass")
         hits = self._hits(data)
@@ -273,7 +284,7 @@ class SecretScrubber:
     def scrub_json(self, data: bytes) -> bytes:
         """JSON bytes with every known value masked in string values; ``data`` itself when clean."""
         self._rebuild()
-        if (self._base is None and self._recent is None) or not self._hits(data):
+        if self.knows_nothing or not self._hits(data):
             return data
         masked = self.values_masked
         out = orjson.dumps(self.scrub(orjson.loads(data)))
@@ -292,7 +303,7 @@ class ScrubbingFilter(logging.Filter):
     stderr ends up in a cluster's log store too). The message is formatted once here, then frozen."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if SECRETS._base is None and SECRETS._recent is None and not SECRETS._dirty:
+        if SECRETS.knows_nothing:
             return True  # nothing known yet: the common case costs one check
         message = record.getMessage()
         scrubbed = SECRETS.scrub_text(message)

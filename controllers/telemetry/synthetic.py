@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import threading
 
-from controllers.clock import Clock, RealClock
+from controllers.clock import Clock, RealClock, wall_ms
 from controllers.schema import SYNTHETIC_TOPIC, RecordKind
 from controllers.telemetry.publisher import RedisPublisher
 
@@ -43,7 +43,7 @@ class SyntheticLoad:
     def step(self, n: int) -> None:
         """Publish ``n`` records now."""
         pub, rnd, topic = self.publisher, self._random, self.topic
-        now_ms = self.clock.wall() * 1000
+        now_ms = wall_ms(self.clock)
         for _ in range(n):
             self.seq += 1
             self.rv += 1

@@ -37,7 +37,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from controllers.clock import Clock, RealClock
+from controllers.clock import Clock, RealClock, wall_ms
 from controllers.observer import Observer, StoreOp
 from controllers.schema import (
     LEADER_PREFIX,
@@ -95,7 +95,7 @@ class TelemetryObserver(Observer):
         return t
 
     def _emit(self, kind: TopicKind, name: str, record: dict[str, Any]) -> None:
-        record["ts"] = self.clock.wall() * 1000
+        record["ts"] = wall_ms(self.clock)
         self.publisher.publish(self.topic(kind, name), record)
 
     def _component(self, name: str, kind: ComponentKind, **fields: Any) -> None:
@@ -184,15 +184,13 @@ class TelemetryObserver(Observer):
 
     def on_store(self, informer: str, *, op: str, key: str, obj: Any) -> None:
         topic = self.topic(TopicKind.INFORMER, informer)
-        scrubber = self.publisher.scrubber
         if op == StoreOp.UPSERT:
-            if scrubber is not None:
-                scrubber.learn(obj)  # a cached Secret's values are masked in every outgoing string
+            self.on_secret(obj)  # a cached Secret's values are masked in every outgoing string
             self.publisher.set_state(topic, key, summarize(obj))
             self._count(informer, "cache")
         elif op == StoreOp.DELETE:
-            if scrubber is not None:
-                scrubber.forget(obj)
+            if self.publisher.scrubber is not None:
+                self.publisher.scrubber.forget(obj)
             self.publisher.set_state(topic, key, None)
             self._count(informer, "cache")
         elif op == StoreOp.REPLACE and isinstance(obj, Iterable):
@@ -203,14 +201,13 @@ class TelemetryObserver(Observer):
         gone = self.publisher.state(topic).keys() - fresh.keys()
         for key in gone:
             self.publisher.set_state(topic, key, None)
-        scrubber = self.publisher.scrubber
         for key, obj in fresh.items():
-            if scrubber is not None:
-                scrubber.learn(obj)
+            self.on_secret(obj)
             self.publisher.set_state(topic, key, summarize(obj))
         return len(gone) + len(fresh)
 
-    def on_secret(self, obj: dict[str, Any]) -> None:
+    def on_secret(self, obj: Any) -> None:
+        """Learn a Secret's (or SecretList's) values; anything else is ignored by the scrubber."""
         if self.publisher.scrubber is not None:
             self.publisher.scrubber.learn(obj)
 
@@ -229,7 +226,7 @@ class TelemetryObserver(Observer):
                   "duration": duration, "error": error, "rv": resource_version(new), "old_rv": resource_version(old)}
         if event == HandlerEvent.UPDATE and isinstance(old, dict) and isinstance(new, dict):
             self.last_updates.record(informer, key, handler=handler, old=old, new=new, old_rv=record["old_rv"],
-                                     new_rv=record["rv"], at=self.clock.wall() * 1000)
+                                     new_rv=record["rv"], at=wall_ms(self.clock))
         if tombstone:  # the delete was seen only by a relist: rv is the last known object's
             record["tombstone"] = True
         self._emit(TopicKind.INFORMER, informer, record)
@@ -242,7 +239,7 @@ class TelemetryObserver(Observer):
     # -- workqueue ---------------------------------------------------------------------------
     def on_queue(self, queue: str, *, op: str, key: str, depth: int, delay: float | None = None,
                  requeues: int | None = None, duration: float | None = None) -> None:
-        now_ms = self.clock.wall() * 1000
+        now_ms = wall_ms(self.clock)
         self._emit(TopicKind.QUEUE, queue, {"k": RecordKind.QUEUE, "op": op, "key": key, "depth": depth, "delay": delay,
                                     "requeues": requeues, "duration": duration})
         if not key:
@@ -289,7 +286,7 @@ class TelemetryObserver(Observer):
         self._reconciling.pop(threading.get_ident(), None)
         summary = self._reconciles.setdefault((controller, key), {"attempts": 0})
         summary["attempts"] += 1
-        summary.update(result=result, at=self.clock.wall() * 1000, duration=duration, error=error)
+        summary.update(result=result, at=wall_ms(self.clock), duration=duration, error=error)
         if handler is not None:
             self._fold_handler(controller, key, handler, record)  # publishes the summary
         else:

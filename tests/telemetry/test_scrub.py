@@ -114,6 +114,18 @@ def test_binary_values_pem_lines_and_other_kinds():
     assert s.scrub_text("not-a-secret-value") == "not-a-secret-value"
 
 
+def test_a_secret_list_is_learnt_item_by_item():
+    s = SecretScrubber(min_length=8)
+    assert s.knows_nothing
+    items = [{k: v for k, v in secret(f"s{i}", data={"v": f"list-value-{i}"}, uid=f"u{i}").items() if k != "kind"}
+             for i in range(2)]  # a list's items carry no kind
+    s.learn({"kind": "SecretList", "items": [*items, "junk", None]})
+    assert not s.knows_nothing
+    assert s.scrub_text("list-value-0 list-value-1") == "<redacted: Secret prod/s0 v> <redacted: Secret prod/s1 v>"
+    s.learn({"kind": "ConfigMapList", "items": [{"data": {"v": b64("not-a-secret-value")}}]})
+    assert s.scrub_text(b64("not-a-secret-value")) == b64("not-a-secret-value")
+
+
 def test_the_minimum_comes_from_the_environment_with_a_clear_error(monkeypatch):
     monkeypatch.setenv("CTRLSCOPE_SCRUB_MIN_LENGTH", "12")
     assert SecretScrubber().min_length == 12
