@@ -15,8 +15,9 @@ Measured:
 - per process (worker, daphne, simulator, Redis, and the load generator for information): RSS at the
   start of the load, after warm-up and at the end, the growth after warm-up, CPU seconds over the
   loaded window and that as % of one core. Warm-up is 10 % of the run, or longer until the worker's
-  busy streams have reached their MAXLEN (``RedisPublisher.maxlen``): until then Redis grows by
-  design, and that is a bounded buffer filling, not a leak (the table says when warm-up ended).
+  busy streams are being trimmed (at ``RedisPublisher.maxlen`` frames or its byte budget,
+  ``CTRLSCOPE_STREAM_BYTES``): until then Redis grows by design, and that is a bounded buffer
+  filling, not a leak (the table says when warm-up ended).
 - per tab, frames published vs delivered, counted by frame seq (every frame carries its publisher's
   per-topic ``seq``, +1 per frame): a script installed in the page listens on the page's own
   TelemetryClient (``window.ctrlscope.client``: its ``records``, ``snapshot`` and ``resync`` events)
@@ -75,7 +76,7 @@ OBJECTS = 100
 CONNECTIONS = 16
 GROWTH_GOAL = 5.0  # % RSS growth after warm-up, at 60 minutes
 SAMPLE_EVERY = 5.0
-STREAM_MAXLEN = 20_000  # RedisPublisher's default maxlen: a busy stream is full at this length
+STREAM_MAXLEN = 20_000  # RedisPublisher's default maxlen (frames; fewer when its byte budget says so)
 GOAL_PROCESSES = ("worker", "daphne", "simulator", "redis")
 
 # Installed once the tabs are live: per (topic, publisher) frames applied, duplicates, gaps, and the
@@ -382,7 +383,7 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
             if warm_done_at is None and elapsed >= warmup and _streams_full(client, keys, counted[0], elapsed, duration):
                 warm_done_at = elapsed
                 used.append(_used_mib(client))
-                progress(f"soak: warm-up over at {elapsed / 60:.1f} min (busy streams at MAXLEN)")
+                progress(f"soak: warm-up over at {elapsed / 60:.1f} min (the busy streams are being trimmed)")
             if elapsed - last_report >= 60 or elapsed >= duration:
                 writes = ok.value
                 rss = ", ".join(f"{m.name} {m.samples[-1][1] / 2**20:.0f}" for m in measured)
@@ -395,7 +396,7 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
         used.append(_used_mib(client))
         if warm_done_at is None:
             warm_done_at = max(warmup, 0.0)
-            progress("soak: the busy streams never reached MAXLEN: warm-up taken as "
+            progress("soak: the busy streams were never trimmed: warm-up taken as "
                      f"{warmup_fraction:.0%} of the run ({warmup:.0f} s); Redis was still filling them")
         load_avg = os.getloadavg()
         streams = [(t, client.xlen(keys.stream(t)), (client.memory_usage(keys.stream(t), samples=0) or 0) / 2**20)
@@ -443,11 +444,22 @@ def _used_mib(client: redis.Redis) -> float:
 
 
 def _streams_full(client: redis.Redis, keys: Keys, topics: list[str], elapsed: float, duration: float) -> bool:
-    """Every stream that reaches MAXLEN within the run at its rate so far has: from then on Redis
-    stops growing by design (a stream of one frame a second, say, never gets there in an hour)."""
-    lengths = [client.xlen(keys.stream(t)) for t in topics]
-    busy = [n for n in lengths if n * duration / max(elapsed, 1.0) >= STREAM_MAXLEN]
-    return bool(busy) and all(n >= STREAM_MAXLEN for n in busy)
+    """Every busy stream is being trimmed: from then on Redis stops growing by design. A stream is
+    trimmed once Redis has added more entries than it holds (its bound is ``maxlen`` frames or the
+    publisher's byte budget, whichever is smaller, so it is not known here); it is busy when it has
+    been trimmed, or would pass ``maxlen`` within the run at its rate so far (a stream of one frame a
+    second, say, never fills in an hour)."""
+    added, lengths = [], []
+    for t in topics:
+        try:
+            info = client.xinfo_stream(keys.stream(t))
+        except redis.ResponseError:  # no such stream (yet)
+            continue
+        added.append(int(info.get("entries-added") or info["length"]))
+        lengths.append(int(info["length"]))
+    trimmed = [a > n for a, n in zip(added, lengths, strict=True)]
+    busy = [t or a * duration / max(elapsed, 1.0) >= STREAM_MAXLEN for t, a in zip(trimmed, added, strict=True)]
+    return any(busy) and all(t for t, b in zip(trimmed, busy, strict=True) if b)
 
 
 def _base_seq(client: redis.Redis, keys: Keys, key: dict[str, Any]) -> int:
@@ -518,7 +530,7 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
              f"Worker publisher: {r.worker_records:,} records in {r.worker_frames:,} frames, "
              f"{r.worker_dropped:,} records dropped; Redis used_memory {r.redis_used_mib[0]:.0f} / "
              f"{r.redis_used_mib[1]:.0f} / {r.redis_used_mib[2]:.0f} MiB (start / after warm-up / end)",
-             "Redis streams at the end (length of MAXLEN ~" + f"{STREAM_MAXLEN:,}, MiB): "
+             f"Redis streams at the end (length, at most ~{STREAM_MAXLEN:,} frames or the byte budget; MiB): "
              + ", ".join(f"{t.split('/', 2)[-1]} {n:,} ({mib:.0f})" for t, n, mib in sorted(r.streams, key=lambda x: -x[2])
                          if mib >= 1)
              + f"; {sum(mib for _, _, mib in r.streams):.0f} MiB in all",

@@ -16,9 +16,9 @@ Server → client:
 
 Flow control: daphne writes without backpressure, so a slow browser would grow server memory. Every
 ``snapshot``/``frames`` message carries a ``seq`` and the client acks it; at most ``window`` messages
-are unacknowledged. Meanwhile frames wait in a bounded per-topic buffer; when it overflows the
-buffer is discarded and the topic is resynced (fresh snapshot) once the client catches up — the
-dashboard's own 410-and-relist. Server memory per client is bounded either way.
+are unacknowledged. Meanwhile frames wait in a per-topic buffer bounded in frames and in bytes; when
+it overflows the buffer is discarded and the topic is resynced (fresh snapshot) once the client
+catches up — the dashboard's own 410-and-relist. Server memory per client is bounded either way.
 """
 
 from __future__ import annotations
@@ -50,6 +50,10 @@ CLOSE_POLICY = 4008
 MAX_ERRORS = 50
 MAX_TOPICS = 256
 MAX_HISTORY = 1000
+# A subscription's buffer holds at most this many frames, or this many bytes of them (a busy topic's
+# frames are 30 KB each at 1,000 writes/s: 5,000 of them held 150 MB per lagging tab in the soak).
+# The frames are the hub's, shared by every session: this bounds what one slow tab keeps alive.
+MAX_PENDING_BYTES = 8 * 1024 * 1024
 TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:/._@-]{0,199}$")
 
 
@@ -65,12 +69,13 @@ class ProtocolViolation(Exception):
 class _Sub:
     """A subscription. Invariant: entries in ``pending`` may be ≤ cursor (dropped when sent)."""
 
-    __slots__ = ("cursor", "pending", "live", "sync", "since", "epoch", "reason", "replay_from", "history",
-                 "last_reset")
+    __slots__ = ("cursor", "pending", "pending_bytes", "live", "sync", "since", "epoch", "reason", "replay_from",
+                 "history", "last_reset")
 
     def __init__(self, since: bytes | None, epoch: str, history: int = 0) -> None:
         self.cursor = (0, 0)
         self.pending: list[Entry] = []
+        self.pending_bytes = 0
         self.live = False
         self.sync = True  # a (re)sync is due: snapshot or resume, then catch-up
         self.since = since
@@ -87,13 +92,14 @@ class ClientSession:
     """Subscriptions, buffering and flow control for one websocket."""
 
     def __init__(self, hub: StreamHub, send: Callable[[str], Awaitable[None]], *, window: int = 16,
-                 max_pending: int = 5000, catch_up_chunk: int = 500,
+                 max_pending: int = 5000, max_pending_bytes: int = MAX_PENDING_BYTES, catch_up_chunk: int = 500,
                  on_fatal: Callable[[], Awaitable[None]] | None = None) -> None:
         self.hub = hub
         self._send = send
         self._on_fatal = on_fatal
         self.window = window
         self.max_pending = max_pending
+        self.max_pending_bytes = max_pending_bytes
         self.catch_up_chunk = catch_up_chunk
         self.subs: dict[str, _Sub] = {}
         self._control: deque[str] = deque()
@@ -212,7 +218,8 @@ class ClientSession:
             self.force_resync(topic, ResyncReason.WORKER_RESET, replay_from=reset)
             return
         sub.pending.extend(entries)
-        if len(sub.pending) > self.max_pending:
+        sub.pending_bytes += sum(len(frame) for _, frame in entries)
+        if len(sub.pending) > self.max_pending or sub.pending_bytes > self.max_pending_bytes:
             self.force_resync(topic, ResyncReason.SLOW_CLIENT)
             return
         if sub.live:
@@ -228,7 +235,7 @@ class ClientSession:
         sub = self.subs.get(topic)
         if sub is None:
             return
-        sub.pending = []
+        sub.pending, sub.pending_bytes = [], 0
         sub.live = False
         sub.sync = True
         sub.since = None
@@ -379,7 +386,7 @@ class ClientSession:
             if not sub.live or not sub.pending:
                 continue
             fresh = [e for e in sub.pending if parse_id(e[0]) > sub.cursor]
-            sub.pending = []
+            sub.pending, sub.pending_bytes = [], 0
             if fresh:
                 batch[topic] = fresh
                 sub.cursor = parse_id(fresh[-1][0])

@@ -43,16 +43,40 @@ def _unchanged(data: bytes) -> bytes:
     return data
 
 STATE_KEYS_PER_FRAME = 1000
+# A stream keeps about ``maxlen`` frames, but no more than about ``stream_bytes`` of them: a busy
+# topic's frames carry a flush interval's worth of records each (30 KB at 1,000 writes/s), and
+# 20,000 of those held 500 MB of Redis in the soak. The length is recomputed from the topic's mean
+# frame size (a moving average); it never falls below MIN_STREAM_LEN, the dashboard's longest
+# history request (session.MAX_HISTORY), however large the frames.
+STREAM_BYTES = 32 * 1024 * 1024
+MIN_STREAM_LEN = 1000
+FRAME_SIZE_WEIGHT = 0.05  # of each new frame in the moving average: ~20 frames of memory
+
+
+def stream_bytes_from_env() -> int:
+    """``CTRLSCOPE_STREAM_BYTES`` (bytes, suffix K/M/G allowed), or ``STREAM_BYTES``."""
+    raw = os.environ.get("CTRLSCOPE_STREAM_BYTES", "").strip()
+    if not raw:
+        return STREAM_BYTES
+    scale = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(raw[-1:].upper(), 1)
+    try:
+        value = int(float(raw[:-1] if scale > 1 else raw) * scale)
+    except ValueError:
+        value = 0
+    if value < 1024 * 1024:
+        raise ValueError(f"CTRLSCOPE_STREAM_BYTES={raw!r}: give a size of at least 1M (e.g. 32M, 1G, or bytes)")
+    return value
 
 
 class _Topic:
     """Per-topic publisher state. Invariant: ``dirty`` ⊆ keys ever set; ``state`` is the truth."""
 
-    __slots__ = ("name", "state", "dirty", "reset", "dropped", "seq", "maxlen")
+    __slots__ = ("name", "state", "dirty", "reset", "dropped", "seq", "maxlen", "frame_bytes")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.maxlen: int | None = None  # this topic's stream length, if not the publisher's
+        self.frame_bytes = 0.0  # moving average of its frames' size (STREAM_BYTES)
         self.state: dict[str, Any] = {}
         self.dirty: set[str] = set()
         self.reset = True  # the first frame of every publisher rewrites the snapshot
@@ -72,6 +96,7 @@ class RedisPublisher:
         max_frame_items: int = 2000,
         buffer_limit: int = 200_000,
         maxlen: int = 20_000,
+        stream_bytes: int | None = None,
         clock: Clock | None = None,
         name: str | None = None,
         scrubber: SecretScrubber | None = SECRETS,
@@ -92,6 +117,7 @@ class RedisPublisher:
         self.max_frame_items = max_frame_items
         self.buffer_limit = buffer_limit
         self.maxlen = maxlen
+        self.stream_bytes = stream_bytes_from_env() if stream_bytes is None else stream_bytes
         self.clock = clock or RealClock()
         self.name = name or f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         # socket_timeout bounds every call: a frame pipeline is small, so 5 s means Redis is gone.
@@ -160,6 +186,13 @@ class RedisPublisher:
             raise ValueError("maxlen must be at least 1")
         with self._lock:
             self._topic(topic).maxlen = maxlen
+
+    def _stream_len(self, t: _Topic) -> int:
+        """How many frames ``t``'s stream keeps: its ``maxlen``, capped by the byte budget."""
+        maxlen = t.maxlen or self.maxlen
+        if t.frame_bytes <= 0:
+            return maxlen
+        return max(min(maxlen, MIN_STREAM_LEN), min(maxlen, int(self.stream_bytes / t.frame_bytes)))
 
     def state_value(self, topic: str, key: str) -> Any:
         """The current state value of one key (``None`` if absent)."""
@@ -318,7 +351,7 @@ class RedisPublisher:
         pipe = self._redis.pipeline(transaction=False)
         k = self.keys
         for topic, args in frames:
-            maxlen = self._topics[topic].maxlen or self.maxlen
+            maxlen = self._stream_len(self._topics[topic])
             self._script(keys=[k.stream(topic), k.snapshot(topic), k.epoch, k.topics, k.pubseq(topic)],
                          args=[epoch, maxlen, *args], client=pipe)
         results = pipe.execute()
@@ -392,8 +425,11 @@ class RedisPublisher:
                             pairs.append(scrub(orjson.dumps(changed[k])))
                         else:
                             gone.append(k)
-                    args = [scrub(orjson.dumps(frame)), name, self.name, t.seq + 1, 1 if reset and n == 0 else 0,
+                    data = scrub(orjson.dumps(frame))
+                    args = [data, name, self.name, t.seq + 1, 1 if reset and n == 0 else 0,
                             len(pairs) // 2, *pairs, *gone]
+                    t.frame_bytes += ((len(data) - t.frame_bytes) * FRAME_SIZE_WEIGHT if t.frame_bytes
+                                      else float(len(data)))
                     frames.append((name, args))
                     t.seq += 1
                 # Consumed now: the built frames are retried unchanged until Redis confirms them.

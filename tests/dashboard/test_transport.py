@@ -140,6 +140,41 @@ def test_a_client_that_stops_acking_is_resynced_instead_of_buffered(dashboard_fa
     assert c.duplicates == 0
 
 
+def test_a_slow_client_of_big_frames_is_resynced_at_the_byte_bound(dashboard_factory, publisher_factory):
+    from dashboard.session import MAX_PENDING_BYTES
+
+    dashboard = dashboard_factory()
+    pub = publisher_factory()
+    pub.publish("t", {"seq": -1})
+    pub.flush()
+    pad = "x" * 40_000
+    frames = MAX_PENDING_BYTES // len(pad) + 60  # ~270 frames: far under the 5,000-frame bound
+
+    def publish_big(start: int, n: int) -> None:
+        for i in range(start, start + n):
+            pub.publish("t", {"seq": i, "pad": pad})
+            pub.flush()
+
+    async def main():
+        c = await client_for(dashboard, auto_ack=False).connect()
+        await c.subscribe("t")
+        await c.wait_for(lambda: c.topics["t"].snapshots == 1, what="snapshot")
+        await asyncio.to_thread(publish_big, 0, frames)  # nothing acked: it all waits in the buffer
+        await c.wait_for(lambda: ("t", "slow-client") in c.resyncs, what="the slow-client resync")
+        c.auto_ack = True
+        await c.send({"op": "ack", "seq": c._pending_ack})
+        c._pending_ack = None
+        await c.wait_for(lambda: c.topics["t"].snapshots == 2, what="resync snapshot")
+        await asyncio.to_thread(publish_big, frames, 3)
+        await c.wait_for(lambda: any(r["seq"] == frames + 2 for r in c.topics["t"].records), what="live again")
+        await c.close()
+        return c
+
+    c = run_async(main())
+    assert ("t", "slow-client") in c.resyncs
+    assert c.duplicates == 0
+
+
 def test_bad_messages_get_error_frames_and_other_clients_are_unaffected(dashboard, publisher_factory):
     pub = publisher_factory()
     pub.publish("t", {"seq": -1})

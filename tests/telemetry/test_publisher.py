@@ -211,3 +211,40 @@ def test_a_topic_can_keep_fewer_frames_than_the_publisher(publisher_factory, red
     assert pub.state_len("metrics") == 0
     with pytest.raises(ValueError):
         pub.retain("metrics", 0)
+
+
+def test_a_stream_of_big_frames_is_bounded_by_bytes_but_keeps_the_dashboards_history(publisher_factory, redis_url,
+                                                                                      prefix):
+    from controllers.telemetry.publisher import MIN_STREAM_LEN
+
+    pub = publisher_factory(maxlen=10_000, stream_bytes=1024 * 1024)
+    for i in range(2_500):
+        pub.publish("medium", {"seq": i, "pad": "m" * 380})  # ~420 B frames: the budget holds ~2,500
+        pub.publish("big", {"seq": i, "pad": "b" * 4000})  # ~4 KB frames: the budget alone would keep 256
+        pub.publish("small", {"seq": i})
+        pub.flush()
+    medium, big = read_stream(redis_url, prefix, "medium"), read_stream(redis_url, prefix, "big")
+    per_frame = len(orjson.dumps(medium[-1][1]))
+    budget_len = 1024 * 1024 // per_frame
+    assert budget_len < 2_500
+    assert budget_len <= len(medium) <= budget_len + 100 and medium[-1][1]["r"][0]["seq"] == 2_499
+    assert MIN_STREAM_LEN <= len(big) <= MIN_STREAM_LEN + 100 and big[-1][1]["r"][0]["seq"] == 2_499
+    assert len(read_stream(redis_url, prefix, "small")) == 2_500
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("", 32 * 1024 ** 2), ("64M", 64 * 1024 ** 2), ("1g", 1024 ** 3),
+                                               ("2097152", 2 * 1024 ** 2), ("1.5M", int(1.5 * 1024 ** 2))])
+def test_the_stream_byte_budget_comes_from_the_environment(monkeypatch, raw, expected):
+    from controllers.telemetry.publisher import stream_bytes_from_env
+
+    monkeypatch.setenv("CTRLSCOPE_STREAM_BYTES", raw)
+    assert stream_bytes_from_env() == expected
+
+
+@pytest.mark.parametrize("raw", ["lots", "12", "0.5M", "-3G", "M"])
+def test_a_bad_stream_byte_budget_is_a_clear_error(monkeypatch, raw):
+    from controllers.telemetry.publisher import stream_bytes_from_env
+
+    monkeypatch.setenv("CTRLSCOPE_STREAM_BYTES", raw)
+    with pytest.raises(ValueError, match="CTRLSCOPE_STREAM_BYTES"):
+        stream_bytes_from_env()
