@@ -120,9 +120,11 @@ class ProtocolPublisher:
         self.stop()
 
     # -- what the process has --------------------------------------------------------------------
-    def describe_cluster(self, *, name: str, server: str, version: str = "") -> None:
-        """Which cluster this process talks to: a name and the server URL, never a credential."""
-        self.telemetry.describe_cluster(name=name, server=server, version=version)
+    def describe_cluster(self, *, name: str, server: str, version: str = "", simulated: bool | None = None,
+                         writes: str | None = None) -> None:
+        """Which cluster this process talks to: a name and the server URL, never a credential; v1.2:
+        whether it is the simulated cluster, and ``writes`` (WriteMode) whether this process writes to it."""
+        self.telemetry.describe_cluster(name=name, server=server, version=version, simulated=simulated, writes=writes)
 
     def informer(self, name: str, *, resync_period: float = 0.0, fifo: str = "DeltaFIFO") -> InformerReport:
         """An informer (``name`` as the page shows it, e.g. ``v1/Pod``); announces it at once."""

@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 1
+PROTOCOL_MINOR = 2
 PROTOCOL_VERSION = f"{PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
 """What every frame says in ``"v"``. A reader speaks one major version: frames of another major are
 not interpreted (the dashboard shows a notice); a newer minor only adds optional fields and record
@@ -226,6 +226,14 @@ class ObservationMode(StrEnum):
 
     IN_PROCESS = "in-process"
     ZERO_CODE = "zero-code"
+
+
+class WriteMode(StrEnum):
+    """v1.2: whether a worker may write to its cluster (its ``cluster`` component's ``writes``).
+    Read-only is the default anywhere but the simulated cluster (``--allow-writes`` lifts it)."""
+
+    ALLOWED = "allowed"
+    READ_ONLY = "read-only"
 
 
 class ControllerEvent(StrEnum):
@@ -483,6 +491,7 @@ VOCABULARY: dict[str, type[StrEnum]] = {
     "HandlerProgress": HandlerProgress,
     "LogLevel": LogLevel,
     "ObservationMode": ObservationMode,
+    "WriteMode": WriteMode,
     "ComponentKind": ComponentKind,
     "QueueItemState": QueueItemState,
     "ResyncReason": ResyncReason,

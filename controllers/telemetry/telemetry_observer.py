@@ -106,10 +106,18 @@ class TelemetryObserver(Observer):
         comp.update(fields)
         self.publisher.set_state(self._components_topic, key, dict(comp))
 
-    def describe_cluster(self, *, name: str, server: str, version: str = "") -> None:
+    def describe_cluster(self, *, name: str, server: str, version: str = "", simulated: bool | None = None,
+                         writes: str | None = None) -> None:
         """Say which cluster this worker talks to (components state ``cluster/{name}``). Only what a
-        person needs to recognise it: pass no token, no user info in ``server``."""
-        self._component(name, ComponentKind.CLUSTER, server=server, version=version)
+        person needs to recognise it: pass no token, no user info in ``server``. v1.2: whether it
+        is the simulated cluster (``None``: not known yet) and whether the worker may write to it
+        (``writes``: "allowed" or "read-only", informers/write_guard.py)."""
+        extra: dict[str, Any] = {}
+        if simulated is not None:
+            extra["simulated"] = simulated
+        if writes is not None:
+            extra["writes"] = writes
+        self._component(name, ComponentKind.CLUSTER, server=server, version=version, **extra)
 
     # -- stage counters ------------------------------------------------------------------------
     def _informer(self, informer: str) -> dict[str, int]:

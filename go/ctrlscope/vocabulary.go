@@ -3,7 +3,7 @@
 package ctrlscope
 
 // ProtocolVersion is what every frame says in "v" (protocol/README.md §6).
-const ProtocolVersion = "1.1"
+const ProtocolVersion = "1.2"
 
 // ProtocolMajor is the major version this module speaks.
 const ProtocolMajor = 1
@@ -278,6 +278,18 @@ const (
 
 // AllObservationMode lists every ObservationMode, in the specification's order.
 var AllObservationMode = []ObservationMode{ObservationModeInProcess, ObservationModeZeroCode}
+
+// WriteMode: v1.2: whether a worker may write to its cluster (its `cluster` component's `writes`).
+type WriteMode string
+
+// The values of WriteMode.
+const (
+	WriteModeAllowed  WriteMode = "allowed"
+	WriteModeReadOnly WriteMode = "read-only"
+)
+
+// AllWriteMode lists every WriteMode, in the specification's order.
+var AllWriteMode = []WriteMode{WriteModeAllowed, WriteModeReadOnly}
 
 // ComponentKind: An entry of `w/{worker}/components` state is keyed `{kind}/{name}`.
 type ComponentKind string
