@@ -22,6 +22,8 @@ preloads) and decoded here with orjson. No model objects are built: DESIGN.md me
 * A watch's read timeout is ``timeoutSeconds`` plus ``min(WATCH_READ_MARGIN, timeoutSeconds)``: a
   server that stays silent past it (a network stall: no event, no bookmark, no end) is taken as gone
   and the stream ends, as client-go's StreamWatcher ends on a timeout; the reflector watches again.
+* Writes pass the client's ``write_guard`` first (``write_guard.py``): a worker against a real
+  cluster is read-only unless started with ``--allow-writes``.
 * Resource names come from discovery (``/api/v1``, ``/apis/<group>/<version>``), cached per client.
 """
 
@@ -41,6 +43,7 @@ from kubernetes import config as k8s_config
 from controllers.clock import Clock, RealClock
 from controllers.informers.kubeconfig import kubeconfig_errors
 from controllers.informers.listwatch import ApiError, ListResult, WatchEvent
+from controllers.informers.write_guard import ReadOnlyError, WriteGuard
 from controllers.observer import Observer, active_observer
 
 Obj = dict[str, Any]
@@ -84,6 +87,9 @@ class KubernetesClient:
         self._discovery: dict[str, list[Obj]] = {}
         self._lock = threading.Lock()
         self._obs: Observer | None = None
+        # None: every request is sent (tests, the simulator's own tools); a worker sets one
+        # (write_guard.py): against a real cluster it refuses writes unless told otherwise.
+        self.write_guard: WriteGuard | None = None
 
     @classmethod
     def from_kubeconfig(cls, config_file: str | None = None, context: str | None = None) -> KubernetesClient:
@@ -138,6 +144,13 @@ class KubernetesClient:
         request_method, url, headers, _, _ = self.api_client.param_serialize(
             method, path, query_params=query or [], header_params=headers, auth_settings=["BearerToken"])
         obs = self._obs
+        if self.write_guard is not None:
+            try:
+                self.write_guard.check(method, path)
+            except ReadOnlyError:
+                if obs is not None:  # shown as a write that got no response: it was never sent
+                    obs.on_request(method=method, path=path, code=0, duration=0.0)
+                raise
         start = self.clock.now() if obs is not None else 0.0
         try:
             response = self.api_client.call_api(request_method, url, header_params=headers, body=body,

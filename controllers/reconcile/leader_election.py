@@ -80,8 +80,14 @@ class KubernetesLeaseLock:
         self.client = client
         self.namespace = namespace
         self.name = name
-        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        self._collection, _ = self.paths(namespace, name)
         self._lease: dict[str, Any] | None = None
+
+    @staticmethod
+    def paths(namespace: str, name: str) -> list[str]:
+        """The two paths this lock writes: the collection (create) and the Lease (update)."""
+        collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        return [collection, f"{collection}/{name}"]
 
     def describe(self) -> str:
         return f"{self.namespace}/{self.name}"

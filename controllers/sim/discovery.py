@@ -29,6 +29,7 @@ import orjson
 
 from controllers.sim.openapi_models import SchemaBuilder
 from controllers.sim.resources import Registry, ResourceType
+from controllers.simulated import SIMULATOR_GIT_COMMIT
 
 AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 _SUB_VERBS = {"status": ["get", "patch", "update"], "scale": ["get", "patch", "update"], "log": ["get"]}
@@ -68,7 +69,7 @@ class Discovery:
 
     def version(self) -> dict[str, Any]:
         major, minor = self.git_version.lstrip("v").split(".")[:2]
-        return {"major": major, "minor": minor, "gitVersion": self.git_version, "gitCommit": "ctrlscope-sim",
+        return {"major": major, "minor": minor, "gitVersion": self.git_version, "gitCommit": SIMULATOR_GIT_COMMIT,
                 "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.23.0",
                 "compiler": "gc", "platform": "linux/amd64"}
 

@@ -74,6 +74,10 @@ def test_handlers_log_and_the_reconciler_converges_the_summary(cluster, tmp_path
         result = wait_until(lambda: r.hget(keys.snapshot("w/e2e/controller/deployment-summary"), "default/web"),
                             what="reconcile state for default/web")
         assert orjson.loads(result)["result"] == "success"
+        # The simulator says it is one (controllers/simulated.py): the worker writes without --allow-writes.
+        clusters = [orjson.loads(v) for k, v in r.hgetall(keys.snapshot("w/e2e/components")).items()
+                    if k.startswith(b"cluster/")]
+        assert [(c["simulated"], c["writes"]) for c in clusters] == [(True, "allowed")]
         r.close()
     finally:
         stop_process(worker)

@@ -97,6 +97,9 @@ class Command(BaseCommand):
         parser.add_argument("--worker-name", default=os.environ.get("CTRLSCOPE_WORKER", socket.gethostname()),
                             help="names this worker's telemetry topics (default: hostname)")
         parser.add_argument("--metrics-port", type=int, help="serve /metrics on 127.0.0.1:PORT")
+        parser.add_argument("--allow-writes", action="store_true",
+                            help="let the controllers write to a real cluster (default: read-only anywhere but "
+                                 "the simulated cluster; see README 'Read-only by default')")
         parser.add_argument("--leader-elect", action="store_true", help="campaign on a Lease before reconciling")
         parser.add_argument("--lease", default="default/ctrlscope-worker", help="NAMESPACE/NAME of the Lease")
         parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds (client-go default 15)")
@@ -181,9 +184,11 @@ class Command(BaseCommand):
         # Imported here: the synthetic-only worker must not need a cluster or the runtime.
         from controllers.informers.http_client import KubernetesClient
         from controllers.informers.listwatch import ApiError
+        from controllers.informers.write_guard import WriteGuard
         from controllers.kopf import zerocode
         from controllers.reconcile.leader_election import KubernetesLeaseLock
         from controllers.reconcile.manager import Manager
+        from controllers.simulated import is_simulated
 
         try:
             if opts["in_cluster"]:
@@ -194,12 +199,37 @@ class Command(BaseCommand):
             raise CommandError(f"cannot load cluster configuration: {exc}") from exc
         last_updates = LastUpdates(max_keys=opts["inspect_keys"], max_bytes=int(opts["inspect_mib"] * 2**20))
         observer = TelemetryObserver(publisher, worker=opts["worker_name"], last_updates=last_updates)
-        try:
-            version = str(client.get_json("/version", timeout=5).get("gitVersion", ""))
-        except (OSError, ValueError, ApiError):
-            version = ""  # shown when known; the informers report an unreachable server themselves
-        observer.describe_cluster(name=opts["cluster_name"] or client.context or client.server, server=client.server,
-                                  version=version)
+        cluster_name = opts["cluster_name"] or client.context or client.server
+        version = ""  # shown when known; the informers report an unreachable server themselves
+
+        def probe() -> bool | None:
+            nonlocal version
+            try:
+                info = client.get_json("/version", timeout=5)
+            except (OSError, ValueError, ApiError):
+                return None
+            version = str(info.get("gitVersion", "")) if isinstance(info, dict) else ""
+            return is_simulated(info)
+
+        def describe(guard: WriteGuard) -> None:
+            observer.describe_cluster(name=cluster_name, server=client.server, version=version,
+                                      simulated=guard.simulated, writes=guard.mode)
+
+        lease_paths: list[str] = []
+        if opts["leader_elect"]:
+            namespace, _, name = opts["lease"].partition("/")
+            if not name:
+                raise CommandError("--lease must be NAMESPACE/NAME")
+            lease_paths = KubernetesLeaseLock.paths(namespace, name)
+        guard = WriteGuard(server=client.server, allow_writes=opts["allow_writes"], simulated=probe(), probe=probe,
+                           exempt=lease_paths, on_change=describe)
+        client.write_guard = guard
+        describe(guard)
+        if not guard.writes_allowed:
+            self.stdout.write(f"worker: read-only against {client.server} "
+                              + ("(not the simulated cluster)" if guard.simulated is False else
+                                 "(could not tell yet whether it is the simulated cluster)")
+                              + ": every write fails before it is sent; --allow-writes lets the controllers write")
         # A mistyped resource stops the worker at once, as kubectl does: there is nothing to watch.
         for spec in opts["kopf"]:
             try:
@@ -213,8 +243,6 @@ class Command(BaseCommand):
         lock = None
         if opts["leader_elect"]:
             namespace, _, name = opts["lease"].partition("/")
-            if not name:
-                raise CommandError("--lease must be NAMESPACE/NAME")
             lock = KubernetesLeaseLock(client, namespace, name)
         if lock is not None and not (opts["lease_duration"] > opts["renew_deadline"] > 1.2 * opts["retry_period"] > 0):
             raise CommandError("leader election needs lease-duration > renew-deadline > 1.2 x retry-period > 0")

@@ -16,12 +16,14 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from controllers.publish import ProtocolPublisher
-from controllers.schema import Runtime
+from controllers.schema import Runtime, WriteMode
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
 
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -46,6 +48,9 @@ class Command(BaseCommand):
         where.add_argument("--kubeconfig", help="kubeconfig file kopf logs in with")
         where.add_argument("--in-cluster", action="store_true", help="kopf's own login (the pod's service account)")
         parser.add_argument("--cluster-name", default="", help="how the dashboard names the cluster")
+        parser.add_argument("--allow-writes", action="store_true",
+                            help="run against a cluster that is not the simulated one (a kopf operator writes to "
+                                 "the objects it handles; see README 'Read-only by default')")
         parser.add_argument("--log-level", choices=sorted(LOG_LEVELS), default="info",
                             help="object log lines at or above this level are published (info)")
         parser.add_argument("--unsupported-kopf", action="store_true",
@@ -65,15 +70,25 @@ class Command(BaseCommand):
         except inprocess.KopfVersionError as exc:
             if not opts["unsupported_kopf"]:
                 raise CommandError(str(exc)) from exc
-        server = self._configure_cluster(opts)
+        server, client = self._configure_cluster(opts)
+        simulated, version = self._ask_server(client)
+        if not simulated and not opts["allow_writes"]:
+            # kopf stores its progress on the objects it handles: it cannot run without writing, and
+            # its requests go through its own client, which no guard of ctrlscope's sees. So a kopf
+            # worker that may not write does not start.
+            why = ("is not the simulated cluster" if simulated is False
+                   else "did not answer /version, so it is not known to be the simulated cluster")
+            raise CommandError(f"{server} {why}. A kopf operator writes to the objects it handles (its progress "
+                               "is stored on them), so runkopf is read-only by refusing to start: pass "
+                               "--allow-writes to run it against this cluster. Nothing was started.")
         try:
             redis_handle = ensure_redis(settings.RUN_DIR)
         except RedisUnavailable as exc:
             raise CommandError(str(exc)) from exc
         publisher = ProtocolPublisher(redis_handle.url, worker=opts["worker_name"], runtime=Runtime.KOPF,
                                       prefix=settings.CTRLSCOPE_PREFIX).start()
-        if server:
-            publisher.describe_cluster(name=opts["cluster_name"] or server, server=server)
+        publisher.describe_cluster(name=opts["cluster_name"] or server, server=server, version=version,
+                                   simulated=simulated, writes=WriteMode.ALLOWED)
         self.stdout.write(f"kopf {inprocess.kopf_version()} in-process, worker {publisher.worker!r}: "
                           f"kopf run {' '.join(kopf_args)}")
         self.stdout.flush()
@@ -87,13 +102,19 @@ class Command(BaseCommand):
         if code:
             sys.exit(code)
 
-    def _configure_cluster(self, opts) -> str:
-        """Point kopf's login at the cluster; the server URL (never a credential) for the dashboard."""
+    def _configure_cluster(self, opts) -> tuple[str, Any]:
+        """Point kopf's login at the cluster; the server URL (never a credential) for the dashboard,
+        and a client to ask it whether it is the simulated cluster."""
+        from controllers.informers.http_client import KubernetesClient
+
         if opts["in_cluster"]:
             host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
             if not host:
                 raise CommandError("--in-cluster: KUBERNETES_SERVICE_HOST is not set (not running in a pod?)")
-            return f"https://{host}:{port}"
+            try:
+                return f"https://{host}:{port}", KubernetesClient.in_cluster()
+            except Exception as exc:  # the service account's files are missing or unreadable
+                raise CommandError(f"--in-cluster: cannot load the pod's service account: {exc}") from exc
         if opts["kubeconfig"]:
             if not os.path.isfile(opts["kubeconfig"]):
                 raise CommandError(f"--kubeconfig {opts['kubeconfig']}: no such file")
@@ -103,12 +124,28 @@ class Command(BaseCommand):
             from kubernetes.config import kube_config
 
             kube_config.KUBE_CONFIG_DEFAULT_LOCATION = opts["kubeconfig"]
-        from controllers.informers.http_client import KubernetesClient
-
         try:
-            return KubernetesClient.from_kubeconfig(opts["kubeconfig"], None).server
+            client = KubernetesClient.from_kubeconfig(opts["kubeconfig"], None)
         except Exception as exc:  # kubeconfig errors come in many types; all mean "cannot connect"
             raise CommandError(f"cannot load cluster configuration: {exc}") from exc
+        return client.server, client
+
+    @staticmethod
+    def _ask_server(client: Any) -> tuple[bool | None, str]:
+        """Whether the server is the simulated cluster (None: it did not answer within ~10 s, e.g.
+        a simulator still starting), and its version."""
+        from controllers.informers.listwatch import ApiError
+        from controllers.simulated import is_simulated
+
+        for attempt in range(5):
+            try:
+                info = client.get_json("/version", timeout=5)
+                break
+            except (OSError, ValueError, ApiError):
+                if attempt == 4:
+                    return None, ""
+                time.sleep(1.0)
+        return is_simulated(info), str(info.get("gitVersion", "")) if isinstance(info, dict) else ""
 
     def _run_kopf(self, kopf_args: list[str]) -> int:
         from kopf import cli

@@ -231,18 +231,27 @@
     const v = view("worker|" + w.name, () => {
       const badge = el("span", { className: "badge" }), seen = el("span", { className: "muted last-seen" });
       const runtime = el("span", { className: "badge runtime", title: "the runtime that publishes this worker's telemetry" });
+      const writes = el("span", { className: "badge writes", hidden: true });
       const cardsBox = el("div", { className: "ctl-cards" });
       const forget = el("button", { type: "button", className: "forget", hidden: true, dataset: { forget: w.name },
         title: "delete this worker's telemetry from Redis now (it is stopped; retention would drop it later)" }, "forget");
-      return { badge: badge, seen: seen, runtime: runtime, cards: cardsBox, forget: forget, empty: el("p", { className: "muted" }, "no controllers (yet)"),
+      return { badge: badge, seen: seen, runtime: runtime, writes: writes, cards: cardsBox, forget: forget, empty: el("p", { className: "muted" }, "no controllers (yet)"),
         notice: el("p", { className: "notice protocol-notice", role: "status" }),
         root: el("div", { className: "worker", dataset: { worker: w.name } },
-          el("div", { className: "worker-head" }, "worker ", el("b", null, w.name), " ", runtime, " ", badge, seen, " ", forget), cardsBox) };
+          el("div", { className: "worker-head" }, "worker ", el("b", null, w.name), " ", runtime, " ", writes, " ", badge, seen, " ", forget), cardsBox) };
     });
     const runtime = me && me.runtime ? String(me.runtime) : "";
     v.runtime.hidden = !runtime;
     if (v.runtime.textContent !== runtime) v.runtime.textContent = runtime;
     v.root.dataset.runtime = runtime;
+    const wb = Page.writesBadge(Page.clusterEntry(comps));
+    v.writes.hidden = !wb;
+    v.root.dataset.writes = wb ? wb.text : "";
+    if (wb && v.writes.textContent !== wb.text) {
+      v.writes.textContent = wb.text;
+      v.writes.className = "badge writes " + (wb.readOnly ? "readonly" : "acting");
+    }
+    if (wb) v.writes.title = wb.title;
     v.root.dataset.protocol = unsupported || "";
     if (unsupported) {
       // Nothing of this worker's is interpreted: say so rather than draw stale or misread data.

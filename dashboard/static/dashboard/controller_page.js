@@ -177,6 +177,22 @@
     if (!items.length) items.push(el("span", { className: "muted" }, "waiting for the worker's components…"));
     box.replaceChildren(...items);
     renderProtocolNotice();
+    renderWritesNotice();
+  }
+
+  // A read-only worker (v1.2 cluster entry): its writes are refused in the worker, and the page
+  // says so above everything, so that a failing Reconcile is not mistaken for an API server's 403.
+  function renderWritesNotice() {
+    const badge = Page.writesBadge(Page.clusterEntry(stateOf(T.components)));
+    const readOnly = !!badge && badge.readOnly;
+    let note = $("writes-notice");
+    if (!note && !readOnly) return;
+    if (!note) {
+      note = el("div", { id: "writes-notice", className: "notice writes-notice", role: "status" });
+      $("components").before(note);
+    }
+    note.hidden = !readOnly;
+    note.textContent = readOnly ? "read-only: worker " + page.worker + " " + badge.title.replace(/^this worker /, "") : "";
   }
 
   // A worker of another protocol major: nothing on this page is its data, and the page says so.

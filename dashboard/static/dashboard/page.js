@@ -63,11 +63,29 @@
     for (const v of (components || new Map()).values()) if (v && v.kind === P.ComponentKind.WORKER) return v;
     return null;
   }
+  // The worker's cluster entry ({kind: "cluster", name, server, version, simulated, writes}), or null.
+  function clusterEntry(components) {
+    for (const v of (components || new Map()).values()) if (v && v.kind === P.ComponentKind.CLUSTER) return v;
+    return null;
+  }
+  // v1.2: what a worker's cluster entry says about writes, for a badge ({text, title}), or null
+  // when it does not say (an older worker, or one that does not write through ctrlscope's client).
+  function writesBadge(cluster) {
+    if (!cluster || !cluster.writes) return null;
+    const where = cluster.server || cluster.name || "its cluster";
+    if (cluster.writes === P.WriteMode.READ_ONLY) {
+      return { text: "read-only", readOnly: true, title: "this worker only observes " + where + ": every write its controllers make " +
+        "is refused before it is sent (" + (cluster.simulated === false ? "not the simulated cluster" : "not known to be the simulated cluster") +
+        "; start it with --allow-writes to let it act)" };
+    }
+    return { text: "acting", readOnly: false, title: "this worker's controllers write to " + where +
+      (cluster.simulated ? " (the simulated cluster)" : " (started with --allow-writes)") };
+  }
   function protocolNotice(worker, version) {
     const major = P.major(version);
     return "worker " + worker + " speaks telemetry protocol v" + (major === null ? version : major) + "; this dashboard speaks v" +
       P.MAJOR + " — its data is not shown";
   }
 
-  global.ctrlscopePage = { client, connectionBadge, scheduler, unsupportedVersion, workerEntry, protocolNotice };
+  global.ctrlscopePage = { client, connectionBadge, scheduler, unsupportedVersion, workerEntry, clusterEntry, writesBadge, protocolNotice };
 })(window);
