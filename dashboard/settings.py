@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -104,8 +105,33 @@ TEMPLATES = [
     },
 ]
 
+def _database(url: str) -> dict[str, object]:
+    """``DATABASE_URL`` (postgres://user:password@host:port/name?sslmode=..., or sqlite:///path) as a
+    Django database; users and sessions then live where every dashboard replica sees them."""
+    parts = urlsplit(url)
+    if parts.scheme in ("postgres", "postgresql"):
+        name = unquote(parts.path.lstrip("/"))
+        if not name:
+            raise ImproperlyConfigured(f"DATABASE_URL: no database name in {parts.scheme}://…/NAME")
+        try:
+            port = parts.port
+        except ValueError:
+            raise ImproperlyConfigured("DATABASE_URL: the port is not a number") from None
+        return {"ENGINE": "django.db.backends.postgresql", "NAME": name, "USER": unquote(parts.username or ""),
+                "PASSWORD": unquote(parts.password or ""), "HOST": parts.hostname or "", "PORT": str(port or ""),
+                "OPTIONS": dict(parse_qsl(parts.query))}  # CONN_MAX_AGE stays 0: Django advises against persistent connections under ASGI
+    if parts.scheme == "sqlite":
+        if not parts.path or parts.path == "/":
+            raise ImproperlyConfigured("DATABASE_URL: sqlite:///ABSOLUTE/PATH (three slashes, then the path)")
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": unquote(parts.path)}
+    raise ImproperlyConfigured(f"DATABASE_URL: {parts.scheme or 'no scheme'}:// is not supported "
+                               "(postgres://user:password@host:5432/name, or sqlite:///path)")
+
+
+# SQLite in the run directory by default (the demo); PostgreSQL (or another file) when DATABASE_URL
+# says so, which several dashboard replicas need: they must share users and sessions.
 DATABASES = {
-    "default": {
+    "default": _database(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL", "").strip() else {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ.get("CTRLSCOPE_DB", str(RUN_DIR / "ctrlscope.sqlite3")),
     }
@@ -140,6 +166,22 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 SESSION_COOKIE_HTTPONLY = True
+
+# Behind a TLS-terminating proxy (an Ingress, haproxy, nginx): the header it sets to say the browser
+# used HTTPS, e.g. CTRLSCOPE_PROXY_SSL_HEADER=X-Forwarded-Proto. Only set it when a proxy always
+# sets (or strips) that header: otherwise a client could claim HTTPS itself. Cookies are then
+# Secure by default, and CSRF_TRUSTED_ORIGINS lists the public origins (https://ctrlscope.example).
+_ssl_header = os.environ.get("CTRLSCOPE_PROXY_SSL_HEADER", "").strip()
+if _ssl_header:
+    if not all(c.isalnum() or c == "-" for c in _ssl_header):
+        raise ImproperlyConfigured(f"CTRLSCOPE_PROXY_SSL_HEADER={_ssl_header!r}: a header name such as X-Forwarded-Proto")
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _ssl_header.upper().replace("-", "_"), "https")
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _env_bool("CTRLSCOPE_SECURE_COOKIES", bool(_ssl_header))
+CSRF_TRUSTED_ORIGINS = [o.strip().rstrip("/") for o in os.environ.get("CTRLSCOPE_CSRF_TRUSTED_ORIGINS", "").split(",")
+                        if o.strip()]
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if not _origin.startswith(("https://", "http://")):
+        raise ImproperlyConfigured(f"CTRLSCOPE_CSRF_TRUSTED_ORIGINS: {_origin!r} needs its scheme (https://host)")
 CSRF_COOKIE_SAMESITE = "Strict"
 SESSION_COOKIE_SAMESITE = "Lax"
 # Browser security headers. The Content-Security-Policy is dashboard/security_headers.py's (strict:
