@@ -2,6 +2,7 @@
 
 import os
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
@@ -12,6 +13,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from dashboard.base_path import BasePathMiddleware  # noqa: E402
 from dashboard.consumers import TelemetryConsumer  # noqa: E402
 
 application = ProtocolTypeRouter(
@@ -22,3 +24,5 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+# Mounted under CTRLSCOPE_BASE_PATH behind a proxy (base_path.py); a no-op when it is empty.
+application = BasePathMiddleware(application, settings.CTRLSCOPE_BASE_PATH)

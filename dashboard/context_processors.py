@@ -4,6 +4,8 @@
 ``base.html`` hands the scripts as ``<script id="cs-protocol" type="application/json">``. The page's
 JS reads record kinds, queue ops, topic layout and the protocol version from there (protocol.js)
 instead of spelling them again, so the Python schema stays the one definition of every name.
+
+``ctrlscope_base``: the path prefix the dashboard is served under (``dashboard/base_path.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest
 
 from controllers.schema import browser_vocabulary
@@ -22,4 +25,5 @@ def _vocabulary() -> dict[str, Any]:
 
 
 def protocol(request: HttpRequest) -> dict[str, Any]:
-    return {"protocol": _vocabulary()}
+    # ctrlscope_base: the path prefix (CTRLSCOPE_BASE_PATH, "" at the root) for links and for urls.js.
+    return {"protocol": _vocabulary(), "ctrlscope_base": settings.CTRLSCOPE_BASE_PATH}

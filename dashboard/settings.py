@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from controllers.telemetry.presence import parse_retention as _parse_retention
+from dashboard.base_path import parse_base_path as _parse_base_path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(os.environ.get("CTRLSCOPE_RUN_DIR", BASE_DIR / "run"))
@@ -154,18 +155,23 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 
-LOGIN_URL = "/accounts/login/"
-LOGIN_REDIRECT_URL = "/"
+# Served under a path prefix behind a proxy (dashboard/base_path.py): every URL Django builds, the
+# static files, the cookies and the pages' own fetches and websocket carry it.
+CTRLSCOPE_BASE_PATH = _parse_base_path(os.environ.get("CTRLSCOPE_BASE_PATH"))
+FORCE_SCRIPT_NAME = CTRLSCOPE_BASE_PATH or None
+LOGIN_URL = CTRLSCOPE_BASE_PATH + "/accounts/login/"
+LOGIN_REDIRECT_URL = CTRLSCOPE_BASE_PATH + "/"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
-STATIC_URL = "static/"
+STATIC_URL = CTRLSCOPE_BASE_PATH + "/static/"
 STATIC_ROOT = RUN_DIR / "static"
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_PATH = CSRF_COOKIE_PATH = CTRLSCOPE_BASE_PATH + "/"
 
 # Behind a TLS-terminating proxy (an Ingress, haproxy, nginx): the header it sets to say the browser
 # used HTTPS, e.g. CTRLSCOPE_PROXY_SSL_HEADER=X-Forwarded-Proto. Only set it when a proxy always

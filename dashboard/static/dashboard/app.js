@@ -30,6 +30,7 @@
  */
 (function () {
   "use strict";
+  const U = window.ctrlscopeUrl; // the dashboard's URLs under its path prefix (urls.js)
   const UI = window.ctrlscopeUI;
   const { el, fmtDuration } = UI;
   const P = window.ctrlscopeProtocol;
@@ -192,7 +193,7 @@
 
   function controllerCard(w, seg, ctl, comps, lease, stale) {
     const v = view("card|" + w.name + "|" + seg, () => {
-      const link = el("a", { href: "/c/" + encodeURIComponent(w.name) + "/" + encodeURIComponent(seg) + "/", className: "controller-link" });
+      const link = el("a", { href: U("/c/" + encodeURIComponent(w.name) + "/" + encodeURIComponent(seg) + "/"), className: "controller-link" });
       const badges = el("span", { className: "ctl-badges" });
       const box = el("div", { className: "pipeline compact" });
       return { link: link, badges: badges, box: box,
@@ -366,7 +367,7 @@
     const token = document.querySelector("#forget-form input[name=csrfmiddlewaretoken]");
     b.disabled = true;
     try {
-      const resp = await fetch("/workers/" + encodeURIComponent(name) + "/forget", { method: "POST", credentials: "same-origin",
+      const resp = await fetch(U("/workers/" + encodeURIComponent(name) + "/forget"), { method: "POST", credentials: "same-origin",
         headers: { "X-CSRFToken": token ? token.value : "" } });
       const body = await resp.json().catch(() => ({}));
       result.className = "forget-result " + (resp.ok ? "ok" : "bad");

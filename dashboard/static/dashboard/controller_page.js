@@ -19,6 +19,7 @@
  */
 (function () {
   "use strict";
+  const U = window.ctrlscopeUrl; // the dashboard's URLs under its path prefix (urls.js)
   const { el } = window.ctrlscopeUI;
   const P = window.ctrlscopeProtocol;
   const Page = window.ctrlscopePage;
@@ -54,7 +55,7 @@
   let connGen = 0;
   function fetchSnapshot(topic) {
     const marks = (window.ctrlscopeTimings = window.ctrlscopeTimings || {})[topic] = { fetch: performance.now() };
-    const url = "/c/" + page.worker + "/informer/" + encodeURIComponent(topic.slice(T.informer_prefix.length)) + "/snapshot.json?history=500";
+    const url = U("/c/" + page.worker + "/informer/" + encodeURIComponent(topic.slice(T.informer_prefix.length)) + "/snapshot.json?history=500");
     return fetch(url, { credentials: "same-origin", cache: "no-store" })
       .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); marks.response = performance.now(); return r.json(); })
       .then((snap) => { marks.parsed = performance.now(); return snap; });
@@ -168,7 +169,7 @@
         // controller's own name once the worker has reported it.
         if (seg === page.controller && v.name && $("h-controller").textContent !== v.name) $("h-controller").textContent = v.name;
         items.push(seg === page.controller ? el("span", { className: "comp controller current" }, "controller ", el("b", null, v.name))
-          : el("a", { className: "comp controller", href: "/c/" + page.worker + "/" + seg + "/" }, "controller " + v.name));
+          : el("a", { className: "comp controller", href: U("/c/" + page.worker + "/" + seg + "/") }, "controller " + v.name));
       } else if (v.kind === P.ComponentKind.LEASE) {
         items.push(el("span", { className: "comp lease" }, "lease ", el("b", null, v.name || ""), " ",
           el("span", { className: "badge " + (v.leader ? "ok" : "") }, v.leader ? "leader" : "follower (" + (v.holder || "?") + ")")));

@@ -16,6 +16,7 @@
  */
 (function () {
   "use strict";
+  const U = window.ctrlscopeUrl; // the dashboard's URLs under its path prefix (urls.js)
   const P = window.ctrlscopeProtocol;
   const TOPIC = P.FAULTS_TOPIC;
   const MAX_LOG = 200;
@@ -80,7 +81,7 @@
       off.textContent = ok ? "" : st.message || "fault injection needs the simulated cluster";
     }
     function probe() {
-      fetch("/cluster/faults/status", { credentials: "same-origin", cache: "no-store" })
+      fetch(U("/cluster/faults/status"), { credentials: "same-origin", cache: "no-store" })
         .then((r) => r.json())
         .then(showProbe)
         .catch((err) => showProbe({ state: "error", message: "could not ask the dashboard: " + err }));
@@ -162,7 +163,7 @@
       const token = $("input[name=csrfmiddlewaretoken]");
       let resp, body;
       try {
-        resp = await fetch("/cluster/faults/" + action, {
+        resp = await fetch(U("/cluster/faults/" + action), {
           method: "POST", credentials: "same-origin", body: new URLSearchParams(params),
           headers: { "X-CSRFToken": token ? token.value : "" },
         });

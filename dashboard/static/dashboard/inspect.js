@@ -10,6 +10,7 @@
  */
 (function (global) {
   "use strict";
+  const U = window.ctrlscopeUrl; // the dashboard's URLs under its path prefix (urls.js)
   const { el, clock } = global.ctrlscopeUI;
   const { toYamlLines } = global.ctrlscopeYaml;
   const { diffLines, hunks } = global.ctrlscopeDiff;
@@ -64,8 +65,8 @@
     let ctl = null, shown = null, tab = "yaml", answer = null, error = null, cacheRv;
 
     function url(informer, key) {
-      return "/c/" + encodeURIComponent(worker) + "/informer/" + encodeURIComponent(informer) +
-        "/object?key=" + encodeURIComponent(key);
+      return U("/c/" + encodeURIComponent(worker) + "/informer/" + encodeURIComponent(informer) +
+        "/object?key=" + encodeURIComponent(key));
     }
 
     async function load(informer, key) {

@@ -11,13 +11,14 @@
  */
 (function (global) {
   "use strict";
+  const U = window.ctrlscopeUrl; // the dashboard's URLs under its path prefix (urls.js)
   const P = global.ctrlscopeProtocol;
   const LABELS = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", resyncing: "resyncing…", unauthorized: "not signed in" };
 
   // The tab's TelemetryClient on this server's websocket (not connected yet: panels register first).
   function client(opts) {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    return new global.TelemetryClient(proto + "//" + location.host + "/ws/telemetry/", opts);
+    return new global.TelemetryClient(proto + "//" + location.host + U("/ws/telemetry/"), opts);
   }
 
   // #conn follows the client's state (a signed-out tab goes to the login page, back here after) and
@@ -27,7 +28,7 @@
     const conn = document.getElementById("conn"), redis = document.getElementById("redis");
     c.on("state", (s) => {
       conn.textContent = LABELS[s] || s; conn.dataset.state = s; conn.className = "badge conn-" + s;
-      if (s === "unauthorized") location.href = "/accounts/login/?next=" + encodeURIComponent(location.pathname + location.search);
+      if (s === "unauthorized") location.href = U("/accounts/login/?next=") + encodeURIComponent(location.pathname + location.search);
     });
     if (redis) c.on("redis", (up) => { redis.textContent = up ? "redis up" : "redis down"; redis.className = "badge " + (up ? "ok" : "bad"); });
     const title = conn.title;

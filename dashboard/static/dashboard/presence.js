@@ -13,6 +13,7 @@
  */
 (function (global) {
   "use strict";
+  const U = window.ctrlscopeUrl; // the dashboard's URLs under its path prefix (urls.js)
   const POLL_MS = 3000;
   const listeners = new Set();
   let data = null, timer = null, inflight = false;
@@ -23,7 +24,7 @@
     if (inflight) return;
     inflight = true;
     try {
-      const resp = await fetch("/presence.json", { credentials: "same-origin", cache: "no-store" });
+      const resp = await fetch(U("/presence.json"), { credentials: "same-origin", cache: "no-store" });
       if (resp.ok) {
         data = await resp.json();
         data.received = Date.now();

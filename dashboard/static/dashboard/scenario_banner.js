@@ -10,6 +10,7 @@
  */
 (function () {
   "use strict";
+  const U = window.ctrlscopeUrl; // the dashboard's URLs under its path prefix (urls.js)
   const P = window.ctrlscopeProtocol;
   const TOPIC = P.SCENARIOS_TOPIC;
   const STALE_MS = 15 * 60 * 1000; // a "running" state older than this is a scenario that died
@@ -62,7 +63,7 @@
     }
     if (counts) parts.push(el("span", { className: "sb-counts muted" }, counts));
     const link = el("a", null, "narration and claims");
-    link.href = "/scenarios/#" + encodeURIComponent(current.name);
+    link.href = U("/scenarios/#") + encodeURIComponent(current.name);
     const close = el("button", { className: "sb-close", type: "button", title: "dismiss" }, "×");
     parts.push(link, close);
     bar.replaceChildren(...parts);

@@ -4,6 +4,7 @@
  */
 (function () {
   "use strict";
+  const U = window.ctrlscopeUrl; // the dashboard's URLs under its path prefix (urls.js)
   const P = window.ctrlscopeProtocol;
   const TOPIC = P.SCENARIOS_TOPIC;
   const client = window.ctrlscopePage.client({ autoSubscribe: false, history: 200 });
@@ -138,7 +139,7 @@
   for (const button of document.querySelectorAll("button.start")) {
     button.addEventListener("click", async () => {
       const speed = button.parentElement.querySelector(".speed").value;
-      const resp = await fetch("/scenarios/" + encodeURIComponent(button.dataset.name) + "/start", {
+      const resp = await fetch(U("/scenarios/" + encodeURIComponent(button.dataset.name) + "/start"), {
         method: "POST", headers: { "X-CSRFToken": csrf(), "Content-Type": "application/x-www-form-urlencoded" },
         body: "speed=" + encodeURIComponent(speed), credentials: "same-origin",
       });

@@ -1,0 +1,12 @@
+/*
+ * The dashboard's own URLs under its path prefix (CTRLSCOPE_BASE_PATH, dashboard/base_path.py):
+ * base.html says it in <meta name="ctrlscope-base">, "" when served at the root. Every fetch, link
+ * and the websocket URL of the pages' scripts goes through ctrlscopeUrl("/absolute/path").
+ */
+(function (global) {
+  "use strict";
+  const meta = global.document.querySelector('meta[name="ctrlscope-base"]');
+  const base = meta ? meta.content.replace(/\/+$/, "") : "";
+  global.ctrlscopeUrl = function (path) { return base + path; };
+  global.ctrlscopeUrl.base = base;
+})(window);
