@@ -106,8 +106,9 @@ def stage(page, worker: str, controller: str, name: str, *, informer: str | None
 def test_overview_groups_workers_by_cluster_and_draws_each_controller_as_its_pipeline(browser, dashboard,
                                                                                      publisher_factory, artifacts):
     leader, follower, loose = (Worker(publisher_factory, n) for n in ("w1", "w2", "w3"))
-    for w in (leader, follower):
-        w.telemetry.describe_cluster(name="prod", server=SERVER, version="v1.31.2")
+    # v1.2: the leader only observes (read-only, the default for a real cluster); the follower acts.
+    leader.telemetry.describe_cluster(name="prod", server=SERVER, version="v1.31.2", simulated=False, writes="read-only")
+    follower.telemetry.describe_cluster(name="prod", server=SERVER, version="v1.31.2", simulated=False, writes="allowed")
     leader.obs.on_leader("ctrlscope-lock", identity="w1-1", leader=True, holder="w1-1")
     follower.obs.on_leader("ctrlscope-lock", identity="w2-1", leader=False, holder="w1-1")
     leader.informer("pods", items=3, cached=3, synced=True)
@@ -127,6 +128,10 @@ def test_overview_groups_workers_by_cluster_and_draws_each_controller_as_its_pip
     assert "prod" in page.inner_text(f"{prod} .cluster-head") and SERVER in page.inner_text(f"{prod} .cluster-head")
     assert "Kubernetes v1.31.2" in page.inner_text(f"{prod} .cluster-head")
     assert page.eval_on_selector_all(f"{prod} .worker", "els => els.map(e => e.dataset.worker)") == ["w1", "w2"]
+    badges = page.eval_on_selector_all(f"{prod} .worker .badge.writes", "els => els.map(e => [e.textContent, e.title])")
+    assert [b[0] for b in badges] == ["read-only", "acting"], badges
+    assert "refused before it is sent" in badges[0][1] and "--allow-writes" in badges[1][1]
+    assert page.is_hidden('.worker[data-worker="w3"] .badge.writes'), "a worker that does not say shows no badge"
     page.wait_for_selector('#overview .cluster[data-cluster=""] .worker[data-worker="w3"] a[href="/c/w3/other_ctl/"]')
 
     # The leader runs its controller; the follower's waits (standby) and says who leads.
@@ -184,6 +189,9 @@ def test_overview_groups_workers_by_cluster_and_draws_each_controller_as_its_pip
     page.wait_for_url("**/c/w1/podset/")
     page.wait_for_selector('#conn[data-state="live"]', timeout=10_000)
     assert page.inner_text("#h-controller") == "podset"
+    notice = page.wait_for_selector("#writes-notice:not([hidden])", timeout=10_000).inner_text()
+    assert notice.startswith("read-only: worker w1 only observes") and "--allow-writes" in notice, notice
+    save_screenshot(page, artifacts, "controller-read-only.png")
     close_page(page)
 
 
