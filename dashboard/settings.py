@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from controllers.telemetry import redis_config as _redis_config
 from controllers.telemetry.presence import parse_retention as _parse_retention
 from dashboard.base_path import parse_base_path as _parse_base_path
 
@@ -53,7 +54,11 @@ CTRLSCOPE_ALLOW_ANONYMOUS = _env_bool("CTRLSCOPE_ALLOW_ANONYMOUS", False)
 CTRLSCOPE_SIM_KUBECONFIG = os.environ.get("CTRLSCOPE_SIM_KUBECONFIG", str(RUN_DIR / "kubeconfig-sim.yaml"))
 
 # Redis: the only link between worker and dashboard processes (see controllers/telemetry/redisboot.py).
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# REDIS_URL, or REDIS_SENTINELS + REDIS_MASTER_NAME for a Sentinel-managed master (redis_config.py).
+try:
+    REDIS_URL = _redis_config.url_from_env(default="redis://127.0.0.1:6379/0") or ""
+except _redis_config.RedisConfigError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 CTRLSCOPE_PREFIX = os.environ.get("CTRLSCOPE_PREFIX", "ctrlscope:")
 # How long the keys of a worker or simulator that stopped publishing stay in Redis (presence.py).
 try:
@@ -144,7 +149,7 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
-            "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+            "hosts": [_redis_config.channel_layer_host(REDIS_URL, socket_timeout=None)],
             "prefix": CTRLSCOPE_PREFIX + "layer:",
         },
     }

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-import redis
 
 from controllers.schema import TopicKind, topic_part, worker_topic, worker_topic_prefix
+from controllers.telemetry import redis_config
 from controllers.telemetry.streams import Keys, StreamReader
 from controllers.telemetry.topic_state import TopicState
 
@@ -24,7 +24,7 @@ class TelemetryReader:
     """Reads one worker's records back from Redis."""
 
     def __init__(self, url: str, *, prefix: str, worker: str) -> None:
-        self.redis = redis.Redis.from_url(url, socket_timeout=5)
+        self.redis = redis_config.sync_client(url, socket_timeout=5)
         self.reader = StreamReader(self.redis, Keys(prefix))
         self.worker = topic_part(worker)
 

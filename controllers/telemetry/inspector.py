@@ -47,6 +47,7 @@ import redis
 
 from controllers.clock import BackgroundThread, Clock, RealClock, wall_ms
 from controllers.schema import TOPIC_SEGMENT, topic_part
+from controllers.telemetry import redis_config
 from controllers.telemetry.last_updates import LastUpdates
 from controllers.telemetry.redaction import REDACTED, redact
 from controllers.telemetry.scrub import SECRETS
@@ -105,7 +106,7 @@ class Inspector:
         self.clock: Clock = clock or RealClock()
         self.rate = rate
         # Its own connection: a BRPOP parks it, and the publisher's must never wait behind one.
-        self.redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+        self.redis = redis_config.sync_client(url, socket_timeout=5, socket_connect_timeout=2)
         self._loop = BackgroundThread(self._run, name=f"inspector-{self.worker}", clock=self.clock)
         self._stop = self._loop.stop_signal
         # Token bucket: at most ``rate`` answers per second, bursts of ``rate``.

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import redis
 
 from controllers.clock import Clock, RealClock, wall_ms
 from controllers.schema import RecordKind
+from controllers.telemetry import redis_config
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.streams import RESET_PREFIX, Keys, StreamReader, parse_id
 
@@ -53,7 +53,7 @@ class Recorder:
     """Copies snapshots, then every new frame of the chosen topics, into a recording file."""
 
     def __init__(self, url: str, *, prefix: str, topics: list[str] | None = None) -> None:
-        self.redis = redis.Redis.from_url(url, socket_timeout=5)
+        self.redis = redis_config.sync_client(url, socket_timeout=5)
         self.reader = StreamReader(self.redis, Keys(prefix))
         self.topics = topics
         self.frames = 0

