@@ -10,8 +10,8 @@ Every ctrlscope process names its Redis with one string, the **Redis URL**, whic
   read from the environment when a client is built, so the URL can be logged and passed on.
 
 ``url_from_env`` reads the environment: ``REDIS_SENTINELS`` (``host:port,host:port``) with
-``REDIS_MASTER_NAME`` make a Sentinel URL; otherwise ``REDIS_URL`` is used as it is. Bad values raise
-``RedisConfigError`` saying what was expected.
+``REDIS_MASTER_NAME`` make a Sentinel URL (and win over ``REDIS_URL``); otherwise ``REDIS_URL`` is used
+as it is. Bad values raise ``RedisConfigError`` saying what was expected.
 
 ``sync_client`` / ``async_client`` / ``channel_layer_host`` build what redis-py (sync and asyncio) and
 channels-redis need from a URL. A Sentinel client asks the Sentinels for the master's address
@@ -125,9 +125,9 @@ def is_sentinel(url: str) -> bool:
 def url_from_env(env: Mapping[str, str] | None = None, default: str | None = None) -> str | None:
     """The Redis URL the environment configures (``default`` if it configures none).
 
-    ``REDIS_SENTINELS`` + ``REDIS_MASTER_NAME`` give a Sentinel URL. ``REDIS_URL`` set as well must be
-    that same URL (a parent process passes its resolved URL on as ``REDIS_URL``); anything else set
-    next to ``REDIS_SENTINELS`` is ambiguous and an error.
+    ``REDIS_SENTINELS`` + ``REDIS_MASTER_NAME`` give a Sentinel URL, and take precedence over a
+    ``REDIS_URL`` set as well: a deployment may keep ``REDIS_URL`` naming one of the servers for
+    tools that read only that, and a parent process passes its resolved URL on as ``REDIS_URL``.
     """
     env = os.environ if env is None else env
     url = env.get("REDIS_URL", "").strip()
@@ -138,9 +138,8 @@ def url_from_env(env: Mapping[str, str] | None = None, default: str | None = Non
             raise RedisConfigError("REDIS_SENTINELS is set but REDIS_MASTER_NAME is not: name the master the "
                                    "Sentinels monitor (`sentinel monitor NAME host port quorum`)")
         target = SentinelTarget(parse_sentinels(raw_sentinels), _check_master_name(name, "REDIS_MASTER_NAME"))
-        if url and url != target.url:
-            raise RedisConfigError(f"both REDIS_URL ({describe(url)}) and REDIS_SENTINELS are set: set one "
-                                   "(REDIS_SENTINELS with REDIS_MASTER_NAME for a Sentinel-managed Redis)")
+        if url:
+            check_url(url)  # not used, but a malformed value is still a mistake worth naming
         return target.url
     if name:
         raise RedisConfigError("REDIS_MASTER_NAME is set without REDIS_SENTINELS (host:port,host:port)")
