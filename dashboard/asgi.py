@@ -15,12 +15,15 @@ from django.urls import path  # noqa: E402
 
 from dashboard.base_path import BasePathMiddleware  # noqa: E402
 from dashboard.consumers import TelemetryConsumer  # noqa: E402
+from dashboard.sso import TrustedProxyWebsocketMiddleware  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter([path("ws/telemetry/", TelemetryConsumer.as_asgi())]))
+            # The trusted proxy's user (dashboard/sso.py) after the session's, checked on the peer address.
+            AuthMiddlewareStack(TrustedProxyWebsocketMiddleware(
+                URLRouter([path("ws/telemetry/", TelemetryConsumer.as_asgi())])))
         ),
     }
 )

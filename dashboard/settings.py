@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from controllers.telemetry import redis_config as _redis_config
 from controllers.telemetry.presence import parse_retention as _parse_retention
 from dashboard.base_path import parse_base_path as _parse_base_path
+from dashboard.sso_settings import apply as _apply_sso
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(os.environ.get("CTRLSCOPE_RUN_DIR", BASE_DIR / "run"))
@@ -166,6 +167,9 @@ CTRLSCOPE_BASE_PATH = _parse_base_path(os.environ.get("CTRLSCOPE_BASE_PATH"))
 FORCE_SCRIPT_NAME = CTRLSCOPE_BASE_PATH or None
 LOGIN_URL = CTRLSCOPE_BASE_PATH + "/accounts/login/"
 LOGIN_REDIRECT_URL = CTRLSCOPE_BASE_PATH + "/"
+# Single sign-on (dashboard/sso_settings.py): a trusted authenticating proxy's headers and/or OIDC,
+# their groups mapped to viewer/operator; sets AUTHENTICATION_BACKENDS and adds the SSO middleware.
+_apply_sso(globals(), os.environ)
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
