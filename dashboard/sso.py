@@ -214,6 +214,11 @@ def _proxy_request(request: HttpRequest) -> HttpResponse | None:
         if _session_backend(request.session) == PROXY_BACKEND_PATH:
             auth.logout(request)
         return None
+    if "," in username:
+        # Two user headers (joined by Django): the proxy did not replace the client's own.
+        log.warning("refused a request from proxy %s with several %s values", peer, headers[0])
+        return _forbidden(request, f"This request carries several {headers[0]} values; the proxy must replace "
+                                   "the client's own.")
     email = request.META.get(keys[2], "").strip() or None
     user = TrustedProxyBackend().authenticate(request, username, proxy_groups=split_groups(request.META.get(keys[1])),
                                               proxy_email=email)
@@ -270,9 +275,11 @@ class TrustedProxyWebsocketMiddleware:
             return await self.inner(scope, receive, send)
         wanted = {h.lower(): h for h in proxy_headers()}
         found: dict[str, str] = {}
+        repeated = False
         for name, value in scope.get("headers", []):
             key = name.decode("latin-1").lower()
             if key in wanted:
+                repeated = repeated or wanted[key] in found
                 found[wanted[key]] = value.decode("latin-1")
         peer = (scope.get("client") or [None])[0]
         user_header, groups_header, email_header = proxy_headers()
@@ -284,6 +291,9 @@ class TrustedProxyWebsocketMiddleware:
             if await database_sync_to_async(_session_backend)(scope.get("session")) == PROXY_BACKEND_PATH:
                 scope = dict(scope, user=AnonymousUser())  # a proxy session counts only through the proxy
             return await self.inner(scope, receive, send)
+        if repeated:
+            log.warning("refused a websocket from proxy %s with a proxy header given twice", peer)
+            return await _refuse_handshake(receive, send)
         user = await database_sync_to_async(TrustedProxyBackend().authenticate)(
             None, username, proxy_groups=split_groups(found.get(groups_header)),
             proxy_email=found.get(email_header, "").strip() or None)
