@@ -17,6 +17,7 @@ urlpatterns = [
     path("presence.json", presence_views.presence_status, name="presence"),
     path("workers/<str:worker>/forget", presence_views.forget_worker, name="forget-worker"),
     path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -14,6 +14,7 @@ from django.shortcuts import render
 from controllers.schema import TOPIC_SEGMENT as _SEGMENT
 from controllers.schema import TopicKind, worker_topic, worker_topic_prefix
 from controllers.telemetry import inspector
+from controllers.telemetry.redisboot import ping
 from controllers.telemetry.streams import NO_RECORDS_PREFIX, Keys, StreamReader
 from dashboard.access import can_view, is_operator
 from dashboard.faults import panel_context
@@ -171,4 +172,14 @@ def inspect_object(request: HttpRequest, worker: str, informer: str) -> HttpResp
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness: the process serves requests. Deliberately not Redis-aware: a Redis outage must take
+    replicas out of the Service (``readyz``), not have Kubernetes restart every one of them."""
     return JsonResponse({"ok": True})
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: 200 while Redis answers PING within a second, else 503 (the replica has no live
+    data to serve). The body never names the Redis URL: it may carry a password."""
+    if ping(settings.REDIS_URL, timeout=1.0):
+        return JsonResponse({"ok": True, "redis": "up"})
+    return JsonResponse({"ok": False, "redis": "down"}, status=503)
