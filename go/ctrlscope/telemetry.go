@@ -787,3 +787,13 @@ func (t *Telemetry) SetupError(controller, errText string) {
 	t.pub.Publish(t.ErrorsTopic, r.done(t.now()))
 	r.release()
 }
+
+// DescribeWrites adds to the cluster entry name (as DescribeCluster named it) whether it is
+// ctrlscope's simulated cluster (nil: not known yet) and whether this worker writes to it (v1.2).
+func (t *Telemetry) DescribeWrites(name string, simulated *bool, writes WriteMode) {
+	fields := map[string]any{"writes": string(writes)}
+	if simulated != nil {
+		fields["simulated"] = *simulated
+	}
+	t.component(name, ComponentKindCluster, fields)
+}

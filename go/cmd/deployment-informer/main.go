@@ -58,6 +58,11 @@ func run(kubeconfig, workerName, namespace string) error {
 	pub.Start()
 	defer pub.Stop(5 * time.Second) // flushes what is left
 	tel := ctrlscope.NewTelemetry(pub, workerName, ctrlscope.TelemetryOptions{})
+	// ctrlscope: this program only reads, so it never needs --allow-writes: read-only anywhere but
+	// the simulated cluster.
+	if config, err = clientgo.GuardWrites(tel, config, false); err != nil {
+		return err
+	}
 	// ctrlscope: every API request through this config is observed (lists, watches, writes).
 	config = clientgo.WrapConfig(tel, config)
 

@@ -128,6 +128,7 @@ func main() {
 	leaderElect := flag.Bool("leader-elect", false, "run only while holding the Lease")
 	leNamespace := flag.String("leader-election-namespace", "default", "the Lease's namespace")
 	metricsAddr := flag.String("metrics-bind-address", "0", "serve /metrics here (\"0\": off)")
+	allowWrites := flag.Bool("allow-writes", false, "write to a cluster that is not ctrlscope's simulated one (default: read-only there)")
 	flag.StringVar(&summarySuffix, "summary-suffix", summarySuffix, "the summaries are named <deployment><suffix>")
 	flag.Parse()
 	if summarySuffix == "" {
@@ -136,13 +137,13 @@ func main() {
 	}
 	ctrl.SetLogger(zap.New())
 	kubeconfig := flag.Lookup("kubeconfig").Value.String()
-	if err := run(kubeconfig, *workerName, *leaderElect, *leNamespace, *metricsAddr); err != nil {
+	if err := run(kubeconfig, *workerName, *leaderElect, *leNamespace, *metricsAddr, *allowWrites); err != nil {
 		fmt.Fprintln(os.Stderr, "deployment-summary:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, workerName string, leaderElect bool, leNamespace, metricsAddr string) error {
+func run(kubeconfig, workerName string, leaderElect bool, leNamespace, metricsAddr string, allowWrites bool) error {
 	cfg, err := samples.RestConfig(kubeconfig)
 	if err != nil {
 		return err
@@ -159,6 +160,11 @@ func run(kubeconfig, workerName string, leaderElect bool, leNamespace, metricsAd
 	pub.Start()
 	defer pub.Stop(5 * time.Second) // flushes what is left, after the manager stopped
 	tel := ctrlscope.NewTelemetry(pub, workerName, ctrlscope.TelemetryOptions{})
+	// ctrlscope: read-only anywhere but the simulated cluster unless --allow-writes (the Lease excepted).
+	cfg, err = clientgo.GuardWrites(tel, cfg, allowWrites, "/apis/coordination.k8s.io/v1/namespaces/"+leNamespace+"/leases")
+	if err != nil {
+		return err
+	}
 	cfg = clientgo.WrapConfig(tel, cfg)
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
