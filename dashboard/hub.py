@@ -11,7 +11,10 @@ buffer; entries at or below the session's cursor are discarded there. So nobody 
 nobody gets one twice.
 
 When Redis goes away the hub tells every session (the page shows "reconnecting"), retries with
-backoff, and when Redis answers again resyncs every subscription: the outage is never silent.
+backoff, and when Redis answers again resyncs every subscription: the outage is never silent. A
+Sentinel failover is such an outage (the client asks the Sentinels for the new master when it
+reconnects): the new master may lack the last entries the old one had, so nothing read before the
+outage is trusted; the resync replays what the new master has after the hub's last position.
 
 Every read (the tail's and the sessions' snapshots and catch-up reads, over the hub's one connection
 pool) goes through ``hub.reader``, the ``AsyncStreamReader`` of ``controllers/telemetry/streams.py``.
@@ -27,6 +30,7 @@ import redis
 import redis.asyncio as aredis
 
 from controllers.schema import ResyncReason
+from controllers.telemetry import redis_config
 from controllers.telemetry.streams import AsyncStreamReader, Entry, Keys, parse_id
 
 log = logging.getLogger(__name__)
@@ -50,7 +54,7 @@ class StreamHub:
 
     def __init__(self, url: str, prefix: str) -> None:
         self.keys = Keys(prefix)
-        self.redis = aredis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+        self.redis: aredis.Redis = redis_config.async_client(url, socket_timeout=5, socket_connect_timeout=2)
         self.reader = AsyncStreamReader(self.redis, self.keys)
         self._subs: dict[str, set[Subscriber]] = {}
         self._members: set[Subscriber] = set()
@@ -125,15 +129,22 @@ class StreamHub:
     async def _redis_back(self) -> None:
         log.info("stream hub: Redis is back; resyncing every subscription")
         self.redis_up = True
-        self._positions.clear()
+        before, self._positions = self._positions, {}
         for m in list(self._members):
             m.redis_status(True)
         for topic, subs in list(self._subs.items()):
-            # A Redis that lost its data starts each stream with the worker's reset frame, which
-            # carries the records the worker buffered during the outage: replay them with the resync.
-            replay_from = await self.reader.leading_reset(topic)
+            # What this Redis has after the last entry a subscriber got (or else the tail read) is
+            # replayed with the resync: a Redis that lost its data starts each stream again with the
+            # worker's reset frame, which carries the records the worker buffered during the outage;
+            # after a failover the new master goes on from the entries it has (the worker's reset
+            # frame among them if it had to rewrite the topic). No position: a leading reset frame.
+            points: dict[bytes | None, bytes | None] = {}
             for m in list(subs):
-                m.force_resync(topic, ResyncReason.REDIS_RECONNECTED, replay_from=replay_from)
+                position = getattr(m, "position", None)
+                pos = (position(topic) if position is not None else None) or before.get(topic)
+                if pos not in points:
+                    points[pos] = await self.reader.replay_point(topic, pos)
+                m.force_resync(topic, ResyncReason.REDIS_RECONNECTED, replay_from=points[pos])
 
     async def _refresh_topics(self) -> None:
         loop = asyncio.get_running_loop()

@@ -245,6 +245,14 @@ class ClientSession:
             sub.last_reset = max(sub.last_reset, parse_id(replay_from))
         self._wake.set()
 
+    def position(self, topic: str) -> bytes | None:
+        """The id of the last entry this session sent for ``topic`` (None before its first sync): where a
+        replay after a Redis outage starts (``StreamHub._redis_back``)."""
+        sub = self.subs.get(topic)
+        if sub is None or sub.cursor == (0, 0):
+            return None
+        return f"{sub.cursor[0]}-{sub.cursor[1]}".encode()
+
     def redis_status(self, up: bool) -> None:
         self._queue_control({"t": "status", "redis": "up" if up else "down"})
 

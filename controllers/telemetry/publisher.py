@@ -14,6 +14,14 @@ makes every dashboard client resync — a gap is always visible, never silent.
 Loss budget: records wait in a bounded buffer while Redis is unreachable. When it is full the oldest
 records are dropped, counted, and the count rides on the next frame (``dropped``) so the dashboard
 shows it; state is never dropped because the mirror holds it.
+
+Failover (a Sentinel-managed Redis, ``redis_config.py``): replication is asynchronous, so the
+replica that Sentinel promotes may lack the last frames the old master confirmed. The epoch key
+came along with the data, so the epoch test cannot see it; instead, after every reconnect to the
+same epoch, the publisher reads back its own last applied seq per topic (``{prefix}pubseq``). A topic
+whose stored seq is behind the last confirmed one is rewritten with a reset frame (the hash missed
+those frames' state changes), and the records of the lost frames are counted as ``dropped`` in it:
+the dashboard resyncs and shows the loss, never a silent gap.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import redis
 
 from controllers.clock import Clock, RealClock, wall_ms
 from controllers.schema import PROTOCOL_VERSION
-from controllers.telemetry import presence
+from controllers.telemetry import presence, redis_config
 from controllers.telemetry.scrub import SECRETS, SecretScrubber
 from controllers.telemetry.streams import FRAME_SCRIPT, Keys
 
@@ -51,6 +59,9 @@ STATE_KEYS_PER_FRAME = 1000
 STREAM_BYTES = 32 * 1024 * 1024
 MIN_STREAM_LEN = 1000
 FRAME_SIZE_WEIGHT = 0.05  # of each new frame in the moving average: ~20 frames of memory
+# Per topic, the seqs and record counts of this many recently confirmed frames (those carrying
+# records): what a failover that lost confirmed frames is counted against (40 s at 50 frames/s).
+CONFIRMED_HISTORY = 2048
 
 
 def stream_bytes_from_env() -> int:
@@ -71,7 +82,7 @@ def stream_bytes_from_env() -> int:
 class _Topic:
     """Per-topic publisher state. Invariant: ``dirty`` ⊆ keys ever set; ``state`` is the truth."""
 
-    __slots__ = ("name", "state", "dirty", "reset", "dropped", "seq", "maxlen", "frame_bytes")
+    __slots__ = ("name", "state", "dirty", "reset", "dropped", "seq", "maxlen", "frame_bytes", "confirmed", "sent")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -82,6 +93,8 @@ class _Topic:
         self.reset = True  # the first frame of every publisher rewrites the snapshot
         self.dropped = 0
         self.seq = 0
+        self.confirmed = 0  # the last seq Redis confirmed as applied (frame.lua status 1 or 2)
+        self.sent: deque[tuple[int, int]] = deque(maxlen=CONFIRMED_HISTORY)  # (seq, records) confirmed
 
 
 class RedisPublisher:
@@ -121,8 +134,12 @@ class RedisPublisher:
         self.clock = clock or RealClock()
         self.name = name or f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         # socket_timeout bounds every call: a frame pipeline is small, so 5 s means Redis is gone.
-        self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2,
-                                           health_check_interval=10)
+        # A connection re-established behind the publisher's back (redis-py reconnects a pooled
+        # connection it finds dead when it is next used) would send frames to a new master unchecked:
+        # _on_connect refuses that, so every reconnect goes through _ensure_epoch and its checks.
+        self._may_reconnect = True
+        self._redis = redis_config.sync_client(url, socket_timeout=5, socket_connect_timeout=2,
+                                               health_check_interval=10, redis_connect_func=self._on_connect)
         self._script = self._redis.register_script(FRAME_SCRIPT)
         self._buffer: deque[tuple[str, Any]] = deque()
         self._topics: dict[str, _Topic] = {}
@@ -138,6 +155,10 @@ class RedisPublisher:
         self.frames_published = 0
         self.records_dropped = 0
         self.redis_errors = 0
+        # Frames (and their records) a Redis confirmed and then did not have after a reconnect: a
+        # failover to a replica that had not received them yet.
+        self.frames_lost = 0
+        self.records_lost = 0
         self.connected = False
 
     # -- producer side (any thread, non-blocking) -------------------------------------------
@@ -308,12 +329,15 @@ class RedisPublisher:
     # -- flush (publisher thread; also called directly by tests) -----------------------------
     def _ensure_epoch(self) -> bytes:
         if self._epoch is None:
+            self._may_reconnect = True  # (re)connecting here is expected: the checks follow
             self._redis.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
             epoch = self._redis.get(self.keys.epoch)
             if epoch is None:  # deleted between SET NX and GET: try again next flush
                 raise redis.ConnectionError("epoch key vanished")
             if self._last_epoch is not None and epoch != self._last_epoch:
                 self._on_new_epoch()
+            elif self._last_epoch is not None and not self.connected:
+                self._check_applied()  # same data set after an outage: did it keep what it confirmed?
             self._epoch = self._last_epoch = epoch
             if not self.connected:
                 log.info("telemetry: connected to Redis (epoch %s)", epoch.decode())
@@ -321,7 +345,16 @@ class RedisPublisher:
                 self._presence_due = 0.0
                 self._ttl_at.clear()
             self.connected = True
+            self._may_reconnect = False
         return self._epoch
+
+    def _on_connect(self, conn: Any) -> None:
+        """Every (re)connect of the client's connections (redis-py's ``redis_connect_func``)."""
+        conn.on_connect()  # what redis-py does by default: AUTH, SELECT, the handshake
+        again = getattr(conn, "_ctrlscope_connected", False)
+        conn._ctrlscope_connected = True
+        if again and not self._may_reconnect:
+            raise redis.ConnectionError("reconnected to Redis; checking what it kept before sending frames")
 
     def _on_new_epoch(self) -> None:
         """Redis lost our data: frames in flight are void, every snapshot is rewritten (reset)."""
@@ -332,6 +365,53 @@ class RedisPublisher:
         with self._lock:
             for t in self._topics.values():
                 t.reset = True
+                t.confirmed = 0  # seqs of the old data set: nothing to check against the new one
+                t.sent.clear()
+
+    def _check_applied(self) -> None:
+        """After a reconnect to the same epoch: reset every topic whose last confirmed frame Redis no
+        longer has. That is a failover to a replica the old master had not yet replicated those frames
+        to (asynchronous replication): the new master's snapshot hash misses their state changes, so
+        the topic is rewritten whole (a reset frame, which makes every dashboard client resync), and
+        the records of the frames Redis lost ride on it as ``dropped``. Frames of such a topic still
+        in flight are void (they would apply on top of the wrong hash); their records go out again."""
+        with self._lock:
+            confirmed = {n: t.confirmed for n, t in self._topics.items() if t.confirmed}
+        if not confirmed:
+            return
+        names = list(confirmed)
+        pipe = self._redis.pipeline(transaction=False)
+        for name in names:
+            pipe.hget(self.keys.pubseq(name), self.name)
+        stored = pipe.execute()
+        lost: dict[str, int] = {}
+        for name, raw in zip(names, stored, strict=True):
+            have = int(raw) if raw else 0
+            if have < confirmed[name]:
+                lost[name] = have
+        if not lost:
+            return
+        if self._inflight is not None:
+            frames, records = self._inflight
+            self._buffer.extendleft(reversed([(t, r) for t, lst in records.items() if t in lost for r in lst]))
+            keep = [(t, args) for t, args in frames if t not in lost]
+            self._inflight = (keep, {t: r for t, r in records.items() if t not in lost}) if keep else None
+        frames_lost = records_lost = 0
+        with self._lock:
+            for name, have in lost.items():
+                t = self._topics[name]
+                missing = [n for seq, n in t.sent if seq > have]
+                frames_lost += t.confirmed - have
+                records_lost += sum(missing)
+                t.dropped += sum(missing)
+                t.reset = True
+                t.confirmed = have
+                t.sent.clear()
+        self.frames_lost += frames_lost
+        self.records_lost += records_lost
+        log.warning("telemetry: Redis lacks %d frame(s) (%d records) it had confirmed on %d topic(s), e.g. %s "
+                    "(a failover to a replica that had not received them); rewriting those topics",
+                    frames_lost, records_lost, len(lost), next(iter(lost)))
 
     def flush(self) -> int:
         """Send everything buffered now. Returns the number of records sent.
@@ -356,6 +436,7 @@ class RedisPublisher:
                          args=[epoch, maxlen, *args], client=pipe)
         results = pipe.execute()
         self._inflight = None
+        self._confirm(frames, records, results)
         lost = {topic for (topic, _), (status, _v) in zip(frames, results, strict=True) if status == 0}
         if lost:
             # Redis restarted without persistence (or our keys were deleted): rewrite every snapshot
@@ -369,6 +450,21 @@ class RedisPublisher:
         self.records_published += sent
         self.frames_published += len(frames)
         return sent
+
+    def _confirm(self, frames: list[tuple[str, list[Any]]], records: dict[str, list[Any]],
+                 results: list[Any]) -> None:
+        """Note, per topic, the last seq Redis confirmed, and how many records the confirmed frames carried."""
+        first: set[str] = set()
+        with self._lock:
+            for (topic, args), (status, _v) in zip(frames, results, strict=True):
+                carries = topic not in first  # the records ride on a topic's first frame of the flush
+                first.add(topic)
+                if status not in (1, 2):
+                    continue
+                t = self._topics[topic]
+                t.confirmed = max(t.confirmed, int(args[3]))
+                if carries and records.get(topic):
+                    t.sent.append((int(args[3]), len(records[topic])))
 
     def _take_records(self) -> dict[str, list[Any]]:
         out: dict[str, list[Any]] = {}

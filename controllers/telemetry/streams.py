@@ -58,7 +58,11 @@ RESET_PREFIX = b'{"reset":true'  # a reset frame starts with this, so readers ne
 NO_RECORDS_PREFIX = b'{"r":[],'  # a frame that carries only state changes (no records) starts with this
 FRAME_FIELD = b"f"
 START = b"0-0"  # the id before every entry: the position of an empty snapshot
-FRAME_SCRIPT = (Path(__file__).resolve().parents[2] / "protocol" / "frame.lua").read_bytes().decode()
+# protocol/frame.lua in a checkout; an installed package carries it as controllers/_protocol/ (pyproject.toml).
+_PACKAGED_PROTOCOL = Path(__file__).resolve().parents[1] / "_protocol"
+FRAME_SCRIPT_FILE = (_PACKAGED_PROTOCOL if _PACKAGED_PROTOCOL.is_dir()
+                     else Path(__file__).resolve().parents[2] / "protocol") / "frame.lua"
+FRAME_SCRIPT = FRAME_SCRIPT_FILE.read_bytes().decode()
 
 Entry = tuple[bytes, bytes]  # (stream id, frame JSON)
 Snapshot = tuple[bytes, dict[bytes, bytes]]  # (the id the state is exact as of, key → JSON value)
@@ -272,7 +276,27 @@ class AsyncStreamReader:
         if after == START:
             check_untrimmed(await self._info(topic))
             return entries_of(await self.client.xrange(stream, min=b"-", max=b"+", count=count))
-        return entries_after(after, await self.client.xrange(stream, min=after, max=b"+", count=count + 1))
+        try:
+            return entries_after(after, await self.client.xrange(stream, min=after, max=b"+", count=count + 1))
+        except ResumeRefused:
+            # Trimming removes the oldest entries first: if an entry older than ``after`` is still
+            # there, ``after`` was never in this stream (a failover's new master lacks it).
+            first = await self.client.xrange(stream, min=b"-", max=b"+", count=1)
+            if first and parse_id(first[0][0]) < parse_id(after):
+                raise ResumeRefused(ResyncReason.UNKNOWN_POSITION) from None
+            raise
+
+    async def replay_point(self, topic: str, position: bytes | None) -> bytes | None:
+        """Where a resync after a Redis outage replays from: the first entry after ``position`` (the
+        last entry the reader had read, on the Redis before the outage), or without a position the
+        stream's leading reset frame. The ids after ``position`` are new to the reader: Redis ids
+        grow with its clock, so a restarted Redis' stream and a promoted replica's new entries are
+        all after it, and a promoted replica never has entries the old master added after it."""
+        if position is None or position == START:
+            return await self.leading_reset(topic)
+        ms, seq = parse_id(position)
+        rows = await self.client.xrange(self.keys.stream(topic), min=f"{ms}-{seq + 1}", max=b"+", count=1)
+        return rows[0][0] if rows else None
 
     async def leading_reset(self, topic: str) -> bytes | None:
         """The id of the stream's first entry if it is a reset frame (a stream rebuilt by a worker)."""
