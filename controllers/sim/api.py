@@ -65,6 +65,21 @@ class ResourceRequest:
     representation: Representation = Representation.OBJECT
 
 
+@dataclass(frozen=True)
+class Access:
+    """One resource request as an RBAC authorizer sees it: verb, API group, resource (``pods``) and
+    subresource (``status``, or ""), the namespace ("" for a cluster-scoped resource or a request
+    across all namespaces) and the name ("" for a collection, and for a create, whose name RBAC's
+    ``resourceNames`` cannot restrict)."""
+
+    verb: str
+    group: str
+    resource: str
+    subresource: str
+    namespace: str
+    name: str
+
+
 def _not_found_path() -> StatusError:
     return StatusError(404, "the server could not find the requested resource", reason="NotFound")
 
@@ -129,6 +144,9 @@ class KubeAPI:
         self.flush_delay = flush_delay
         self.server_address = server_address
         self.streams: set[web.StreamResponse] = set()
+        # Every distinct Access served, when a caller asks for it (SimCluster(record_access=True)):
+        # what a client really needs from RBAC. Touched on the loop thread only.
+        self.accesses: set[Access] | None = None
 
     # ---- entry -------------------------------------------------------------------------------
 
@@ -239,6 +257,9 @@ class KubeAPI:
                 verb = "deletecollection"
         if verb not in req.rt.verbs:
             raise _method_not_allowed()
+        if self.accesses is not None:  # before faults: an injected failure was still asked for
+            self.accesses.add(Access(verb, req.rt.group, req.rt.plural, req.sub or "", req.namespace or "",
+                                     "" if verb == "create" else req.name or ""))
         req.representation = negotiate(request.headers.get("Accept"), table=verb in ("get", "list", "watch"))
         await self.faults.before_request(verb, req.rt.plural)
         dry_run = request.query.getall("dryRun", [])

@@ -114,6 +114,25 @@ BUILTINS: tuple[ResourceType, ...] = (
                  scale=ScaleSpec(), generation=True),
     ResourceType(group="coordination.k8s.io", version="v1", plural="leases", kind="Lease", namespaced=True,
                  singular="lease"),
+    # Served and stored so that manifests (deploy/) apply and dry-run as on a real cluster; no
+    # controller acts on them: a StatefulSet or Job creates no pods, a claim is never bound, RBAC is
+    # not enforced (every client is system:masters), a NetworkPolicy filters nothing.
+    _core("serviceaccounts", "ServiceAccount", short_names=("sa",)),
+    _core("persistentvolumeclaims", "PersistentVolumeClaim", short_names=("pvc",), status=True),
+    ResourceType(group="apps", version="v1", plural="statefulsets", kind="StatefulSet", namespaced=True,
+                 singular="statefulset", short_names=("sts",), categories=("all",), status=True,
+                 scale=ScaleSpec(), generation=True),
+    ResourceType(group="batch", version="v1", plural="jobs", kind="Job", namespaced=True, singular="job",
+                 categories=("all",), status=True, generation=True),
+    ResourceType(group="policy", version="v1", plural="poddisruptionbudgets", kind="PodDisruptionBudget",
+                 namespaced=True, singular="poddisruptionbudget", short_names=("pdb",), status=True,
+                 generation=True),
+    ResourceType(group="networking.k8s.io", version="v1", plural="networkpolicies", kind="NetworkPolicy",
+                 namespaced=True, singular="networkpolicy", short_names=("netpol",), generation=True),
+    *(ResourceType(group="rbac.authorization.k8s.io", version="v1", plural=kind.lower() + "s", kind=kind,
+                   namespaced=namespaced, singular=kind.lower())
+      for kind, namespaced in (("Role", True), ("RoleBinding", True), ("ClusterRole", False),
+                               ("ClusterRoleBinding", False))),
     ResourceType(group="authorization.k8s.io", version="v1", plural="selfsubjectaccessreviews",
                  kind="SelfSubjectAccessReview", namespaced=False, singular="selfsubjectaccessreview",
                  verbs=("create",), stored=False),

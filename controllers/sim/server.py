@@ -33,7 +33,7 @@ from aiohttp import web
 
 from controllers.clock import Clock, RealClock
 from controllers.schema import WatchEventType
-from controllers.sim.api import KubeAPI
+from controllers.sim.api import Access, KubeAPI
 from controllers.sim.codec import MAX_BODY
 from controllers.sim.controlplane import ControlPlane
 from controllers.sim.discovery import Discovery
@@ -74,7 +74,7 @@ class SimCluster:
                  history_limit: int = 50_000, seed: int = 0, on_fault: FaultHook | None = None,
                  control_plane: bool = True, git_version: str = "v1.32.0", watch_flush_delay: float = 0.002,
                  gc_freeze: bool = False, nodes: int = 3, lease_interval: float = LEASE_RENEW_INTERVAL,
-                 first_resource_version: int = 1) -> None:
+                 first_resource_version: int = 1, record_access: bool = False) -> None:
         self.host = host
         self.port = port
         self.clock = clock or RealClock()
@@ -98,6 +98,8 @@ class SimCluster:
         self.api = KubeAPI(store=self.store, discovery=self.discovery, faults=self.faults, kubelet=self.kubelet,
                            bookmark_interval=bookmark_interval, server_address=lambda: f"{self.host}:{self.port}",
                            flush_delay=watch_flush_delay)
+        if record_access:
+            self.api.accesses = set()
         # Process-wide GC tuning: only for a process that runs nothing but the simulator.
         self.gc_freezer = GcFreezer() if gc_freeze else None
         self._runner: web.AppRunner | None = None
@@ -276,6 +278,14 @@ class SimCluster:
         self.stop()
 
     # ---- kubeconfig --------------------------------------------------------------------------
+
+    def accesses(self) -> set[Access]:
+        """The distinct resource requests served so far, as RBAC would authorize them (a cluster
+        made with ``record_access=True``; tests derive least-privilege rules from it)."""
+        recorded = self.api.accesses
+        if recorded is None:
+            raise RuntimeError("this SimCluster does not record accesses: create it with record_access=True")
+        return self.call(lambda: set(recorded))
 
     def kubeconfig(self, context: str = "ctrlscope-sim") -> dict[str, Any]:
         return {

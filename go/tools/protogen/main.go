@@ -36,10 +36,9 @@ import (
 )
 
 // defaultGroupVersions are the group versions the simulator serves (controllers/sim/resources.py
-// BUILTINS), plus autoscaling/v1 for the Scale a /scale PUT carries and batch/v1, which the
-// simulator does not route yet but whose Jobs Go controllers commonly write.
+// BUILTINS), plus autoscaling/v1 for the Scale a /scale PUT carries.
 const defaultGroupVersions = "v1,apps/v1,batch/v1,autoscaling/v1,coordination.k8s.io/v1,authorization.k8s.io/v1," +
-	"authentication.k8s.io/v1,apiextensions.k8s.io/v1"
+	"authentication.k8s.io/v1,apiextensions.k8s.io/v1,policy/v1,networking.k8s.io/v1,rbac.authorization.k8s.io/v1"
 
 const (
 	metaPkg     = "k8s.io/apimachinery/pkg/apis/meta/v1"
