@@ -182,7 +182,7 @@ def test_runkopf_refuses_to_start_against_a_real_cluster_without_allow_writes(cl
         config["clusters"][0]["cluster"]["server"] = proxy.url
         proxied = tmp_path / "real-cluster.kubeconfig"
         proxied.write_text(yaml.safe_dump(config))
-        env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix}
+        env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1"}
         done = subprocess.run([sys.executable, "manage.py", "runkopf", "--kubeconfig", str(proxied), "--",
                                "--standalone", "-n", "default", str(ROOT / "tests/kopf/operators/leaky.py")],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
