@@ -14,7 +14,8 @@ Deployments (EnqueueRequestForObject, GenerationChangedPredicate) and the Config
 (EnqueueRequestForOwner), so someone editing or deleting a summary is repaired. A failed write
 raises: the controller retries it with exponential backoff until it converges.
 
-Run both: ``python manage.py runcontrollers --controller controllers.examples.deployments:setup``.
+Run both: ``python manage.py runcontrollers --controller controllers.examples.deployments:setup``;
+``deployments:setup_watch`` runs the watcher alone (read-only).
 """
 
 from __future__ import annotations
@@ -107,6 +108,12 @@ class DeploymentSummaryReconciler:
                 "generation": str(meta.get("generation", "")),
             },
         }
+
+
+def setup_watch(manager: Manager) -> None:
+    """The handler-based watcher alone: it reads Deployments and writes nothing (the observing
+    worker of deploy/, whose read-only ClusterRole allows exactly that)."""
+    watch_deployments(manager.informer_for("apps/v1", "Deployment"))
 
 
 def setup(manager: Manager) -> None:
