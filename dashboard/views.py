@@ -13,7 +13,7 @@ from django.shortcuts import render
 
 from controllers.schema import TOPIC_SEGMENT as _SEGMENT
 from controllers.schema import TopicKind, worker_topic, worker_topic_prefix
-from controllers.telemetry import inspector
+from controllers.telemetry import inspector, redis_config
 from controllers.telemetry.redisboot import ping
 from controllers.telemetry.streams import NO_RECORDS_PREFIX, Keys, StreamReader
 from dashboard.access import can_view, is_operator
@@ -84,7 +84,7 @@ def _redis() -> redis.Redis:
     global _redis_client
     with _redis_lock:
         if _redis_client is None:
-            _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
+            _redis_client = redis_config.sync_client(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
         return _redis_client
 
 

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,13 @@ def account(events: list[tuple[Any, ...]], topic: str, src: str) -> dict[str, An
     return out
 
 
+def _get(dashboard, path: str) -> str:
+    """An HTTP view's body (200 only): the views' Redis client follows the master too."""
+    with urllib.request.urlopen(dashboard.url + path, timeout=10) as resp:
+        assert resp.status == 200, path
+        return resp.read().decode()
+
+
 def _records_in_frames(url: str, pub, topic: str, gaps: list[tuple[int, int]]) -> int:
     """How many records the frames of ``pub`` strictly inside ``gaps`` carry in the stream (new master)."""
     import orjson
@@ -287,6 +295,7 @@ def test_a_sentinel_failover_is_a_reconnect_and_an_announced_resync(sentinel_clu
         await c.wait_for(lambda: c.topics["t"].snapshots == 1, what="the first snapshot")
         await c.wait_for(lambda: len(c.topics["t"].records) >= 2 * RATE, timeout=15, what="2 s of live records")
 
+        assert pub.name in await asyncio.to_thread(_get, dashboard, "/presence.json")  # the views' client
         await asyncio.to_thread(cluster.cut_replication, LAG_S)
         timing["kill"] = time.monotonic()
         cluster.procs["master"].kill()  # kill -9: no shutdown, nothing more is replicated
@@ -356,6 +365,7 @@ def test_a_sentinel_failover_is_a_reconnect_and_an_announced_resync(sentinel_clu
     missing = set(range(min(unique), total)) - unique  # from the first record after the subscription
     assert len(missing) <= skipped + pub.records_lost, (len(missing), skipped, pub.records_lost)
     assert c.errors == []
+    assert '"redis": "up"' in _get(dashboard, "/readyz") and pub.name in _get(dashboard, "/presence.json")
     assert dashboard.proc.poll() is None, "daphne survived the failover"
     log = dashboard.log.read_text(errors="replace")
     assert "Traceback" not in log, log[-3000:]
