@@ -1,5 +1,6 @@
 # ctrlscope: two commands from a fresh clone — `make demo` and `make test`.
-# Both create or refresh .venv from requirements.txt (exact pins) before doing anything else.
+# Both create or refresh .venv from requirements-test.txt (exact pins: the app's runtime pins in
+# requirements.txt, which it includes, plus the test suite and the tooling) before anything else.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -45,9 +46,9 @@ $(KOPF_STAMP): requirements-kopf.txt $(STAMP)
 	    --target $(VENV)/kopf/$$v kopf==$$v || exit 1; done
 	@touch $(KOPF_STAMP)
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt requirements-test.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
 	@touch $(STAMP)
 
 # The demo builds and runs the Go samples with CTRLSCOPE_GO, and goes on without them if it is empty.
@@ -55,7 +56,7 @@ demo: venv
 	CTRLSCOPE_DEMO=1 CTRLSCOPE_GO='$(GO_FOUND)' $(BIN)/python manage.py demo
 
 lint: venv
-	$(BIN)/ruff check controllers dashboard tests bench
+	$(BIN)/ruff check controllers dashboard ctrlscope tests bench
 	$(BIN)/lint-imports --config .importlinter
 
 # pytest exits 5 when it collected nothing: that is a failure here, never a pass.

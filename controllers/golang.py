@@ -49,6 +49,9 @@ def find_go() -> str | None:
 def build(out_dir: Path, *, programs: tuple[str, ...] = SAMPLES, say: Callable[[str], None] | None = None,
           timeout: float = 900.0) -> dict[str, Path]:
     """Build ``programs`` (``go/cmd/{name}``) into ``out_dir``; their paths by name."""
+    if not (MODULE / "go.mod").is_file():
+        raise GoUnavailable(f"there is no Go module at {MODULE}: the Go samples need a ctrlscope checkout "
+                            "(an installed package does not carry go/)")
     go = find_go()
     if go is None:
         raise GoUnavailable("no Go toolchain (set CTRLSCOPE_GO, install Go, or run `make` which gets one); "

@@ -70,7 +70,7 @@ def start_scenario(request: HttpRequest, name: str) -> JsonResponse:
         return JsonResponse({"error": "a scenario is already running"}, status=409)
     settings.RUN_DIR.mkdir(parents=True, exist_ok=True)
     with open(settings.RUN_DIR / "scenario.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, "manage.py", "scenario", name, "--speed", str(speed)],
+        proc = subprocess.Popen([sys.executable, "-m", "dashboard", "scenario", name, "--speed", str(speed)],
                                 cwd=settings.BASE_DIR, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     (settings.RUN_DIR / PID_FILE).write_text(str(proc.pid))

@@ -19,7 +19,27 @@ from dashboard.base_path import parse_base_path as _parse_base_path
 from dashboard.sso_settings import apply as _apply_sso
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-RUN_DIR = Path(os.environ.get("CTRLSCOPE_RUN_DIR", BASE_DIR / "run"))
+# A checkout (manage.py beside the packages; the Docker image's /app is one) keeps its writable state
+# in run/. An installed package (pip install .: BASE_DIR is site-packages) uses a per-user directory.
+CHECKOUT = (BASE_DIR / "manage.py").is_file()
+
+
+def _default_run_dir() -> Path:
+    if CHECKOUT:
+        return BASE_DIR / "run"
+    state = os.environ.get("XDG_STATE_HOME", "").strip()
+    if state:
+        return Path(state) / "ctrlscope"
+    try:
+        return Path.home() / ".local" / "state" / "ctrlscope"
+    except RuntimeError:  # no HOME and no passwd entry (an arbitrary container UID): set CTRLSCOPE_RUN_DIR
+        import tempfile
+
+        return Path(tempfile.gettempdir()) / f"ctrlscope-{os.getuid()}"
+
+
+# The run directory: logs, pid files, the simulator's kubeconfig, a private Redis, the SQLite default.
+RUN_DIR = Path(os.environ.get("CTRLSCOPE_RUN_DIR") or _default_run_dir())
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -99,7 +119,8 @@ ASGI_APPLICATION = "dashboard.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # templates/ in a checkout; an installed package carries them as dashboard/templates/.
+        "DIRS": [BASE_DIR / "templates" if CHECKOUT else Path(__file__).resolve().parent / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -34,6 +34,9 @@ DEMO_LEASE = "default/ctrlscope-demo"
 # Shorter than client-go's 15/10/2 s so a demo failover takes seconds, same ratios rules
 # (lease duration > renew deadline > 1.2 x retry period).
 DEMO_LEASE_TIMINGS = ["--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1"]
+# How the demo starts a management command in a child: ``python -m dashboard`` is ``manage.py``, in a
+# checkout and in an installed package alike.
+MANAGE = ["-m", "dashboard"]
 DEFAULT_CONTROLLERS = ["controllers.examples.deployments:setup", "controllers.examples.podset:setup"]
 # The Go samples: (worker name, program in go/cmd, extra flags). The Go reconciler writes its own
 # ConfigMaps (<name>-go-summary), so it never fights the Python one over <name>-summary.
@@ -130,7 +133,7 @@ class Command(BaseCommand):
             kubeconfig = str(run_dir / "kubeconfig-sim.yaml")
             self.env["CTRLSCOPE_SIM_KUBECONFIG"] = kubeconfig
             Path(kubeconfig).unlink(missing_ok=True)
-            supervisor.start(self._child("simulated cluster", ["manage.py", "simcluster", "--port", "0",
+            supervisor.start(self._child("simulated cluster", [*MANAGE, "simcluster", "--port", "0",
                                                                "--kubeconfig", kubeconfig], "simcluster"))
             supervisor.wait_ready(Path(kubeconfig).exists, f"{kubeconfig} did not appear")
             self._create_samples(kubeconfig)
@@ -143,7 +146,7 @@ class Command(BaseCommand):
         leader_election = replicas > 1 or not opts["kubeconfig"]
 
         def worker(name: str, suffix: str, *, synthetic: bool = False) -> Child:
-            argv = ["manage.py", "runcontrollers", "--kubeconfig", kubeconfig, "--worker-name", name, *cluster_name]
+            argv = [*MANAGE, "runcontrollers", "--kubeconfig", kubeconfig, "--worker-name", name, *cluster_name]
             for spec in opts["controller"] or DEFAULT_CONTROLLERS:
                 argv += ["--controller", spec]
             if opts["context"]:
@@ -194,7 +197,7 @@ class Command(BaseCommand):
     def _start_kopf(self, supervisor: Supervisor, kubeconfig: str, cluster_name: list[str]) -> None:
         """The kopf PodSet operator, unmodified, under ``runkopf``: its own worker on the overview,
         supervised (restarted if it dies) like the Python worker."""
-        argv = ["manage.py", "runkopf", "--worker-name", KOPF_WORKER, "--kubeconfig", kubeconfig, *cluster_name,
+        argv = [*MANAGE, "runkopf", "--worker-name", KOPF_WORKER, "--kubeconfig", kubeconfig, *cluster_name,
                 "--", "--standalone", "--all-namespaces", KOPF_OPERATOR]
         backoff = os.environ.get("PODSET_KOPF_BACKOFF", KOPF_DEMO_BACKOFF)
         supervisor.start(self._child(f"kopf worker {KOPF_WORKER}", argv, KOPF_WORKER,
@@ -241,35 +244,41 @@ class Command(BaseCommand):
         self.stdout.flush()
 
     def _create_samples(self, kubeconfig: str) -> None:
-        """Sample Deployments and PodSets (one per implementation, kopf's if it runs) so there is something
-        to watch at once."""
-        from controllers.examples import podset
-        from controllers.informers.http_client import KubernetesClient
-        from controllers.informers.listwatch import ApiError
+        create_samples(kubeconfig, kopf=self.kopf)
 
-        client = KubernetesClient.from_kubeconfig(kubeconfig)
-        podset.ensure_crd(client)
-        samples = [("/apis/apps/v1/namespaces/default/deployments", body) for body in self._deployments()]
-        podsets = {**SAMPLE_PODSETS, **({KOPF_SAMPLE_PODSET: podset.KOPF} if self.kopf else {})}
-        samples += [(f"/apis/{podset.API_VERSION}/namespaces/default/podsets", podset.podset(name, impl, 3))
-                    for name, impl in podsets.items()]
-        for path, body in samples:
-            try:
-                client.send_json("POST", path, body)
-            except ApiError as exc:
-                if exc.code != 409:  # already there (a --state file): fine
-                    raise CommandError(f"could not create sample {body['metadata']['name']}: {exc}") from exc
 
-    @staticmethod
-    def _deployments() -> list[dict]:
-        out = []
-        for name, (image, replicas) in SAMPLE_DEPLOYMENTS.items():
-            out.append({"apiVersion": "apps/v1", "kind": "Deployment",
-                        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
-                        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                                 "template": {"metadata": {"labels": {"app": name}},
-                                              "spec": {"containers": [{"name": name, "image": image}]}}}})
-        return out
+def create_samples(kubeconfig: str, *, kopf: bool) -> None:
+    """Sample Deployments and PodSets (one per implementation, kopf's if it runs) so there is something
+    to watch at once; the PodSet CRD first. Objects already there are left alone (``manage.py samples``
+    makes them for a stack the demo did not start)."""
+    from controllers.examples import podset
+    from controllers.informers.http_client import KubernetesClient
+    from controllers.informers.listwatch import ApiError
+
+    client = KubernetesClient.from_kubeconfig(kubeconfig)
+    podset.ensure_crd(client)
+    samples = [("/apis/apps/v1/namespaces/default/deployments", body) for body in sample_deployments()]
+    podsets = {**SAMPLE_PODSETS, **({KOPF_SAMPLE_PODSET: podset.KOPF} if kopf else {})}
+    samples += [(f"/apis/{podset.API_VERSION}/namespaces/default/podsets", podset.podset(name, impl, 3))
+                for name, impl in podsets.items()]
+    for path, body in samples:
+        try:
+            client.send_json("POST", path, body)
+        except ApiError as exc:
+            if exc.code != 409:  # already there (a --state file, a second run): fine
+                raise CommandError(f"could not create sample {body['metadata']['name']}: {exc}") from exc
+
+
+def sample_deployments() -> list[dict]:
+    out = []
+    for name, (image, replicas) in SAMPLE_DEPLOYMENTS.items():
+        out.append({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+                    "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                             "template": {"metadata": {"labels": {"app": name}},
+                                          "spec": {"containers": [{"name": name, "image": image}]}}}})
+    return out
+
 
 def _answers(url: str) -> bool:
     try:

@@ -25,8 +25,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("name", nargs="?", help="scenario name")
         parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
-        parser.add_argument("--kubeconfig", default=str(settings.RUN_DIR / "kubeconfig-sim.yaml"),
-                            help="cluster to drive (default: the demo's simulated cluster)")
+        parser.add_argument("--kubeconfig",
+                            default=settings.CTRLSCOPE_SIM_KUBECONFIG or str(settings.RUN_DIR / "kubeconfig-sim.yaml"),
+                            help="cluster to drive (default: the simulated cluster, CTRLSCOPE_SIM_KUBECONFIG)")
         parser.add_argument("--speed", type=float, default=1.0, help="time scale; 0.25 runs 4x faster")
         parser.add_argument("--worker", default="demo", help="worker whose telemetry is counted (default: demo)")
         parser.add_argument("--kopf-worker", default=KOPF_WORKER,

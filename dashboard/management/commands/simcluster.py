@@ -41,7 +41,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
         parser.add_argument("--port", type=int, default=6443, help="port to listen on; 0 picks a free one")
-        parser.add_argument("--kubeconfig", default="run/kubeconfig-sim.yaml", help="where to write the kubeconfig")
+        parser.add_argument("--kubeconfig", default=str(settings.RUN_DIR / "kubeconfig-sim.yaml"),
+                            help="where to write the kubeconfig (default: the run directory's kubeconfig-sim.yaml)")
         parser.add_argument("--state", default=None, help="load state from FILE on start, save it on shutdown")
         parser.add_argument("--start-delay", type=float, default=1.0,
                             help="seconds a pod spends in ContainerCreating before it runs")

@@ -1,0 +1,1 @@
+"""The ``ctrlscope`` command (``ctrlscope.cli``), installed by ``pip install .``."""
