@@ -51,9 +51,8 @@ OPT_IN = {"observe+summary-writer": [*OBSERVE, "summary-writer"],
 RENDERS = [*OVERLAYS, *OPT_IN]
 WORKLOADS = ("Deployment", "StatefulSet", "Job")
 RBAC = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
-# Environment names the manifests set that the app does not read (yet): Kubernetes plumbing, Python's
-# own, and the Sentinel settings issue 15 names for the app to follow (set by redis-sentinel for it).
-ENV_NOT_READ_BY_THE_APP = {"POD_NAMESPACE", "PYTHONDONTWRITEBYTECODE", "REDIS_SENTINELS", "REDIS_MASTER_NAME"}
+# Environment names the manifests set that the app does not read: Kubernetes plumbing, Python's own.
+ENV_NOT_READ_BY_THE_APP = {"POD_NAMESPACE", "PYTHONDONTWRITEBYTECODE"}
 
 
 def require_kubectl() -> None:
@@ -251,11 +250,15 @@ def test_settings_are_environment_variables_the_app_reads_and_secrets_are_refere
         assert not unread, f"{workload['metadata']['name']}: the app reads no {sorted(unread)}"
         assert "CTRLSCOPE_SECRET_KEY" in names  # every Django process needs it
         if workload["kind"] == "Deployment":  # the migrations Job needs no Redis
-            assert "REDIS_URL" in names, workload["metadata"]["name"]
+            # One Redis server, or the Sentinels that name the current master.
+            assert "REDIS_URL" in names or {"REDIS_SENTINELS", "REDIS_MASTER_NAME"} <= names, \
+                workload["metadata"]["name"]
         for e in c.get("env", []):
             ref = (e.get("valueFrom") or {}).get("secretKeyRef")
             if ref:
-                assert (ref["name"], ref["key"]) in {("ctrlscope", "secret-key"), ("ctrlscope-redis", "url")}
+                assert (ref["name"], ref["key"]) in {("ctrlscope", "secret-key"), ("ctrlscope", "database-url"),
+                                                     ("ctrlscope-redis", "url")}
+                assert ref.get("optional", False) == (ref["key"] == "database-url")  # SQLite without it
     readme = (ROOT / "README.md").read_text()
     assert "kubectl -n ctrlscope create secret generic ctrlscope --from-literal=secret-key=" in readme
 
