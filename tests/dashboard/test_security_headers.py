@@ -21,8 +21,10 @@ STRICT = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'sel
 HTML = {"index": "/", "controller": "/c/w1/podset/", "scenarios": "/scenarios/", "cluster": "/cluster/",
         "login": "/accounts/login/"}
 OTHER = {"informer_snapshot": "/c/w1/informer/pods/snapshot.json", "inspect_object": "/c/w1/informer/pods/object",
-         "fault-status": "/cluster/faults/status", "healthz": "/healthz", "presence": "/presence.json",
-         "start-scenario": None, "fault-action": None, "forget-worker": None, "logout": None}  # None: POST only
+         "fault-status": "/cluster/faults/status", "healthz": "/healthz", "readyz": "/readyz",
+         "presence": "/presence.json", "start-scenario": None, "fault-action": None, "forget-worker": None,
+         "logout": None,  # None: POST only, or (the OIDC flow's two) served only when OIDC is configured
+         "oidc_authentication_init": None, "oidc_authentication_callback": None}
 EXTRA = ["/admin/login/", "/admin/", "/no/such/page/", "/static/dashboard/app.js", "/static/admin/css/base.css"]
 
 
