@@ -224,10 +224,12 @@ def test_a_stream_of_big_frames_is_bounded_by_bytes_but_keeps_the_dashboards_his
         pub.publish("small", {"seq": i})
         pub.flush()
     medium, big = read_stream(redis_url, prefix, "medium"), read_stream(redis_url, prefix, "big")
+    # The publisher divides by its moving average of the frames' sizes, which differ by a few bytes
+    # (the digits of ts and seq): the length is the budget over ~one frame's size, give or take 2 %.
     per_frame = len(orjson.dumps(medium[-1][1]))
     budget_len = 1024 * 1024 // per_frame
     assert budget_len < 2_500
-    assert budget_len <= len(medium) <= budget_len + 100 and medium[-1][1]["r"][0]["seq"] == 2_499
+    assert 0.98 * budget_len <= len(medium) <= 1.02 * budget_len + 100 and medium[-1][1]["r"][0]["seq"] == 2_499
     assert MIN_STREAM_LEN <= len(big) <= MIN_STREAM_LEN + 100 and big[-1][1]["r"][0]["seq"] == 2_499
     assert len(read_stream(redis_url, prefix, "small")) == 2_500
 
