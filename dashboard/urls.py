@@ -1,8 +1,9 @@
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard import fault_views, presence_views, scenario_views, views
+from dashboard import fault_views, oidc, presence_views, scenario_views, views
 
 urlpatterns = [
     path("", views.index, name="index"),
@@ -18,7 +19,11 @@ urlpatterns = [
     path("workers/<str:worker>/forget", presence_views.forget_worker, name="forget-worker"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    # "Sign in with SSO" when OIDC is configured (dashboard/oidc.py); local users log in as before.
+    path("accounts/login/", auth_views.LoginView.as_view(extra_context={"sso_login": settings.CTRLSCOPE_OIDC_ENABLED}),
+         name="login"),
+    path("accounts/oidc/authenticate/", oidc.OidcLoginView.as_view(), name="oidc_authentication_init"),
+    path("accounts/oidc/callback/", oidc.OidcCallbackView.as_view(), name="oidc_authentication_callback"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
 ]
