@@ -23,31 +23,27 @@ def compose_command() -> list[str] | None:
     return [legacy] if legacy else None
 
 
-def test_docker_compose_config_validates():
+def compose_config(*args: str) -> str:
+    """``docker compose config ARGS`` of the repository's file; skipped (failed in CI) without Compose."""
     cmd = compose_command()
     if cmd is None:
         if os.environ.get("CI"):
             pytest.fail("neither `docker compose` nor `docker-compose` found: .ci/run installs docker-compose")
         pytest.skip("Docker Compose is not installed (apt-get install docker-compose)")
     env = {**os.environ, "CTRLSCOPE_SECRET_KEY": "validate-only"}
-    result = subprocess.run([*cmd, "-f", str(ROOT / "docker-compose.yml"), "config", "--services"],
+    result = subprocess.run([*cmd, "-f", str(ROOT / "docker-compose.yml"), "config", *args],
                             capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert set(result.stdout.split()) >= {"redis", "simcluster", "samples", "worker", "kopf", "migrate", "web"}
+    return result.stdout
+
+
+def test_docker_compose_config_validates():
+    assert set(compose_config("--services").split()) >= {"redis", "simcluster", "samples", "worker", "kopf", "migrate", "web"}
 
 
 def resolved() -> dict:
     """The compose file as Compose resolves it (anchors merged, variables substituted)."""
-    cmd = compose_command()
-    if cmd is None:
-        if os.environ.get("CI"):
-            pytest.fail("neither `docker compose` nor `docker-compose` found: .ci/run installs docker-compose")
-        pytest.skip("Docker Compose is not installed (apt-get install docker-compose)")
-    env = {**os.environ, "CTRLSCOPE_SECRET_KEY": "validate-only"}
-    result = subprocess.run([*cmd, "-f", str(ROOT / "docker-compose.yml"), "config"],
-                            capture_output=True, text=True, env=env, timeout=60)
-    assert result.returncode == 0, result.stderr
-    return yaml.safe_load(result.stdout)["services"]
+    return yaml.safe_load(compose_config())["services"]
 
 
 def argv(service: dict) -> list[str]:
