@@ -181,32 +181,29 @@
     renderWritesNotice();
   }
 
+  // A notice above the components (id: its element, made on first use), hidden when text is "".
+  function notice(id, text) {
+    let note = $(id);
+    if (!note && !text) return;
+    if (!note) {
+      note = el("div", { id: id, className: "notice " + id, role: "status" });
+      $("components").before(note);
+    }
+    note.hidden = !text;
+    if (note.textContent !== text) note.textContent = text;
+  }
+
   // A read-only worker (v1.2 cluster entry): its writes are refused in the worker, and the page
   // says so above everything, so that a failing Reconcile is not mistaken for an API server's 403.
   function renderWritesNotice() {
     const badge = Page.writesBadge(Page.clusterEntry(stateOf(T.components)));
-    const readOnly = !!badge && badge.readOnly;
-    let note = $("writes-notice");
-    if (!note && !readOnly) return;
-    if (!note) {
-      note = el("div", { id: "writes-notice", className: "notice writes-notice", role: "status" });
-      $("components").before(note);
-    }
-    note.hidden = !readOnly;
-    note.textContent = readOnly ? "read-only: worker " + page.worker + " " + badge.title.replace(/^this worker /, "") : "";
+    notice("writes-notice", badge && badge.readOnly ? "read-only: worker " + page.worker + " " + badge.title.replace(/^this worker /, "") : "");
   }
 
   // A worker of another protocol major: nothing on this page is its data, and the page says so.
   function renderProtocolNotice() {
     const version = Page.unsupportedVersion(client, page.worker, stateOf(T.components));
-    let note = $("protocol-notice");
-    if (!note && !version) return;
-    if (!note) {
-      note = el("div", { id: "protocol-notice", className: "notice protocol-notice", role: "status" });
-      $("components").before(note);
-    }
-    note.hidden = !version;
-    note.textContent = version ? Page.protocolNotice(page.worker, version) : "";
+    notice("protocol-notice", version ? Page.protocolNotice(page.worker, version) : "");
     // Its components and pipeline would only ever say "waiting…": the notice stands in for them.
     $("components").hidden = !!version;
     $("pipeline").hidden = !!version;
@@ -216,16 +213,8 @@
   // and the page says so above it instead of passing it for live.
   window.ctrlscopePresence.listen(() => {
     const Presence = window.ctrlscopePresence, run = Presence.workerRun(page.worker);
-    let note = $("run-notice");
-    const stopped = !!run && !run.alive;
-    if (!note && !stopped) return;
-    if (!note) {
-      note = el("div", { id: "run-notice", className: "notice run-notice", role: "status" });
-      $("components").before(note);
-    }
-    note.hidden = !stopped;
-    note.textContent = stopped ? "worker " + page.worker + " is not running: " + Presence.stoppedText(run) + " (" + Presence.runText(run) +
-      "). What this page shows is that run's last state." : "";
+    notice("run-notice", run && !run.alive ? "worker " + page.worker + " is not running: " + Presence.stoppedText(run) +
+      " (" + Presence.runText(run) + "). What this page shows is that run's last state." : "");
   });
 
   // This page's controller as the worker's components report it ({} until reported).
