@@ -178,12 +178,13 @@ def test_protobuf_creates_store_what_json_creates_store(kubectl: Kubectl, ns: st
 
 def test_create_for_a_kind_the_simulator_does_not_serve_fails_as_kubectl_does(kubectl: Kubectl, ns: str,
                                                                               tmp_path: Path) -> None:
-    typed = kubectl.run("create", "job", "j", "--image=busybox", "-n", ns, check=False)
+    # CronJob: batch/v1 is served (Jobs), its CronJobs are not.
+    typed = kubectl.run("create", "cronjob", "j", "--image=busybox", "--schedule=* * * * *", "-n", ns, check=False)
     assert typed.returncode == 1
-    assert typed.stderr.strip() == "error: failed to create job: the server could not find the requested resource"
-    manifest = tmp_path / "job.yaml"
-    manifest.write_text("apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec: {}\n")
+    assert typed.stderr.strip() == "error: failed to create cronjob: the server could not find the requested resource"
+    manifest = tmp_path / "cronjob.yaml"
+    manifest.write_text("apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: j}\nspec: {}\n")
     mapped = kubectl.run("create", "-f", str(manifest), "-n", ns, check=False)
-    assert mapped.returncode == 1 and 'no matches for kind "Job" in version "batch/v1"' in mapped.stderr
-    listed = kubectl.run("get", "jobs", "-n", ns, check=False)
-    assert listed.returncode == 1 and 'the server doesn\'t have a resource type "jobs"' in listed.stderr
+    assert mapped.returncode == 1 and 'no matches for kind "CronJob" in version "batch/v1"' in mapped.stderr
+    listed = kubectl.run("get", "cronjobs", "-n", ns, check=False)
+    assert listed.returncode == 1 and 'the server doesn\'t have a resource type "cronjobs"' in listed.stderr
