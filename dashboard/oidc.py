@@ -140,7 +140,21 @@ class OidcBackend(OIDCAuthenticationBackend):
         return user if user is not None and user.is_active else None
 
 
-class OidcLoginView(OIDCAuthenticationRequestView):
+class _OidcOnly:
+    """Both OIDC views: 404 while OIDC is off, and a provider that cannot be reached is a page that
+    says so (logged), not a 500."""
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        if not settings.CTRLSCOPE_OIDC_ENABLED:
+            return HttpResponse("single sign-on (OIDC) is not configured", status=404, content_type="text/plain")
+        try:
+            return super().get(request)  # type: ignore[misc]
+        except OidcUnavailable as exc:
+            log.warning("OIDC %s: %s", type(self).__name__, exc)
+            return _denied(request, f"Single sign-on is unavailable: {exc}")
+
+
+class OidcLoginView(_OidcOnly, OIDCAuthenticationRequestView):
     """"Sign in with SSO": to the provider's authorization endpoint."""
 
     OIDC_OP_AUTH_ENDPOINT = _lazy("OIDC_OP_AUTHORIZATION_ENDPOINT")
@@ -150,26 +164,9 @@ class OidcLoginView(OIDCAuthenticationRequestView):
         View.__init__(self, **kwargs)  # not super(): it needs the OIDC settings, absent when OIDC is off
         self.OIDC_RP_CLIENT_ID = getattr(settings, "OIDC_RP_CLIENT_ID", "")
 
-    def get(self, request: HttpRequest) -> HttpResponse:
-        if not settings.CTRLSCOPE_OIDC_ENABLED:
-            return HttpResponse("single sign-on (OIDC) is not configured", status=404, content_type="text/plain")
-        try:
-            return super().get(request)
-        except OidcUnavailable as exc:
-            log.warning("OIDC sign-in: %s", exc)
-            return _denied(request, f"Single sign-on is unavailable: {exc}")
 
-
-class OidcCallbackView(OIDCAuthenticationCallbackView):
+class OidcCallbackView(_OidcOnly, OIDCAuthenticationCallbackView):
     get_settings = staticmethod(oidc_setting)
-
-    def get(self, request: HttpRequest) -> HttpResponse:
-        if not settings.CTRLSCOPE_OIDC_ENABLED:
-            return HttpResponse("single sign-on (OIDC) is not configured", status=404, content_type="text/plain")
-        try:
-            return super().get(request)
-        except OidcUnavailable as exc:
-            return _denied(request, f"Single sign-on is unavailable: {exc}")
 
     def login_failure(self) -> HttpResponse:
         request = self.request
