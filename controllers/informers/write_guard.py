@@ -18,9 +18,28 @@ that the controllers observe, and replicas of an observing worker still need one
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
+from typing import Any
+
+from controllers.informers.listwatch import ApiError
+from controllers.simulated import is_simulated
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def ask_server(client: Any, *, attempts: int = 1, pause: float = 1.0) -> tuple[bool | None, str]:
+    """``GET /version`` through ``client`` (a ``KubernetesClient``): whether the server is the
+    simulated cluster (``None``: no answer in ``attempts`` tries, ``pause`` s apart) and its gitVersion."""
+    for attempt in range(attempts):
+        try:
+            info = client.get_json("/version", timeout=5)
+        except (OSError, ValueError, ApiError):
+            if attempt + 1 < attempts:
+                time.sleep(pause)
+            continue
+        return is_simulated(info), str(info.get("gitVersion", "")) if isinstance(info, dict) else ""
+    return None, ""
 
 
 class ReadOnlyError(PermissionError):

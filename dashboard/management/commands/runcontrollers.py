@@ -184,11 +184,10 @@ class Command(BaseCommand):
         # Imported here: the synthetic-only worker must not need a cluster or the runtime.
         from controllers.informers.http_client import KubernetesClient
         from controllers.informers.listwatch import ApiError
-        from controllers.informers.write_guard import WriteGuard
+        from controllers.informers.write_guard import WriteGuard, ask_server
         from controllers.kopf import zerocode
         from controllers.reconcile.leader_election import KubernetesLeaseLock
         from controllers.reconcile.manager import Manager
-        from controllers.simulated import is_simulated
 
         try:
             if opts["in_cluster"]:
@@ -204,12 +203,10 @@ class Command(BaseCommand):
 
         def probe() -> bool | None:
             nonlocal version
-            try:
-                info = client.get_json("/version", timeout=5)
-            except (OSError, ValueError, ApiError):
-                return None
-            version = str(info.get("gitVersion", "")) if isinstance(info, dict) else ""
-            return is_simulated(info)
+            simulated, answered = ask_server(client)
+            if simulated is not None:
+                version = answered
+            return simulated
 
         def describe(guard: WriteGuard) -> None:
             observer.describe_cluster(name=cluster_name, server=client.server, version=version,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import time
 from typing import Any
 
 from django.conf import settings
@@ -71,7 +70,10 @@ class Command(BaseCommand):
             if not opts["unsupported_kopf"]:
                 raise CommandError(str(exc)) from exc
         server, client = self._configure_cluster(opts)
-        simulated, version = self._ask_server(client)
+        from controllers.informers.write_guard import ask_server
+
+        # ~10 s of tries: a simulator may still be starting.
+        simulated, version = ask_server(client, attempts=5)
         if not simulated and not opts["allow_writes"]:
             # kopf stores its progress on the objects it handles: it cannot run without writing, and
             # its requests go through its own client, which no guard of ctrlscope's sees. So a kopf
@@ -129,23 +131,6 @@ class Command(BaseCommand):
         except Exception as exc:  # kubeconfig errors come in many types; all mean "cannot connect"
             raise CommandError(f"cannot load cluster configuration: {exc}") from exc
         return client.server, client
-
-    @staticmethod
-    def _ask_server(client: Any) -> tuple[bool | None, str]:
-        """Whether the server is the simulated cluster (None: it did not answer within ~10 s, e.g.
-        a simulator still starting), and its version."""
-        from controllers.informers.listwatch import ApiError
-        from controllers.simulated import is_simulated
-
-        for attempt in range(5):
-            try:
-                info = client.get_json("/version", timeout=5)
-                break
-            except (OSError, ValueError, ApiError):
-                if attempt == 4:
-                    return None, ""
-                time.sleep(1.0)
-        return is_simulated(info), str(info.get("gitVersion", "")) if isinstance(info, dict) else ""
 
     def _run_kopf(self, kopf_args: list[str]) -> int:
         from kopf import cli
