@@ -62,13 +62,17 @@ func WrapConfig(tel *ctrlscope.Telemetry, cfg *rest.Config) *rest.Config {
 		return &roundTripper{tel: tel, reg: reg, next: next}
 	})
 	if server := serverURL(cfg.Host); server != "" {
-		name := server
-		if u, err := url.Parse(server); err == nil && u.Host != "" {
-			name = u.Host
-		}
-		tel.DescribeCluster(name, server, "")
+		tel.DescribeCluster(clusterName(server), server, "")
 	}
 	return c
+}
+
+// clusterName is the cluster entry's name for server: its host[:port], else the URL itself.
+func clusterName(server string) string {
+	if u, err := url.Parse(server); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return server
 }
 
 // serverURL is host as a URL without user info, query or fragment.

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -58,16 +57,12 @@ type writeGuard struct {
 // path prefixes that may always be written (e.g. "/apis/coordination.k8s.io/v1/namespaces/ns/leases").
 func GuardWrites(tel *ctrlscope.Telemetry, cfg *rest.Config, allowWrites bool, exempt ...string) (*rest.Config, error) {
 	server := serverURL(cfg.Host)
-	name := server
-	if u, err := url.Parse(server); err == nil && u.Host != "" {
-		name = u.Host
-	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
 	hc.Timeout = 5 * time.Second
-	g := &writeGuard{tel: tel, name: name, server: server, allowWrites: allowWrites, exempt: exempt,
+	g := &writeGuard{tel: tel, name: clusterName(server), server: server, allowWrites: allowWrites, exempt: exempt,
 		probe: func() *bool { return isSimulated(hc, server) }}
 	g.simulated = g.probe()
 	g.describe()
