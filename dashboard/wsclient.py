@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import websockets
+
+try:
+    import websockets
+except ImportError as missing:  # an installed package without the extra
+    raise ImportError("dashboard.wsclient needs the websockets package: pip install 'ctrlscope[client]'") from missing
 
 from controllers.telemetry.streams import parse_id
 

@@ -35,7 +35,7 @@ MAPPED = {"templates": ("dashboard", "templates"), "protocol": ("controllers", "
 # Pinned in requirements.txt for a reproducible app, but only ever installed through another
 # dependency (kopf's, aiohttp's and Twisted's): not the package's own dependencies.
 TRANSITIVE_PINS = {"click", "iso8601", "jsonpatch", "jsonpointer", "python-json-logger", "attrs"}
-TEST_TOOLS = {"pytest", "pytest-timeout", "hypothesis", "playwright", "websockets", "ruff", "import-linter",
+TEST_TOOLS = {"pytest", "pytest-timeout", "hypothesis", "playwright", "ruff", "import-linter",
               "jsonschema"}
 
 
