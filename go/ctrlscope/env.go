@@ -1,6 +1,9 @@
 package ctrlscope
 
-import "os"
+import (
+	"fmt"
+	"os"
+)
 
 // Environment variables the dashboard reads too: a publisher started with PublisherFromEnv
 // writes where a dashboard started in the same environment reads.
@@ -13,11 +16,12 @@ const (
 const DefaultRedisURL = "redis://127.0.0.1:6379/0"
 
 // PublisherFromEnv is NewPublisher for the Redis and key prefix the environment names (REDIS_URL,
-// CTRLSCOPE_PREFIX); fields of opts other than Prefix are kept.
+// or REDIS_SENTINELS with REDIS_MASTER_NAME, which win; CTRLSCOPE_PREFIX); fields of opts other
+// than Prefix are kept.
 func PublisherFromEnv(opts PublisherOptions) (*Publisher, error) {
-	url := os.Getenv(EnvRedisURL)
-	if url == "" {
-		url = DefaultRedisURL
+	url, err := RedisURLFromEnv(os.Getenv, DefaultRedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("ctrlscope: %w", err)
 	}
 	if p := os.Getenv(EnvPrefix); p != "" {
 		opts.Prefix = p

@@ -130,13 +130,7 @@ func newSamplerHarness(t *testing.T, reg prometheus.Gatherer, clk *clocktesting.
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitWithin(t, what, 5*time.Second, cond)
 }
 
 func TestMetricsSamplerTicksOnItsClockWithPythonsShape(t *testing.T) {

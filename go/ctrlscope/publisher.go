@@ -19,6 +19,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"os"
 	"runtime"
@@ -57,6 +58,8 @@ type PublisherOptions struct {
 	Name            string        // publisher id, unique per run [host-pid-random]
 	Retention       time.Duration // the topics' keys' TTL, >= MinRetention (presence.go) [CTRLSCOPE_RETENTION, else 1h]
 	Clock           clock.PassiveClock
+	// Logf receives the publisher's warnings (a failover that lost confirmed frames) [log.Printf].
+	Logf func(format string, args ...any)
 }
 
 type pending struct {
@@ -98,6 +101,8 @@ type topicState struct {
 	reset                      bool                   // the first frame of every publisher run rewrites the snapshot
 	dropped                    int
 	seq                        int64
+	confirmed                  int64       // the last seq Redis confirmed as applied (frame.lua status 1 or 2)
+	sent                       []sentFrame // recently confirmed frames that carried records, oldest first
 	maxlen                     int
 	ttlAt                      time.Time // when its keys' TTL was last set (zero: not since its last reset frame)
 	taking                     [][]byte  // records being taken for a frame (takeRecordsLocked)
@@ -111,9 +116,22 @@ func (t *topicState) markDirty(e *stateEntry) {
 	}
 }
 
+// sentFrame is a confirmed frame's seq and how many records it carried: what a failover that lost
+// confirmed frames is counted against (checkApplied).
+type sentFrame struct {
+	seq  int64
+	nrec int
+}
+
+// confirmedHistory bounds topicState.sent per topic (some 40 s of frames at 50 frames/s), as the
+// Python publisher's CONFIRMED_HISTORY does.
+const confirmedHistory = 2048
+
 type builtFrame struct {
 	topic string
 	t     *topicState
+	seq   int64
+	nrec  int   // records it carries (a topic's records ride on its first chunk)
 	args  []any // ARGV: epoch and maxlen (filled in by send), frame, topic, src, seq, reset, nset, pairs..., deletes...
 }
 
@@ -174,29 +192,41 @@ type Publisher struct {
 	// SnapshotsRewritten counts topics whose snapshot a refresh found gone (expired, forgotten)
 	// and rewrote with a reset frame.
 	SnapshotsRewritten atomic.Int64
-	connected          atomic.Bool
+	// FramesLost and RecordsLost count frames (and their records) Redis confirmed and then did not
+	// have after a reconnect: a failover to a replica they had not reached (checkApplied).
+	FramesLost  atomic.Int64
+	RecordsLost atomic.Int64
+	connected   atomic.Bool
+	// mayReconnect: ensureEpoch is (re)connecting, which is expected; a connection dialed at any
+	// other time while connected is refused (onConnect), so no frame goes to a new server before
+	// checkApplied looked at what it kept.
+	mayReconnect atomic.Bool
 }
 
-// NewPublisher connects lazily to the Redis at url (redis://host:port/db). It fails only on a
-// URL it cannot parse or a retention it refuses (opts.Retention, else $CTRLSCOPE_RETENTION).
+// errReconnected is what a frame pipeline fails with when its connection was dialed anew while the
+// publisher counted itself connected (go-redis redials silently; after a Sentinel failover that is
+// a different server).
+var errReconnected = errors.New("ctrlscope: reconnected to Redis; checking what it kept before sending frames")
+
+// onConnect runs for every connection the client dials (go-redis' OnConnect, after AUTH/SELECT).
+func (p *Publisher) onConnect(context.Context, *redis.Conn) error {
+	if p.connected.Load() && !p.mayReconnect.Load() {
+		// The call fails with this; the loop then counts the publisher disconnected and its next
+		// flush rechecks the epoch and what Redis kept (a dial go-redis retries is refused again).
+		return errReconnected
+	}
+	return nil
+}
+
+// NewPublisher connects lazily to the Redis at url: redis://[:password@]host:port/db (rediss://,
+// unix://), or redis+sentinel://host:port,host:port/master-name[/db] for the master those Sentinels
+// name (redisconfig.go; REDIS_PASSWORD and REDIS_SENTINEL_PASSWORD from the environment). It fails
+// only on a URL it cannot parse or a retention it refuses (opts.Retention, else $CTRLSCOPE_RETENTION).
 func NewPublisher(url string, opts PublisherOptions) (*Publisher, error) {
-	ro, err := redis.ParseURL(url)
+	p := &Publisher{}
+	rdb, err := newRedisClient(url, os.Getenv, p.onConnect)
 	if err != nil {
-		return nil, fmt.Errorf("ctrlscope: bad Redis URL %q: %w", url, err)
-	}
-	// Every call is bounded: a frame pipeline is small, so 5 s without an answer means Redis is gone.
-	ro.ReadTimeout, ro.WriteTimeout, ro.DialTimeout = 5*time.Second, 5*time.Second, 2*time.Second
-	ro.MaxRetries = -1 // the loop retries frames itself, unchanged; go-redis must not resend on its own
-	dial := ro.Dialer
-	if dial == nil {
-		dial = redis.NewDialer(ro)
-	}
-	ro.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &pollConn{Conn: c}, nil
+		return nil, err
 	}
 	if opts.Prefix == "" {
 		opts.Prefix = "ctrlscope:"
@@ -225,13 +255,17 @@ func NewPublisher(url string, opts PublisherOptions) (*Publisher, error) {
 	if opts.Name == "" {
 		opts.Name = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3))
 	}
+	if opts.Logf == nil {
+		opts.Logf = log.Printf
+	}
 	c := opts.Clock
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	return &Publisher{opts: opts, clock: c, rdb: redis.NewClient(ro), topics: map[string]*topicState{},
+	*p = Publisher{opts: opts, clock: c, rdb: rdb, topics: map[string]*topicState{},
 		buf: make([]pending, 64), wake: make(chan struct{}, 1), stop: make(chan struct{}),
-		stopped: make(chan struct{}), role: "publisher", host: host}, nil
+		stopped: make(chan struct{}), role: "publisher", host: host}
+	return p, nil
 }
 
 // pollInterval is how long a read of Redis' reply waits at a time (see pollConn).
@@ -659,6 +693,8 @@ func (p *Publisher) ensureEpoch(ctx context.Context) (string, error) {
 	if p.epoch != "" {
 		return p.epoch, nil
 	}
+	p.mayReconnect.Store(true) // (re)connecting here is expected: the checks follow
+	defer p.mayReconnect.Store(false)
 	epochKey := p.opts.Prefix + "epoch"
 	if err := p.rdb.SetNX(ctx, epochKey, randomHex(16), 0).Err(); err != nil {
 		return "", p.lost(err)
@@ -669,6 +705,11 @@ func (p *Publisher) ensureEpoch(ctx context.Context) (string, error) {
 	}
 	if p.lastEpoch != "" && epoch != p.lastEpoch {
 		p.onNewEpoch()
+	} else if p.lastEpoch != "" && !p.connected.Load() {
+		// The same data set after an outage: did it keep what it confirmed?
+		if err := p.checkApplied(ctx); err != nil {
+			return "", p.lost(err)
+		}
 	}
 	if !p.connected.Load() {
 		// Back after an outage (or first contact): keys may have expired meanwhile, and the
@@ -711,6 +752,125 @@ func (p *Publisher) onNewEpoch() {
 	}
 	for _, t := range p.topics {
 		t.reset = true
+		t.confirmed = 0 // seqs of the old data set: nothing to check against the new one
+		t.sent = t.sent[:0]
+	}
+}
+
+// checkApplied, after a reconnect to the same epoch, resets every topic whose last confirmed frame
+// Redis no longer has (its pubseq entry is behind). That is a failover to a replica the old master
+// had not yet replicated those frames to (replication is asynchronous): the new master's snapshot
+// hash misses their state changes, so the topic is rewritten whole (a reset frame, which makes every
+// dashboard client resync) and the records of the frames Redis lost ride on it as "dropped". Frames
+// of such a topic still in flight are void (they would apply on top of the wrong hash); their
+// records go out again.
+func (p *Publisher) checkApplied(ctx context.Context) error {
+	p.mu.Lock()
+	var names []string
+	var want []int64
+	for name, t := range p.topics {
+		if t.confirmed > 0 {
+			names = append(names, name)
+			want = append(want, t.confirmed)
+		}
+	}
+	p.mu.Unlock()
+	if len(names) == 0 {
+		return nil
+	}
+	pipe := p.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(names))
+	for i, name := range names {
+		cmds[i] = pipe.HGet(ctx, p.key("pubseq", name), p.opts.Name)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	lost := map[string]int64{}
+	for i, c := range cmds {
+		have, err := c.Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		if have < want[i] {
+			lost[names[i]] = have
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if in := p.inflight; in != nil {
+		var back []pending
+		keep := in.frames[:0:0]
+		for _, f := range in.frames {
+			if _, gone := lost[f.topic]; !gone {
+				keep = append(keep, f)
+				continue
+			}
+			if recs, ok := in.records[f.topic]; ok {
+				for _, r := range recs {
+					back = append(back, pending{f.t, r, 0})
+				}
+				delete(in.records, f.topic)
+			}
+		}
+		p.prepend(back)
+		clear(p.retired) // as in onNewEpoch: the records put back may sit in any retired slab
+		p.retired = p.retired[:0]
+		if len(keep) == 0 {
+			p.inflight = nil
+		} else {
+			in.frames = keep
+		}
+	}
+	var frames, records int64
+	example := ""
+	for name, have := range lost {
+		t := p.topics[name]
+		missing := 0
+		for _, s := range t.sent {
+			if s.seq > have {
+				missing += s.nrec
+			}
+		}
+		frames += t.confirmed - have
+		records += int64(missing)
+		t.dropped += missing
+		t.reset = true
+		t.confirmed = have
+		t.sent = t.sent[:0]
+		if example == "" || name < example {
+			example = name
+		}
+	}
+	p.FramesLost.Add(frames)
+	p.RecordsLost.Add(records)
+	if p.opts.Logf != nil { // nil only in a Publisher not made by NewPublisher
+		p.opts.Logf("ctrlscope: Redis lacks %d frame(s) (%d records) it had confirmed on %d topic(s), e.g. %s "+
+			"(a failover to a replica that had not received them); rewriting those topics", frames, records, len(lost), example)
+	}
+	return nil
+}
+
+// confirm notes, per topic, the last seq Redis confirmed and the records the confirmed frames carried.
+func (p *Publisher) confirm(frames []builtFrame, results []int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, f := range frames {
+		if results[i] != 1 && results[i] != 2 {
+			continue
+		}
+		t := f.t
+		t.confirmed = max(t.confirmed, f.seq)
+		if f.nrec > 0 {
+			if len(t.sent) == confirmedHistory {
+				n := copy(t.sent, t.sent[1:])
+				t.sent = t.sent[:n]
+			}
+			t.sent = append(t.sent, sentFrame{f.seq, f.nrec})
+		}
 	}
 }
 
@@ -797,6 +957,7 @@ func (p *Publisher) flush(ctx context.Context, batches, depth int) (int, error) 
 		return 0, p.lost(err)
 	}
 	p.inflight = nil
+	p.confirm(in.frames, results)
 	lost := map[string]bool{}
 	for i, res := range results {
 		if res == 0 {
@@ -1130,7 +1291,11 @@ func (p *Publisher) buildFramesLocked(records map[string][][]byte, now float64) 
 					j++
 				}
 			}
-			frames = append(frames, builtFrame{topic: name, t: t, args: args})
+			nrec := 0
+			if n == 0 {
+				nrec = len(recs)
+			}
+			frames = append(frames, builtFrame{topic: name, t: t, seq: t.seq, nrec: nrec, args: args})
 		}
 		// Consumed now: the built frames are retried unchanged until Redis confirms them.
 		for i, e := range t.dirty {
