@@ -388,8 +388,12 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
             if elapsed - last_report >= 60 or elapsed >= duration:
                 writes = ok.value
                 rss = ", ".join(f"{m.name} {m.samples[-1][1] / 2**20:.0f}" for m in measured)
+                # Which stream holds what, each minute: tells Redis' data growing (a stream still
+                # filling its budget) from its allocator growing.
+                held = ", ".join(f"{t.rsplit('/', 1)[-1]} {n:,}/{mib:.0f}" for t, n, mib in _streams(client, keys, counted[0]))
                 progress(f"  {elapsed / 60:5.1f} min: {(writes - last_writes) / (elapsed - last_report):,.0f} writes/s "
-                         f"({failed.value} failed), load {os.getloadavg()[0]:.1f}; RSS MiB: {rss}")
+                         f"({failed.value} failed), load {os.getloadavg()[0]:.1f}; RSS MiB: {rss}; "
+                         f"redis used {used_at[-1][1]:.0f} MiB, streams frames/MiB: {held}")
                 last_report, last_writes = elapsed, writes
         elapsed = time.monotonic() - t0
         for m in measured:
@@ -402,8 +406,7 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
         used.append(next((mib for at, mib in used_at if at >= warm_done_at), used[0]))
         used.append(_used_mib(client))
         load_avg = os.getloadavg()
-        streams = [(t, client.xlen(keys.stream(t)), (client.memory_usage(keys.stream(t), samples=0) or 0) / 2**20)
-                   for t in counted[0]]
+        streams = _streams(client, keys, counted[0])
         stop_load.set()
         load.join(30)
         tab_results = _drain_and_count(pages, client, keys, progress)
@@ -438,6 +441,12 @@ def _open_tab(browser: Any, url: str) -> Any:
         " return ts.length >= 4 && ts.every((t) => t.cursor) && [...c.topics.keys()].some((k) => k.includes('/informer/')); }",
         timeout=30_000)
     return page
+
+
+def _streams(client: redis.Redis, keys: Keys, topics: list[str]) -> list[tuple[str, int, float]]:
+    """(topic, length, MiB) of each topic's stream."""
+    return [(t, client.xlen(keys.stream(t)), (client.memory_usage(keys.stream(t), samples=0) or 0) / 2**20)
+            for t in topics]
 
 
 def _used_mib(client: redis.Redis) -> float:
