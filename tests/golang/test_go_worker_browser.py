@@ -35,6 +35,9 @@ def test_a_killed_go_worker_is_marked_stale_like_any_other(browser, dashboard_fa
     page.goto(dashboard.url + "/")
     page.wait_for_selector(f'{WORKER}[data-stale="false"] .ctl-card[data-controller="deployment-printer"]',
                            timeout=20_000)
+    # The runtime label comes with the worker's own entry (worker/go-informer), which may arrive after
+    # its controller's: the card can be drawn first, its label hidden until then (CI saw "").
+    page.wait_for_selector(f'{WORKER}[data-runtime="go"] .badge.runtime', timeout=10_000)
     assert page.inner_text(f"{WORKER} .badge.runtime") == "go"
     cache = f'{WORKER} .informer-chain[data-informer="apps/v1/Deployment"] .stage[data-stage="cache"]'
     page.wait_for_selector(cache, timeout=10_000)
