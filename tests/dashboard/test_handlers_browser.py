@@ -164,6 +164,9 @@ def test_a_kopf_operators_handlers_retries_logs_and_mode(browser, dashboard, red
         overview = open_overview(browser, dashboard)
         card = f'#overview .worker[data-worker="{WORKER}"] .ctl-card[data-controller="{topic_part(CONTROLLER)}"]'
         assert overview.wait_for_selector(f"{card} .mode-badge", timeout=10_000).inner_text() == "in-process"
+        # The label comes with worker/{name}, which may arrive after the controller's card.
+        overview.wait_for_selector(f'#overview .worker[data-worker="{WORKER}"][data-runtime="kopf"] .badge.runtime',
+                                   timeout=10_000)
         assert overview.inner_text(f'#overview .worker[data-worker="{WORKER}"] .badge.runtime') == "kopf"
         save_screenshot(overview, artifacts, "overview-kopf.png", full_page=True)
         close_page(overview)
