@@ -176,6 +176,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory):
         context = pw.chromium.launch_persistent_context(
             str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
             viewport={"width": 1280, "height": 800})
+        # For a test that needs a context of its own (a fake clock is per context and outlives the
+        # page: installed on this one it would hold for every later test's pages).
+        context.ctrlscope_playwright = pw
         yield context
         context.close()
 

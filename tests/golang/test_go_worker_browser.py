@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from tests.conftest import wait_until
+from tests.conftest import CHROMIUM, CHROMIUM_ARGS, wait_until
 from tests.dashboard.test_cache_panel_browser import save_screenshot
 from tests.dashboard.test_panels_browser import close_page
 from tests.golang.telemetry import Published
@@ -19,7 +19,7 @@ WORKER = '#overview .worker[data-worker="go-informer"]'
 
 
 def test_a_killed_go_worker_is_marked_stale_like_any_other(browser, dashboard_factory, sim_kubeconfig, go_process,
-                                                         redis_url, prefix, artifacts):
+                                                         redis_url, prefix, artifacts, request):
     dashboard = dashboard_factory()
     proc = go_process("deployment-informer", "--kubeconfig", str(sim_kubeconfig), "--worker-name", "go-informer")
     published = Published(redis_url, prefix)
@@ -28,7 +28,11 @@ def test_a_killed_go_worker_is_marked_stale_like_any_other(browser, dashboard_fa
                    what="the Go worker's first metrics sample")
     finally:
         published.close()
-    page = browser.new_page()
+    # A browser of its own: the fake clock is per context and cannot be uninstalled, so on the
+    # session's shared context it froze time for every later test's pages.
+    own = browser.ctrlscope_playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    request.addfinalizer(own.close)
+    page = own.new_context(viewport={"width": 1280, "height": 800}).new_page()
     page.js_errors = []
     page.on("pageerror", lambda err: page.js_errors.append(str(err)))
     page.clock.install()  # the page's clock, so that "30 s without a frame" need not take 30 s
