@@ -198,7 +198,7 @@ type Publisher struct {
 	RecordsLost atomic.Int64
 	connected   atomic.Bool
 	// mayReconnect: ensureEpoch is (re)connecting, which is expected; a connection dialed at any
-	// other time while connected is refused (onConnect), so no frame goes to a new server before
+	// other time while connected is refused (redialGuard), so no frame goes to a new server before
 	// checkApplied looked at what it kept.
 	mayReconnect atomic.Bool
 }
@@ -208,14 +208,26 @@ type Publisher struct {
 // a different server).
 var errReconnected = errors.New("ctrlscope: reconnected to Redis; checking what it kept before sending frames")
 
-// onConnect runs for every connection the client dials (go-redis' OnConnect, after AUTH/SELECT).
-func (p *Publisher) onConnect(context.Context, *redis.Conn) error {
-	if p.connected.Load() && !p.mayReconnect.Load() {
-		// The call fails with this; the loop then counts the publisher disconnected and its next
-		// flush rechecks the epoch and what Redis kept (a dial go-redis retries is refused again).
-		return errReconnected
+// redialGuard is a go-redis hook on the publisher's data connections only (a hook belongs to its
+// client: a failover client's Sentinel connections are not its, where an OnConnect would be passed
+// on to them too). A dial while the publisher counts itself connected is refused.
+type redialGuard struct{ p *Publisher }
+
+func (g redialGuard) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if g.p.connected.Load() && !g.p.mayReconnect.Load() {
+			// The call fails with this; the loop then counts the publisher disconnected and its next
+			// flush rechecks the epoch and what Redis kept (a dial go-redis retries is refused again).
+			return nil, errReconnected
+		}
+		return next(ctx, network, addr)
 	}
-	return nil
+}
+
+func (redialGuard) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (redialGuard) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // NewPublisher connects lazily to the Redis at url: redis://[:password@]host:port/db (rediss://,
@@ -224,10 +236,11 @@ func (p *Publisher) onConnect(context.Context, *redis.Conn) error {
 // only on a URL it cannot parse or a retention it refuses (opts.Retention, else $CTRLSCOPE_RETENTION).
 func NewPublisher(url string, opts PublisherOptions) (*Publisher, error) {
 	p := &Publisher{}
-	rdb, err := newRedisClient(url, os.Getenv, p.onConnect)
+	rdb, err := newRedisClient(url, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
+	rdb.AddHook(redialGuard{p})
 	if opts.Prefix == "" {
 		opts.Prefix = "ctrlscope:"
 	}
@@ -734,26 +747,44 @@ func (p *Publisher) lost(err error) error {
 func (p *Publisher) onNewEpoch() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if in := p.inflight; in != nil {
-		p.inflight = nil
-		var back []pending
-		for _, f := range in.frames { // in frame order, each topic's records once
-			if recs, ok := in.records[f.topic]; ok {
-				for _, r := range recs {
-					back = append(back, pending{f.t, r, 0})
-				}
-				delete(in.records, f.topic)
-			}
-		}
-		p.prepend(back)
-		// The records put back may sit in any retired slab: let the GC have those.
-		clear(p.retired)
-		p.retired = p.retired[:0]
-	}
+	p.voidInflightLocked(nil)
 	for _, t := range p.topics {
 		t.reset = true
 		t.confirmed = 0 // seqs of the old data set: nothing to check against the new one
 		t.sent = t.sent[:0]
+	}
+}
+
+// voidInflightLocked voids the frames in flight of the topics void names (every topic, when void is
+// nil): their records go back to the front of the buffer, in frame order, each topic's once. Frames
+// of other topics stay in flight, unchanged. p.mu held.
+func (p *Publisher) voidInflightLocked(void func(topic string) bool) {
+	in := p.inflight
+	if in == nil {
+		return
+	}
+	var back []pending
+	keep := in.frames[:0:0]
+	for _, f := range in.frames {
+		if void != nil && !void(f.topic) {
+			keep = append(keep, f)
+			continue
+		}
+		if recs, ok := in.records[f.topic]; ok {
+			for _, r := range recs {
+				back = append(back, pending{f.t, r, 0})
+			}
+			delete(in.records, f.topic)
+		}
+	}
+	p.prepend(back)
+	// The records put back may sit in any retired slab: let the GC have those.
+	clear(p.retired)
+	p.retired = p.retired[:0]
+	if len(keep) == 0 {
+		p.inflight = nil
+	} else {
+		in.frames = keep
 	}
 }
 
@@ -801,30 +832,7 @@ func (p *Publisher) checkApplied(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if in := p.inflight; in != nil {
-		var back []pending
-		keep := in.frames[:0:0]
-		for _, f := range in.frames {
-			if _, gone := lost[f.topic]; !gone {
-				keep = append(keep, f)
-				continue
-			}
-			if recs, ok := in.records[f.topic]; ok {
-				for _, r := range recs {
-					back = append(back, pending{f.t, r, 0})
-				}
-				delete(in.records, f.topic)
-			}
-		}
-		p.prepend(back)
-		clear(p.retired) // as in onNewEpoch: the records put back may sit in any retired slab
-		p.retired = p.retired[:0]
-		if len(keep) == 0 {
-			p.inflight = nil
-		} else {
-			in.frames = keep
-		}
-	}
+	p.voidInflightLocked(func(topic string) bool { _, gone := lost[topic]; return gone })
 	var frames, records int64
 	example := ""
 	for name, have := range lost {
@@ -847,10 +855,8 @@ func (p *Publisher) checkApplied(ctx context.Context) error {
 	}
 	p.FramesLost.Add(frames)
 	p.RecordsLost.Add(records)
-	if p.opts.Logf != nil { // nil only in a Publisher not made by NewPublisher
-		p.opts.Logf("ctrlscope: Redis lacks %d frame(s) (%d records) it had confirmed on %d topic(s), e.g. %s "+
-			"(a failover to a replica that had not received them); rewriting those topics", frames, records, len(lost), example)
-	}
+	p.opts.Logf("ctrlscope: Redis lacks %d frame(s) (%d records) it had confirmed on %d topic(s), e.g. %s "+
+		"(a failover to a replica that had not received them); rewriting those topics", frames, records, len(lost), example)
 	return nil
 }
 

@@ -190,8 +190,8 @@ func RedisURLFromEnv(getenv func(string) string, def string) (string, error) {
 // newRedisClient is the publisher's client for a plain or a Sentinel URL: every call bounded
 // (a frame pipeline is small, so 5 s without an answer means Redis is gone), no retries of its
 // own (the loop retries frames itself, unchanged, with its backoff: so one dial per attempt too),
-// reads through pollConn, onConnect on every connection it dials.
-func newRedisClient(u string, getenv func(string) string, onConnect func(context.Context, *redis.Conn) error) (*redis.Client, error) {
+// reads through pollConn (NewPublisher adds the redial guard).
+func newRedisClient(u string, getenv func(string) string) (*redis.Client, error) {
 	const rw, dialTimeout = 5 * time.Second, 2 * time.Second
 	password, sentinelPassword := getenv(EnvRedisPassword), getenv(EnvRedisSentinelPassword)
 	if strings.HasPrefix(u, SentinelScheme+"://") {
@@ -204,7 +204,7 @@ func newRedisClient(u string, getenv func(string) string, onConnect func(context
 			MasterName: t.MasterName, SentinelAddrs: t.Sentinels, DB: t.DB,
 			Password: password, SentinelPassword: sentinelPassword,
 			ReadTimeout: rw, WriteTimeout: rw, DialTimeout: dialTimeout, MaxRetries: -1, DialerRetries: 1,
-			Dialer: pollDialer(base.DialContext), OnConnect: onConnect,
+			Dialer: pollDialer(base.DialContext),
 		}), nil
 	}
 	ro, err := redis.ParseURL(u)
@@ -222,7 +222,6 @@ func newRedisClient(u string, getenv func(string) string, onConnect func(context
 		dial = redis.NewDialer(ro)
 	}
 	ro.Dialer = pollDialer(dial)
-	ro.OnConnect = onConnect
 	return redis.NewClient(ro), nil
 }
 

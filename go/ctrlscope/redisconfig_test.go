@@ -106,7 +106,7 @@ func TestNewPublisherFollowsSentinelsAndTakesPasswordsFromTheEnvironment(t *test
 	}
 	defer p.Stop(0)
 	o := p.Redis().Options()
-	if o.Password != "data-pw" || o.DB != 3 || o.MaxRetries > 0 || o.OnConnect == nil || !strings.HasPrefix(o.Addr, "FailoverClient") {
+	if o.Password != "data-pw" || o.DB != 3 || o.MaxRetries > 0 || !strings.HasPrefix(o.Addr, "FailoverClient") {
 		t.Fatalf("a Sentinel URL made %+v", o)
 	}
 	p2, err := NewPublisher("redis://127.0.0.1:6399/2", PublisherOptions{})
@@ -114,7 +114,7 @@ func TestNewPublisherFollowsSentinelsAndTakesPasswordsFromTheEnvironment(t *test
 		t.Fatal(err)
 	}
 	defer p2.Stop(0)
-	if o := p2.Redis().Options(); o.Password != "data-pw" || o.DB != 2 || o.OnConnect == nil {
+	if o := p2.Redis().Options(); o.Password != "data-pw" || o.DB != 2 {
 		t.Fatalf("REDIS_PASSWORD is the password of a URL without one: %+v", o)
 	}
 	p3, err := NewPublisher("redis://:url-pw@127.0.0.1:6399/0", PublisherOptions{})
