@@ -1,7 +1,7 @@
 """Label and field selectors, parsed once per request and matched per object.
 
-Label selectors follow apimachinery's grammar: comma-separated requirements ``k``, ``!k``,
-``k=v``/``k==v``, ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``. Field selectors only support the
+Label selectors follow apimachinery's grammar (``controllers.labels``, shared with the runtime's
+reconciler client; here a selector that does not parse is a 400). Field selectors only support the
 fields a real API server indexes for each kind (``metadata.name``/``metadata.namespace`` everywhere,
 ``involvedObject.*`` on events, a few pod fields); anything else is a 400, which is what clients
 that probe for support rely on. Both selectors compile to a predicate over a raw object dict so the
@@ -10,120 +10,23 @@ watch fan-out can test thousands of objects without re-parsing.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
+from controllers.labels import LABEL_NAME, LABEL_VALUE, Matcher, SelectorError, everything, selector_from_label_selector
+from controllers.labels import parse_label_selector as _parse_label_selector
 from controllers.sim.errors import StatusError, bad_request
 
-Matcher = Callable[[dict[str, Any]], bool]
-
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-LABEL_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                         r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
-
-def _always(_obj: dict[str, Any]) -> bool:
-    return True
-
-
-def _split_top_level(text: str) -> list[str]:
-    """Split on commas that are not inside ``in (...)`` value sets."""
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return parts
-
-
-def _check_key(key: str, source: str) -> str:
-    key = key.strip()
-    if not key or len(key) > 316 or not LABEL_NAME.match(key):
-        raise bad_request(f"unable to parse requirement: invalid label key \"{key}\" in selector \"{source}\"")
-    return key
-
-
-def _check_value(value: str, source: str) -> str:
-    value = value.strip()
-    if len(value) > 63 or not LABEL_VALUE.match(value):
-        raise bad_request(f"unable to parse requirement: invalid label value: \"{value}\" in selector \"{source}\"")
-    return value
-
-
-_SET_RE = re.compile(r"^\s*(?P<key>[^\s!=()]+)\s+(?P<op>in|notin)\s*\((?P<vals>[^()]*)\)\s*$")
+__all__ = ["LABEL_NAME", "LABEL_VALUE", "Matcher", "parse_field_selector", "parse_label_selector",
+           "selector_from_label_selector"]
 
 
 def parse_label_selector(text: str | None) -> Matcher:
-    """Compile a label selector string; raises 400 on a syntax error."""
-    if not text or not text.strip():
-        return _always
-    preds: list[Callable[[dict[str, str]], bool]] = []
-    for raw in _split_top_level(text):
-        req = raw.strip()
-        if not req:
-            raise bad_request(f"unable to parse requirement: found '', expected: identifier in selector \"{text}\"")
-        m = _SET_RE.match(req)
-        if m:
-            key = _check_key(m["key"], text)
-            vals = frozenset(_check_value(v, text) for v in m["vals"].split(",")) if m["vals"].strip() else None
-            if vals is None:
-                raise bad_request(f"unable to parse requirement: for 'in', 'notin' operators, values set can't be empty in selector \"{text}\"")
-            if m["op"] == "in":
-                preds.append(lambda labels, k=key, vs=vals: labels.get(k) in vs)
-            else:
-                preds.append(lambda labels, k=key, vs=vals: labels.get(k) not in vs)
-            continue
-        if req.startswith("!"):
-            key = _check_key(req[1:], text)
-            preds.append(lambda labels, k=key: k not in labels)
-            continue
-        for op in ("!=", "==", "="):
-            if op in req:
-                key, _, value = req.partition(op)
-                key = _check_key(key, text)
-                value = _check_value(value, text)
-                if op == "!=":
-                    preds.append(lambda labels, k=key, v=value: labels.get(k) != v)
-                else:
-                    preds.append(lambda labels, k=key, v=value: labels.get(k) == v)
-                break
-        else:
-            if any(c in req for c in "()<> "):
-                raise bad_request(f"unable to parse requirement: found '{req}', expected: identifier in selector \"{text}\"")
-            key = _check_key(req, text)
-            preds.append(lambda labels, k=key: k in labels)
-
-    def match(obj: dict[str, Any]) -> bool:
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        return all(p(labels) for p in preds)
-
-    return match
-
-
-def selector_from_label_selector(sel: dict[str, Any] | None) -> str:
-    """Render a ``metav1.LabelSelector`` (matchLabels/matchExpressions) as a selector string."""
-    if not sel:
-        return ""
-    parts = [f"{k}={v}" for k, v in sorted((sel.get("matchLabels") or {}).items())]
-    for expr in sel.get("matchExpressions") or []:
-        key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
-        if op == "In":
-            parts.append(f"{key} in ({','.join(values)})")
-        elif op == "NotIn":
-            parts.append(f"{key} notin ({','.join(values)})")
-        elif op == "Exists":
-            parts.append(key)
-        elif op == "DoesNotExist":
-            parts.append(f"!{key}")
-    return ",".join(parts)
+    """Compile a label selector string (``controllers.labels``); a syntax error is a 400."""
+    try:
+        return _parse_label_selector(text)
+    except SelectorError as exc:
+        raise bad_request(str(exc)) from None
 
 
 # Boolean fields: the API server's field sets format them with strconv.FormatBool, absent as "false".
@@ -171,7 +74,7 @@ _KIND_FIELDS: dict[str, set[str]] = {
 def parse_field_selector(text: str | None, plural: str, builtin: bool = True) -> Matcher:
     """Compile a field selector for ``plural``; unsupported fields are a 400 like the real server."""
     if not text or not text.strip():
-        return _always
+        return everything
     allowed = _COMMON_FIELDS | (_KIND_FIELDS.get(plural, set()) if builtin else set())
     preds: list[Matcher] = []
     for raw in text.split(","):
