@@ -58,8 +58,10 @@ class Observer:
     """No-op base: subclass and override the hooks you care about."""
 
     # -- Informer --------------------------------------------------------------------------
-    def on_informer(self, informer: str, *, fifo: str, resync_period: float) -> None:
-        """An informer started: which FIFO model it runs (``DeltaFIFO``) and its resync period."""
+    def on_informer(self, informer: str, *, fifo: str, resync_period: float,
+                    scope: dict[str, Any] | None = None) -> None:
+        """An informer started: which FIFO model it runs (``DeltaFIFO``) and its resync period; v1.3:
+        what narrows it (``scope``: any of ``INFORMER_SCOPE_FIELDS``, only those set)."""
 
     # -- Reflector -------------------------------------------------------------------------
     def on_list(self, informer: str, *, resource_version: str, items: int, duration: float,

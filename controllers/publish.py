@@ -126,9 +126,15 @@ class ProtocolPublisher:
         whether it is the simulated cluster, and ``writes`` (WriteMode) whether this process writes to it."""
         self.telemetry.describe_cluster(name=name, server=server, version=version, simulated=simulated, writes=writes)
 
-    def informer(self, name: str, *, resync_period: float = 0.0, fifo: str = "DeltaFIFO") -> InformerReport:
-        """An informer (``name`` as the page shows it, e.g. ``v1/Pod``); announces it at once."""
-        self.observer.on_informer(name, fifo=fifo, resync_period=resync_period)
+    def informer(self, name: str, *, resync_period: float = 0.0, fifo: str = "DeltaFIFO", namespace: str = "",
+                 label_selector: str = "", field_selector: str = "", metadata_only: bool = False,
+                 transform: str = "") -> InformerReport:
+        """An informer (``name`` as the page shows it, e.g. ``v1/Pod``); announces it at once. v1.3:
+        what narrows it, if anything (the protocol's InformerScope; ``transform`` named for people)."""
+        scope = {"namespace": namespace, "label_selector": label_selector, "field_selector": field_selector,
+                 "metadata_only": metadata_only, "transform": transform}
+        self.observer.on_informer(name, fifo=fifo, resync_period=resync_period,
+                                  scope={k: v for k, v in scope.items() if v} or None)
         return InformerReport(self, name)
 
     def queue(self, name: str) -> QueueReport:

@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 2
+PROTOCOL_MINOR = 3
 PROTOCOL_VERSION = f"{PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
 """What every frame says in ``"v"``. A reader speaks one major version: frames of another major are
 not interpreted (the dashboard shows a notice); a newer minor only adds optional fields and record
@@ -47,6 +47,28 @@ def version_major(version: Any) -> int | None:
 
 
 # -- records ------------------------------------------------------------------------------------------
+INFORMER_SCOPE_FIELDS = ("namespace", "label_selector", "field_selector", "metadata_only", "transform")
+"""v1.3: what may narrow an informer, as optional fields of its ``informer`` record and component:
+``namespace`` (one namespace, not all), ``label_selector`` / ``field_selector`` (the server's syntax,
+as sent), ``metadata_only`` (true: the cache holds ``PartialObjectMetadata``) and ``transform`` (what
+changes objects before they are cached, named for people, e.g. "strip managedFields"). Absent: not
+narrowed that way."""
+
+
+def informer_scope_fields(scope: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``INFORMER_SCOPE_FIELDS`` of ``scope`` that say something (set, and of the right type)."""
+    if not scope:
+        return {}
+    out: dict[str, Any] = {}
+    for field in INFORMER_SCOPE_FIELDS:
+        value = scope.get(field)
+        if field == "metadata_only":
+            if value is True:
+                out[field] = True
+        elif isinstance(value, str) and value:
+            out[field] = value
+    return out
+
 class RecordKind(StrEnum):
     """A record's ``"k"``: what happened. Fields per kind are in ``protocol/schema/records/``."""
 
@@ -512,6 +534,7 @@ def browser_vocabulary() -> dict[str, Any]:
         "FAILED_RESULTS": sorted(FAILED_RESULTS),
         "RETRIED_ERROR_KINDS": sorted(RETRIED_ERROR_KINDS),
         "NAMED_KINDS": sorted(NAMED_KINDS),
+        "INFORMER_SCOPE_FIELDS": list(INFORMER_SCOPE_FIELDS),
         "topics": {"worker_prefix": WORKER_PREFIX, "leader_prefix": LEADER_PREFIX, "faults": FAULTS_TOPIC,
                    "scenarios": SCENARIOS_TOPIC, "scoreboard_table": SCOREBOARD_TABLE,
                    "segment": SEGMENT_PATTERN, "unsafe": _UNSAFE.pattern},

@@ -8,12 +8,13 @@ enums, re-exported so that handler and test code need not know where the vocabul
 
 from controllers.informers.backoff import Backoff
 from controllers.informers.delta_fifo import FIFO_MODEL, Delta, DeltaFIFO
-from controllers.informers.factory import ListWatchClient, SharedInformerFactory
+from controllers.informers.factory import ListWatchClient, SharedInformerFactory, TweakListOptionsFunc
 from controllers.informers.keys import DeletedFinalStateUnknown, object_key, split_key
-from controllers.informers.listwatch import ApiError, ListResult, ListWatch, WatchEvent
+from controllers.informers.listwatch import ApiError, ListOptions, ListResult, ListWatch, WatchEvent
 from controllers.informers.reflector import Reflector
 from controllers.informers.shared_informer import HandlerRegistration, SharedInformer
 from controllers.informers.store import Indexer, Store
+from controllers.informers.transform import TransformFunc, transform_strip_managed_fields
 from controllers.schema import DeltaType, WatchEventType
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "DeltaType",
     "HandlerRegistration",
     "Indexer",
+    "ListOptions",
     "ListResult",
     "ListWatch",
     "ListWatchClient",
@@ -33,8 +35,11 @@ __all__ = [
     "SharedInformer",
     "SharedInformerFactory",
     "Store",
+    "TransformFunc",
+    "TweakListOptionsFunc",
     "WatchEvent",
     "WatchEventType",
     "object_key",
     "split_key",
+    "transform_strip_managed_fields",
 ]

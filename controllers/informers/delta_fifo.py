@@ -15,6 +15,9 @@ keys in the order they first changed. Deltas are never merged, except that two t
 ``replace`` is where lost deletions surface: every key the cache (``known_objects``) or the queue
 knows that is missing from the new list gets ``Deleted(DeletedFinalStateUnknown(key, last state))``.
 
+A ``transformer`` (``transform.py``) changes each object as it arrives, before it is keyed: every
+add, update, delete and replaced item, never a Sync (already transformed) or a tombstone.
+
 ``has_synced`` is true once the first ``replace`` (or add) happened and every item of that initial
 population has been popped -- i.e. the cache holds the first LIST.
 
@@ -26,6 +29,7 @@ but the lock, the wake-up and the hand-over of the GIL are paid once per batch, 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -33,8 +37,11 @@ from typing import Any, NamedTuple
 
 from controllers.informers.keys import DeletedFinalStateUnknown, KeyFunc, object_key
 from controllers.informers.store import Store
+from controllers.informers.transform import TransformFunc
 from controllers.observer import NOOP_OBSERVER, Observer, active_observer
 from controllers.schema import DeltaType, FifoOp
+
+log = logging.getLogger("ctrlscope.informer")
 
 FIFO_MODEL = "DeltaFIFO"
 
@@ -65,9 +72,10 @@ class DeltaFIFO:
     def __init__(self, name: str = "", *, known_objects: Store | None = None,
                  key_func: KeyFunc = object_key, emit_delta_type_replaced: bool = True,
                  observer: Observer | None = None,
-                 on_synced: Callable[[], None] | None = None) -> None:
+                 on_synced: Callable[[], None] | None = None, transformer: TransformFunc | None = None) -> None:
         self.name = name
         self.key_func = key_func
+        self.transformer = transformer
         self.known_objects = known_objects
         # SharedInformer asks for Replaced; the legacy behaviour reports relisted objects as Sync.
         self.emit_delta_type_replaced = emit_delta_type_replaced
@@ -99,17 +107,38 @@ class DeltaFIFO:
 
     # -- producers (the reflector) -------------------------------------------------------------
     def add(self, obj: Any) -> None:
+        if self.transformer is not None and (obj := self._transform(obj, "add")) is None:
+            return
         with self._lock:
             self._populated = True
             self._queue_action(DeltaType.ADDED, obj)
 
     def update(self, obj: Any) -> None:
+        if self.transformer is not None and (obj := self._transform(obj, "update")) is None:
+            return
         with self._lock:
             self._populated = True
             self._queue_action(DeltaType.UPDATED, obj)
 
+    def _transform(self, obj: Any, what: str) -> Any:
+        """``transformer(obj)``, or None (logged) when it raises: the event is lost, as client-go
+        loses a watch event its store could not add."""
+        try:
+            return self.transformer(obj)  # type: ignore[misc]
+        except Exception:  # noqa: BLE001 -- user code must not end the watch
+            try:
+                key = self.key_func(obj)
+            except Exception:  # noqa: BLE001 -- the object the transform choked on may have no key
+                key = "an object without a key"
+            log.exception("informer %s: the transform failed on an %s of %s; the event is dropped",
+                          self.name, what, key)
+            return None
+
     def delete(self, obj: Any) -> None:
         """Queue a deletion, unless neither the cache nor the queue knows the key (already gone)."""
+        if (self.transformer is not None and type(obj) is not DeletedFinalStateUnknown
+                and (obj := self._transform(obj, "delete")) is None):
+            return
         key = self.key_func(obj)
         with self._lock:
             self._populated = True
@@ -121,6 +150,10 @@ class DeltaFIFO:
     def replace(self, objs: Iterable[Any], resource_version: str = "") -> None:
         """A LIST result: queue Replaced for each object and tombstones for the missing keys."""
         action = DeltaType.REPLACED if self.emit_delta_type_replaced else DeltaType.SYNC
+        if self.transformer is not None:
+            # Before the lock, all or nothing: a raising transform fails the whole LIST (the
+            # reflector backs off and relists) and leaves the FIFO as it was.
+            objs = [self.transformer(obj) for obj in objs]
         with self._cond:
             keys: set[str] = set()
             for obj in objs:

@@ -6,26 +6,61 @@ informer on first use (later calls return the same one); ``start`` runs every in
 running, including ones requested after an earlier ``start``; ``wait_for_cache_sync`` waits for all.
 The ``client`` is anything that can build a ``ListWatch`` for an api_version/kind/namespace -- the
 Kubernetes HTTP client (``KubernetesClient``) or a test fake.
+
+Options for big clusters, with client-go's semantics (``NewSharedInformerFactoryWithOptions``):
+
+* ``namespace`` (``WithNamespace``): every informer watches that namespace only.
+* ``tweak_list_options`` (``WithTweakListOptions``): called with each informer's fresh
+  ``ListOptions`` before its first LIST, to set label/field selectors; the server filters.
+* ``transform`` (``WithTransform``): applied to every object before it is cached (``transform.py``;
+  ``transform_strip_managed_fields()`` is the usual one).
+* ``informer_for(..., metadata_only=True)`` (client-go's ``metadatainformer`` factory): the informer
+  lists and watches ``PartialObjectMetadata`` -- names, labels, owners, finalizers, no spec or
+  status -- for controllers that only need to know what exists. It is its own informer, beside a
+  full one for the same kind.
+
+An informer's name says what narrows it beyond the kind (``v1/Pod ns=web labels=app=web
+metadata``), so two factories with other selectors in one process publish two topics, not one.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from controllers.clock import Clock, RealClock
-from controllers.informers.listwatch import ListWatch
+from controllers.informers.listwatch import ListOptions, ListWatch
 from controllers.informers.reflector import MIN_WATCH_TIMEOUT
 from controllers.informers.shared_informer import SharedInformer
+from controllers.informers.transform import TransformFunc
 from controllers.observer import NOOP_OBSERVER, Observer
 
-InformerKey = tuple[str, str, str | None]
+InformerKey = tuple[str, str, str | None] | tuple[str, str, str | None, bool]
+"""(api_version, kind, namespace), with ``True`` appended for a metadata-only informer."""
+
+TweakListOptionsFunc = Callable[[ListOptions], None]
 
 
 class ListWatchClient(Protocol):
-    """Builds the list/watch for one resource."""
+    """Builds the list/watch for one resource; ``options`` and ``metadata_only`` are passed only
+    when set, so a client without them serves every unnarrowed informer."""
 
-    def list_watch(self, api_version: str, kind: str, namespace: str | None = None) -> ListWatch: ...
+    def list_watch(self, api_version: str, kind: str, namespace: str | None = None,
+                   **narrowing: Any) -> ListWatch: ...
+
+
+def informer_name(api_version: str, kind: str, namespace: str | None, options: ListOptions,
+                  metadata_only: bool) -> str:
+    """``v1/Pod``, plus what narrows it: `` ns=..``, `` labels=..``, `` fields=..``, `` metadata``."""
+    name = f"{api_version}/{kind}"
+    if namespace:
+        name += f" ns={namespace}"
+    if options.label_selector:
+        name += f" labels={options.label_selector}"
+    if options.field_selector:
+        name += f" fields={options.field_selector}"
+    return name + (" metadata" if metadata_only else "")
 
 
 class SharedInformerFactory:
@@ -33,8 +68,13 @@ class SharedInformerFactory:
 
     def __init__(self, client: ListWatchClient, resync_period: float = 0.0, *, clock: Clock | None = None,
                  observer: Observer | None = None, freeze_gc_after_sync: bool = False,
-                 min_watch_timeout: float = MIN_WATCH_TIMEOUT) -> None:
+                 min_watch_timeout: float = MIN_WATCH_TIMEOUT, namespace: str | None = None,
+                 tweak_list_options: TweakListOptionsFunc | None = None,
+                 transform: TransformFunc | None = None) -> None:
         self.client = client
+        self.namespace = namespace or None
+        self.tweak_list_options = tweak_list_options
+        self.transform = transform
         # Each watch asks the server to end it after [min_watch_timeout, 2 x min_watch_timeout) s.
         self.min_watch_timeout = min_watch_timeout
         self.resync_period = resync_period
@@ -45,17 +85,31 @@ class SharedInformerFactory:
         self._informers: dict[InformerKey, SharedInformer] = {}
         self._started: set[InformerKey] = set()
 
-    def informer_for(self, api_version: str, kind: str, namespace: str | None = None) -> SharedInformer:
-        """The shared informer for ``kind`` in ``api_version`` (all namespaces unless given)."""
-        key = (api_version, kind, namespace)
+    def informer_for(self, api_version: str, kind: str, namespace: str | None = None, *,
+                     metadata_only: bool = False) -> SharedInformer:
+        """The shared informer for ``kind`` in ``api_version``: in the factory's namespace (or
+        ``namespace``, or all), narrowed by its ``tweak_list_options``; ``metadata_only`` for one
+        that caches ``PartialObjectMetadata``."""
+        if self.namespace and namespace and namespace != self.namespace:
+            raise ValueError(f"this factory watches namespace {self.namespace!r} only, not {namespace!r}")
+        namespace = namespace or self.namespace
+        key: InformerKey = (api_version, kind, namespace, True) if metadata_only else (api_version, kind, namespace)
         with self._lock:
             informer = self._informers.get(key)
             if informer is None:
-                name = f"{api_version}/{kind}" + (f" ns={namespace}" if namespace else "")
-                informer = SharedInformer(self.client.list_watch(api_version, kind, namespace), name=name,
+                options = ListOptions()
+                if self.tweak_list_options is not None:
+                    self.tweak_list_options(options)
+                narrowing: dict[str, Any] = {}
+                if options != ListOptions():
+                    narrowing["options"] = options
+                if metadata_only:
+                    narrowing["metadata_only"] = True
+                informer = SharedInformer(self.client.list_watch(api_version, kind, namespace, **narrowing),
+                                          name=informer_name(api_version, kind, namespace, options, metadata_only),
                                           resync_period=self.resync_period, clock=self.clock,
                                           observer=self.observer, freeze_gc_after_sync=self.freeze_gc_after_sync,
-                                          min_watch_timeout=self.min_watch_timeout)
+                                          min_watch_timeout=self.min_watch_timeout, transform=self.transform)
                 self._informers[key] = informer
             return informer
 

@@ -22,6 +22,15 @@ preloads) and decoded here with orjson. No model objects are built: DESIGN.md me
 * A watch's read timeout is ``timeoutSeconds`` plus ``min(WATCH_READ_MARGIN, timeoutSeconds)``: a
   server that stays silent past it (a network stall: no event, no bookmark, no end) is taken as gone
   and the stream ends, as client-go's StreamWatcher ends on a timeout; the reflector watches again.
+* Scoped informers: ``ListOptions`` (label and field selectors) go on both the LIST and the WATCH
+  query, so the server does the filtering (and turns a label change across the selector into
+  DELETED/ADDED events).
+* Metadata only (client-go's ``metadata`` client): LIST asks for
+  ``application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`` and WATCH (and GET) for
+  ``as=PartialObjectMetadata``, each with ``application/json`` as the fallback client-go also sends.
+  A server that ignores ``as=`` answers full objects; those are cut down to their metadata here, so
+  the cache holds ``PartialObjectMetadata`` (``kind``, ``apiVersion: meta.k8s.io/v1``, ``metadata``)
+  either way, and never a Secret's data.
 * Writes pass the client's ``write_guard`` first (``write_guard.py``): a worker against a real
   cluster is read-only unless started with ``--allow-writes``.
 * Resource names come from discovery (``/api/v1``, ``/apis/<group>/<version>``), cached per client.
@@ -42,7 +51,7 @@ from kubernetes import config as k8s_config
 
 from controllers.clock import Clock, RealClock
 from controllers.informers.kubeconfig import kubeconfig_errors
-from controllers.informers.listwatch import ApiError, ListResult, WatchEvent
+from controllers.informers.listwatch import ApiError, ListOptions, ListResult, WatchEvent
 from controllers.informers.write_guard import ReadOnlyError, WriteGuard
 from controllers.observer import Observer, active_observer
 
@@ -52,6 +61,22 @@ CONNECT_TIMEOUT = 10.0
 LIST_TIMEOUT = 60.0
 WATCH_READ_MARGIN = 30.0
 USER_AGENT = "ctrlscope"
+
+META_V1 = "meta.k8s.io/v1"
+PARTIAL_OBJECT_METADATA = "PartialObjectMetadata"
+PARTIAL_OBJECT_METADATA_LIST = "PartialObjectMetadataList"
+ACCEPT_PARTIAL_LIST = f"application/json;as={PARTIAL_OBJECT_METADATA_LIST};g=meta.k8s.io;v=v1,application/json"
+ACCEPT_PARTIAL = f"application/json;as={PARTIAL_OBJECT_METADATA};g=meta.k8s.io;v=v1,application/json"
+
+
+def as_partial_object_metadata(obj: Obj) -> Obj:
+    """``obj`` as ``PartialObjectMetadata``: its metadata only (what a server that understood
+    ``as=PartialObjectMetadata`` would have sent; client-go ``meta.AsPartialObjectMetadata``)."""
+    if obj.get("kind") == PARTIAL_OBJECT_METADATA and obj.get("apiVersion") == META_V1:
+        return obj
+    meta = obj.get("metadata")
+    return {"kind": PARTIAL_OBJECT_METADATA, "apiVersion": META_V1,
+            "metadata": meta if isinstance(meta, dict) else {}}
 
 
 class NoTimeoutRetry(urllib3.Retry):
@@ -170,11 +195,31 @@ class KubernetesClient:
         return self._secrets_seen(_read_json(self.send("GET", path, query=query, timeout=(CONNECT_TIMEOUT, timeout),
                                                        headers=headers)))
 
-    def send_json(self, method: str, path: str, body: Obj | None = None,
-                  timeout: float = LIST_TIMEOUT, headers: dict[str, str] | None = None) -> Obj:
-        """``method`` (POST/PUT/DELETE...) with a JSON body; decode the answer; ``ApiError`` for non-2xx."""
-        return self._secrets_seen(_read_json(self.send(method, path, body=body, timeout=(CONNECT_TIMEOUT, timeout),
-                                                       headers=headers)))
+    def send_json(self, method: str, path: str, body: Obj | list[Any] | None = None,
+                  timeout: float = LIST_TIMEOUT, headers: dict[str, str] | None = None,
+                  query: list[tuple[str, str]] | None = None) -> Obj:
+        """``method`` (POST/PUT/DELETE...) with a JSON body (a list for a JSON patch); decode the
+        answer; ``ApiError`` for non-2xx."""
+        return self._secrets_seen(_read_json(self.send(method, path, query=query, body=body,  # type: ignore[arg-type]
+                                                       timeout=(CONNECT_TIMEOUT, timeout), headers=headers)))
+
+    def resource_path(self, api_version: str, kind: str, namespace: str | None = None, name: str | None = None,
+                      subresource: str | None = None) -> str:
+        """The URL path of ``kind``'s collection (in ``namespace``, or across all namespaces), of the
+        object ``name`` in it, or of its ``subresource`` (``status``, ``scale``), from discovery."""
+        entry = self.resource(api_version, kind)
+        path = _api_base(api_version)
+        if entry.get("namespaced", True):
+            if namespace:
+                path += f"/namespaces/{quote(namespace, safe='')}"
+            elif name is not None:
+                raise ValueError(f"{api_version} {kind} is namespaced: give the object's namespace")
+        path += f"/{entry['name']}"
+        if name is not None:
+            path += f"/{quote(name, safe='')}"
+            if subresource:
+                path += f"/{subresource}"
+        return path
 
     def _secrets_seen(self, decoded: Obj) -> Obj:
         """Tell the observer about every Secret in an answer (``Observer.on_secret``)."""
@@ -196,15 +241,18 @@ class KubernetesClient:
                 return entry
         raise LookupError(f"{api_version} {kind} is not served by this cluster")
 
-    def list_watch(self, api_version: str, kind: str, namespace: str | None = None) -> KubernetesListWatch:
-        """The list/watch for one resource (all namespaces unless ``namespace``)."""
+    def list_watch(self, api_version: str, kind: str, namespace: str | None = None, *,
+                   options: ListOptions | None = None, metadata_only: bool = False) -> KubernetesListWatch:
+        """The list/watch for one resource (all namespaces unless ``namespace``), narrowed by
+        ``options`` (selectors) and, with ``metadata_only``, answering ``PartialObjectMetadata``."""
         entry = self.resource(api_version, kind)
         base = _api_base(api_version)
         if namespace and entry.get("namespaced", True):
             path = f"{base}/namespaces/{quote(namespace, safe='')}/{entry['name']}"
         else:
             path = f"{base}/{entry['name']}"
-        return KubernetesListWatch(self, path, api_version=api_version, kind=kind, namespace=namespace)
+        return KubernetesListWatch(self, path, api_version=api_version, kind=kind, namespace=namespace,
+                                   options=options, metadata_only=metadata_only)
 
 
 def _read_json(response: urllib3.BaseHTTPResponse) -> Obj:
@@ -235,38 +283,46 @@ def watch_read_timeout(timeout_seconds: float) -> float:
 
 
 class KubernetesListWatch:
-    """``ListWatch`` for one collection URL."""
+    """``ListWatch`` for one collection URL, optionally narrowed by ``options`` and metadata-only."""
 
     def __init__(self, client: KubernetesClient, path: str, *, api_version: str, kind: str,
-                 namespace: str | None) -> None:
+                 namespace: str | None, options: ListOptions | None = None, metadata_only: bool = False) -> None:
         self.client = client
         self.path = path
         self.api_version = api_version
         self.kind = kind
         self.namespace = namespace
+        self.options = options or ListOptions()
+        self.metadata_only = metadata_only
+        self._selectors = self.options.query()
 
     def describe(self) -> str:
         return f"{self.api_version} {self.kind}" + (f" in {self.namespace}" if self.namespace else "")
 
     def list(self, *, resource_version: str, limit: int = 0, continue_token: str = "") -> ListResult:
-        query: list[tuple[str, str]] = []
+        query: list[tuple[str, str]] = list(self._selectors)
         if resource_version:
             query.append(("resourceVersion", resource_version))
         if limit:
             query.append(("limit", str(limit)))
         if continue_token:
             query.append(("continue", continue_token))
-        body = self.client.get_json(self.path, query)
-        items = body.get("items") or []
-        for item in items:
-            item.setdefault("kind", self.kind)
-            item.setdefault("apiVersion", self.api_version)
+        if self.metadata_only:
+            body = self.client.get_json(self.path, query, headers={"Accept": ACCEPT_PARTIAL_LIST})
+            items = [as_partial_object_metadata(item) for item in body.get("items") or []
+                     if isinstance(item, dict)]
+        else:
+            body = self.client.get_json(self.path, query)
+            items = body.get("items") or []
+            for item in items:
+                item.setdefault("kind", self.kind)
+                item.setdefault("apiVersion", self.api_version)
         meta = body.get("metadata") or {}
         return ListResult(items, meta.get("resourceVersion", ""), meta.get("continue", ""))
 
     def watch(self, *, resource_version: str, timeout_seconds: int, allow_watch_bookmarks: bool = True,
               send_initial_events: bool = False) -> HttpWatchStream:
-        query = [("watch", "1"), ("timeoutSeconds", str(timeout_seconds))]
+        query = [("watch", "1"), ("timeoutSeconds", str(timeout_seconds)), *self._selectors]
         if resource_version:
             query.append(("resourceVersion", resource_version))
         if allow_watch_bookmarks:
@@ -274,10 +330,11 @@ class KubernetesListWatch:
         if send_initial_events:
             query += [("sendInitialEvents", "true"), ("resourceVersionMatch", "NotOlderThan")]
         response = self.client.send("GET", self.path, query=query,
-                                    timeout=(CONNECT_TIMEOUT, watch_read_timeout(timeout_seconds)))
+                                    timeout=(CONNECT_TIMEOUT, watch_read_timeout(timeout_seconds)),
+                                    headers={"Accept": ACCEPT_PARTIAL} if self.metadata_only else None)
         if response.status >= 300:
             _read_json(response)
-        return HttpWatchStream(response)
+        return HttpWatchStream(response, metadata_only=self.metadata_only)
 
 
 _HEX = re.compile(rb"[0-9a-fA-F]{1,16}")
@@ -393,8 +450,11 @@ def decode_error_status(exc: ValueError) -> Obj:
 class HttpWatchStream:
     """Iterates the JSON lines of a watch response as ``WatchEvent``s."""
 
-    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+    def __init__(self, response: urllib3.BaseHTTPResponse, *, metadata_only: bool = False) -> None:
         self.response = response
+        # A metadata-only watch from a server that ignored ``as=PartialObjectMetadata``: cut each
+        # object (not an ERROR's Status) down to its metadata.
+        self.metadata_only = metadata_only
         self._lock = threading.Lock()
         self._closed = False
         self._reading = False
@@ -410,6 +470,7 @@ class HttpWatchStream:
         new_event = tuple.__new__
         generic = self.response.read1
         read = _raw_body_reader(self.response) or (lambda: [generic(65536)])
+        partial = self.metadata_only
         try:
             while not self._closed:
                 parts = read()
@@ -439,6 +500,8 @@ class HttpWatchStream:
                             etype, obj = event.get("type", ""), event.get("object") or {}
                             if type(etype) is not str or type(obj) is not dict:
                                 raise ValueError("a watch event's type is not a string or its object not an object")
+                            if partial and etype != "ERROR" and obj.get("kind") != PARTIAL_OBJECT_METADATA:
+                                obj = as_partial_object_metadata(obj)
                             # == WatchEvent(type, obj), without NamedTuple's Python-level __new__.
                             yield new_event(WatchEvent, (etype, obj))
         except (urllib3.exceptions.HTTPError, OSError):

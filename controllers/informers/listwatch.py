@@ -51,6 +51,41 @@ class ApiError(Exception):
     def is_too_many_requests(self) -> bool:
         return self.code == 429
 
+    @property
+    def is_not_found(self) -> bool:
+        return self.code == 404
+
+    @property
+    def is_conflict(self) -> bool:
+        """409: an optimistic-concurrency conflict (a stale resourceVersion), an apply conflict with
+        another field manager, or a create of a name that exists (``is_already_exists``)."""
+        return self.code == 409
+
+    @property
+    def is_already_exists(self) -> bool:
+        return self.code == 409 and self.reason == "AlreadyExists"
+
+
+@dataclass
+class ListOptions:
+    """What narrows a LIST and WATCH on the server (client-go ``metav1.ListOptions``, the part an
+    informer's ``tweak_list_options`` may set): ``label_selector`` (``app=web,tier!=db``) and
+    ``field_selector`` (``status.phase=Running``), both in the API server's own syntax, sent as
+    given. An object whose labels stop matching leaves the informer as a DELETED event and one that
+    starts matching enters as ADDED: the server does that, the informer just follows."""
+
+    label_selector: str = ""
+    field_selector: str = ""
+
+    def query(self) -> list[tuple[str, str]]:
+        """The query parameters these options add to a LIST or WATCH."""
+        query = []
+        if self.label_selector:
+            query.append(("labelSelector", self.label_selector))
+        if self.field_selector:
+            query.append(("fieldSelector", self.field_selector))
+        return query
+
 
 @dataclass
 class ListResult:

@@ -42,6 +42,11 @@ Rules this keeps (and the dashboard shows):
   memory per cached object of the default JSON-bytes cache. It is process-wide, so it is opt-in
   (Manager and factory pass it on).
 
+What narrows an informer (``scope``, published with ``on_informer`` and shown on its pipeline card):
+its namespace, label and field selectors and metadata-only mode come from its ``ListWatch`` (the
+server does that filtering), its ``transform`` (``transform.py``) runs in the DeltaFIFO before
+anything is cached or handled.
+
 The FIFO model is DeltaFIFO (``fifo_model``); the observer learns it from ``on_informer``.
 """
 
@@ -60,6 +65,7 @@ from controllers.informers.keys import DeletedFinalStateUnknown, object_key, res
 from controllers.informers.listwatch import ListWatch
 from controllers.informers.reflector import MIN_WATCH_TIMEOUT, Reflector
 from controllers.informers.store import IndexFunc, Store, decode_entry
+from controllers.informers.transform import TransformFunc, describe_transform
 from controllers.observer import NOOP_OBSERVER, Observer, active_observer
 from controllers.schema import DeltaType, HandlerEvent, HandlerOutcome, ReflectorState
 
@@ -68,6 +74,26 @@ log = logging.getLogger("ctrlscope.informer")
 AddFunc = Callable[[Any], None]
 UpdateFunc = Callable[[Any, Any], None]
 DeleteFunc = Callable[[Any], None]
+
+
+def informer_scope(list_watch: Any, transform: TransformFunc | None) -> dict[str, Any]:
+    """What narrows an informer, as the protocol's optional ``informer`` fields (v1.3): only those
+    set. Read from the list/watch (``KubernetesListWatch`` has ``namespace``, ``options``,
+    ``metadata_only``; a test fake may have none) and the transform."""
+    scope: dict[str, Any] = {}
+    namespace = getattr(list_watch, "namespace", None)
+    if isinstance(namespace, str) and namespace:
+        scope["namespace"] = namespace
+    options = getattr(list_watch, "options", None)
+    for field in ("label_selector", "field_selector"):
+        value = getattr(options, field, "")
+        if isinstance(value, str) and value:
+            scope[field] = value
+    if getattr(list_watch, "metadata_only", False) is True:
+        scope["metadata_only"] = True
+    if transform is not None:
+        scope["transform"] = describe_transform(transform)
+    return scope
 
 
 def _func_name(*funcs: Callable[..., Any] | None) -> str:
@@ -219,7 +245,8 @@ class SharedInformer:
     def __init__(self, list_watch: ListWatch, *, name: str = "", resync_period: float = 0.0,
                  indexers: dict[str, IndexFunc] | None = None, clock: Clock | None = None,
                  observer: Observer | None = None, freeze_gc_after_sync: bool = False,
-                 gc_freezer: CacheFreezer | None = None, min_watch_timeout: float = MIN_WATCH_TIMEOUT) -> None:
+                 gc_freezer: CacheFreezer | None = None, min_watch_timeout: float = MIN_WATCH_TIMEOUT,
+                 transform: TransformFunc | None = None) -> None:
         self.name = name or list_watch.describe()
         self.list_watch = list_watch
         self.resync_period = resync_period
@@ -232,7 +259,7 @@ class SharedInformer:
         self.indexer = Store(self.name, indexers=indexers, observer=self.observer,
                              compact=not freeze_gc_after_sync)
         self.fifo = DeltaFIFO(self.name, known_objects=self.indexer, observer=self.observer,
-                              on_synced=self._mark_synced)
+                              on_synced=self._mark_synced, transformer=transform)
         self.reflector = Reflector(list_watch, self.fifo, name=self.name, clock=self.clock,
                                    observer=self.observer, resync_period=resync_period,
                                    should_resync=self._should_resync, min_watch_timeout=min_watch_timeout)
@@ -246,6 +273,22 @@ class SharedInformer:
         self._started = False
         self._stopped = False
         self._threads: list[threading.Thread] = []
+
+    @property
+    def transform(self) -> TransformFunc | None:
+        return self.fifo.transformer
+
+    def set_transform(self, transform: TransformFunc | None) -> None:
+        """Transform every object before it is cached (client-go ``SetTransform``): only before start."""
+        with self._block:
+            if self._started:
+                raise RuntimeError(f"informer {self.name} has already started: set its transform before")
+            self.fifo.transformer = transform
+
+    @property
+    def scope(self) -> dict[str, Any]:
+        """What narrows this informer (``informer_scope``)."""
+        return informer_scope(self.list_watch, self.fifo.transformer)
 
     @property
     def store(self) -> Store:
@@ -341,6 +384,7 @@ class SharedInformer:
             "cache_size": len(self.indexer),
             "fifo_depth": len(self.fifo),
             "resync_period": self.resync_period,
+            "scope": self.scope,
             "gc_freezer": self._freezer.stats() if self._freezer is not None else None,
             "handlers": [{"name": h.name, "pending": h.pending(), "delivered": h.delivered, "errors": h.errors}
                          for h in self.handlers],
@@ -354,7 +398,8 @@ class SharedInformer:
                 raise RuntimeError(f"informer {self.name} already started")
             self._started = True
         if self._obs is not None:
-            self._obs.on_informer(self.name, fifo=self.fifo_model, resync_period=self.resync_period)
+            self._obs.on_informer(self.name, fifo=self.fifo_model, resync_period=self.resync_period,
+                                  scope=self.scope or None)
         reflector = threading.Thread(target=self.reflector.run, name=f"reflector-{self.name}", daemon=True)
         reflector.start()
         self._threads.append(reflector)

@@ -40,7 +40,7 @@ from controllers.sim.resources import ResourceType
 from controllers.sim.selectors import parse_field_selector, parse_label_selector, selector_from_label_selector
 from controllers.sim.store import Store, copy_obj, rfc3339
 from controllers.sim.strategic import StrategicMerge
-from controllers.sim.tables import jsonpath_value, table
+from controllers.sim.tables import jsonpath_value, partial_object_metadata, table
 from controllers.sim.validation import check_name_match, check_namespace_match, check_type, too_large
 from controllers.sim.watch import CloseReason, Watcher, WatchEvent
 
@@ -87,6 +87,23 @@ def _not_found_path() -> StatusError:
 def _method_not_allowed() -> StatusError:
     return StatusError(405, "the server does not allow this method on the requested resource",
                        reason="MethodNotAllowed")
+
+
+def _go_type(rt: ResourceType, list_: bool) -> str:
+    """The Go type the API server names in its conversion errors (``*v1.Pod``, ``*v1.PodList``)."""
+    if not rt.builtin:
+        return "*unstructured.UnstructuredList" if list_ else "*unstructured.Unstructured"
+    return f"*{rt.version}.{rt.kind}{'List' if list_ else ''}"
+
+
+def _a_list(rt: ResourceType) -> StatusError:
+    return StatusError(406, f"you requested PartialObjectMetadata, but the requested object is a list "
+                            f"({_go_type(rt, True)})", reason="NotAcceptable")
+
+
+def _not_a_list(rt: ResourceType) -> StatusError:
+    return StatusError(406, f"you requested PartialObjectMetadataList, but the requested object is not a list "
+                            f"({_go_type(rt, False)})", reason="NotAcceptable")
 
 
 def _bool(value: str | None) -> bool:
@@ -312,6 +329,10 @@ class KubeAPI:
             return _json(table(req.rt, [obj], now=self.store.clock.wall(),
                                resource_version=obj["metadata"]["resourceVersion"],
                                include_object=request.query.get("includeObject", "Metadata")))
+        if req.representation is Representation.PARTIAL:
+            return _json(partial_object_metadata(obj))
+        if req.representation is Representation.PARTIAL_LIST:
+            raise _not_a_list(req.rt)
         return _json(self.present(req.rt, obj))
 
     def _matcher(self, request: web.Request, rt: ResourceType) -> tuple[Callable[[dict[str, Any]], bool], bool]:
@@ -325,6 +346,8 @@ class KubeAPI:
 
     async def list(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
         rt = req.rt
+        if req.representation is Representation.PARTIAL:
+            raise _a_list(rt)
         match, filtered = self._matcher(request, rt)
         limit = _int(request, "limit")
         items, list_rv, token, remaining = self.store.list(
@@ -338,6 +361,9 @@ class KubeAPI:
         if token:
             meta["continue"] = token
             meta["remainingItemCount"] = remaining
+        if req.representation is Representation.PARTIAL_LIST:
+            return _json({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
+                          "items": [partial_object_metadata(o) for o in items]})
         if any(o.get("apiVersion") != rt.api_version for o in items[:1]):
             items = [self.present(rt, o) for o in items]
         return _json({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": items})
@@ -356,7 +382,10 @@ class KubeAPI:
             if send_initial and q.get("resourceVersionMatch") != "NotOlderThan":
                 raise StatusError(422, "resourceVersionMatch: Forbidden: sendInitialEvents requires setting "
                                        "resourceVersionMatch to NotOlderThan", reason="Invalid")
+        if req.representation is Representation.PARTIAL_LIST:
+            raise _not_a_list(rt)  # each event's object is one object
         as_table = req.representation is Representation.TABLE
+        as_partial = req.representation is Representation.PARTIAL
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
                                                            "Cache-Control": "no-cache, private"})
         response.enable_chunked_encoding()
@@ -364,7 +393,7 @@ class KubeAPI:
             watcher = self.store.watch(rt, req.namespace, resource_version=q.get("resourceVersion"),
                                        label_match=label_match, field_match=field_match, filtered=filtered,
                                        send_initial_events=send_initial,
-                                       raw_lines=not as_table and self.registry.storage_type(rt.key) is rt)
+                                       raw_lines=not (as_table or as_partial) and self.registry.storage_type(rt.key) is rt)
         except StatusError as e:
             if e.code != 410:
                 raise
@@ -380,7 +409,7 @@ class KubeAPI:
         try:
             await response.prepare(request)
             await self._pump(request, response, watcher, rt, timeout=timeout, bookmarks=bookmarks,
-                             as_table=as_table)
+                             as_table=as_table, as_partial=as_partial)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -395,7 +424,10 @@ class KubeAPI:
         return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
 
     def _encode(self, rt: ResourceType, type: WatchEventType, event: WatchEvent | None, obj: dict[str, Any],
-                as_table: bool, first: bool) -> bytes:
+                as_table: bool, first: bool, as_partial: bool = False) -> bytes:
+        if as_partial and type is not WatchEventType.ERROR:
+            # Every object event and the bookmarks too, as the API server converts them.
+            return codec.dumps({"type": type, "object": partial_object_metadata(obj)}) + b"\n"
         if as_table and type is not WatchEventType.BOOKMARK:
             t = table(rt, [obj], now=self.store.clock.wall(), resource_version=obj["metadata"]["resourceVersion"],
                       headers=first)
@@ -405,7 +437,7 @@ class KubeAPI:
         return codec.dumps({"type": type, "object": self.present(rt, obj)}) + b"\n"
 
     async def _pump(self, request: web.Request, response: web.StreamResponse, w: Watcher, rt: ResourceType, *,
-                    timeout: int, bookmarks: bool, as_table: bool) -> None:
+                    timeout: int, bookmarks: bool, as_table: bool, as_partial: bool = False) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout else None
         first = True
@@ -422,7 +454,7 @@ class KubeAPI:
                         chunk.append(item)
                         continue
                     type, event, obj = item
-                    chunk.append(self._encode(rt, type, event, obj, as_table, first))
+                    chunk.append(self._encode(rt, type, event, obj, as_table, first, as_partial))
                     if type is not WatchEventType.BOOKMARK:
                         first = False
                 await response.write(b"".join(chunk))

@@ -7,6 +7,13 @@ ask for a conversion the endpoint does not offer (a ``Table`` of a discovery doc
 list of a Pod) is skipped, not an error. When nothing in the header can be produced it answers 406
 ``NotAcceptable`` before doing any work — a create is not committed first.
 
+Conversions offered (``as=``, ``g=meta.k8s.io``, ``v=v1``; the API server also serves v1beta1, which no
+current client asks for): ``Table`` (``kubectl get``) and
+``PartialObjectMetadata`` / ``PartialObjectMetadataList`` (client-go's metadata client, metadata-only
+informers) on get, list and watch. As on the API server, negotiation only checks that the
+conversion exists; asking for ``PartialObjectMetadata`` of a list (or ``...List`` of one object) is
+then a 406 from the handler, not a fall back to the next media range.
+
 The simulator writes JSON only. So ``application/vnd.kubernetes.protobuf,application/json`` (what
 client-go 0.37's typed clients send) and ``application/vnd.kubernetes.protobuf, */*``
 (controller-runtime) get JSON, which client-go decodes by the response's Content-Type; a client
@@ -30,6 +37,8 @@ class Representation(Enum):
     OBJECT = "object"  # the resource (or list, or discovery document) itself
     TABLE = "table"  # meta.k8s.io/v1 Table (kubectl get)
     AGGREGATED = "aggregated"  # apidiscovery.k8s.io/v2 APIGroupDiscoveryList (on /api and /apis)
+    PARTIAL = "partial"  # meta.k8s.io/v1 PartialObjectMetadata (one object, or each watch event's)
+    PARTIAL_LIST = "partial-list"  # meta.k8s.io/v1 PartialObjectMetadataList
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,12 @@ def negotiate(accept: str | None, *, table: bool = False, aggregated: bool = Fal
         group, version = media.params.get("g"), media.params.get("v")
         if table and conversion == "Table" and (group, version) == ("meta.k8s.io", "v1"):
             return Representation.TABLE
+        if table and (group, version) == ("meta.k8s.io", "v1"):
+            # Offered wherever a Table is (get, list, watch of a resource).
+            if conversion == "PartialObjectMetadata":
+                return Representation.PARTIAL
+            if conversion == "PartialObjectMetadataList":
+                return Representation.PARTIAL_LIST
         if aggregated and conversion == "APIGroupDiscoveryList" and (group, version) == ("apidiscovery.k8s.io", "v2"):
             return Representation.AGGREGATED
     raise not_acceptable()

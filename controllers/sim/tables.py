@@ -252,6 +252,12 @@ def partial_metadata(obj: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
 
 
+def partial_object_metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the API server's ``as=PartialObjectMetadata`` conversion answers it: all of its
+    metadata (``managedFields`` too, unlike a Table row's), nothing else."""
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
+
+
 def table(rt: ResourceType, objects: list[dict[str, Any]], *, now: float, resource_version: str,
           include_object: str = "Metadata", continue_token: str | None = None,
           remaining: int | None = None, headers: bool = True) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from typing import Any
 from controllers.clock import Clock, RealClock, wall_ms
 from controllers.observer import Observer, StoreOp
 from controllers.schema import (
+    INFORMER_SCOPE_FIELDS,
     LEADER_PREFIX,
     PROTOCOL_VERSION,
     ComponentKind,
@@ -52,6 +53,7 @@ from controllers.schema import (
     WatchEndReason,
     fold_handler_record,
     fold_queue_op,
+    informer_scope_fields,
     topic_part,
     worker_topic,
 )
@@ -153,11 +155,18 @@ class TelemetryObserver(Observer):
         return {"informers": informers, "controllers": controllers}
 
     # -- informer / reflector ----------------------------------------------------------------
-    def on_informer(self, informer: str, *, fifo: str, resync_period: float) -> None:
-        self._component(informer, ComponentKind.INFORMER, fifo=fifo, resync_period=resync_period, synced=False)
+    def on_informer(self, informer: str, *, fifo: str, resync_period: float,
+                    scope: dict[str, Any] | None = None) -> None:
+        narrowed = informer_scope_fields(scope)  # v1.3: only the fields that narrow it
+        stale = self._components.get(f"{ComponentKind.INFORMER}/{informer}") or {}
+        for field in INFORMER_SCOPE_FIELDS:
+            stale.pop(field, None)  # an informer started again, narrowed otherwise
+        self._component(informer, ComponentKind.INFORMER, fifo=fifo, resync_period=resync_period, synced=False,
+                        **narrowed)
         with self._counts_lock:
             self._informer(informer)
-        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.INFORMER, "fifo": fifo, "resync_period": resync_period})
+        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.INFORMER, "fifo": fifo, "resync_period": resync_period,
+                                                  **narrowed})
 
     def on_list(self, informer: str, *, resource_version: str, items: int, duration: float,
                 error: str | None = None) -> None:

@@ -229,13 +229,55 @@ func (t *Telemetry) Stages() map[string]any {
 
 // Informer: an informer started (its FIFO model, e.g. "DeltaFIFO", and resync period).
 func (t *Telemetry) Informer(informer, fifo string, resyncPeriod time.Duration) {
-	t.component(informer, ComponentKindInformer, map[string]any{"fifo": fifo,
-		"resync_period": resyncPeriod.Seconds(), "synced": false})
+	t.InformerWithScope(informer, fifo, resyncPeriod, InformerScope{})
+}
+
+// InformerScope is what narrows an informer (protocol v1.3, the InformerScope table): the zero
+// value of a field means it does not narrow that way, and is not published.
+type InformerScope struct {
+	Namespace     string // the one namespace it lists and watches ("": all)
+	LabelSelector string // as sent with its LIST and WATCH
+	FieldSelector string
+	MetadataOnly  bool   // the cache holds PartialObjectMetadata (a metadatainformer)
+	Transform     string // what changes each object before it is cached, for people ("strip managedFields")
+}
+
+// fields are the scope's published fields, in the protocol's order (INFORMER_SCOPE_FIELDS).
+func (s InformerScope) fields() [][2]any {
+	var out [][2]any
+	for _, f := range [][2]any{{"namespace", s.Namespace}, {"label_selector", s.LabelSelector},
+		{"field_selector", s.FieldSelector}, {"metadata_only", s.MetadataOnly}, {"transform", s.Transform}} {
+		if f[1] != "" && f[1] != false {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// InformerWithScope: an informer started, narrowed by scope (v1.3). An informer announced again
+// replaces its component's scope fields.
+func (t *Telemetry) InformerWithScope(informer, fifo string, resyncPeriod time.Duration, scope InformerScope) {
+	fields := map[string]any{"fifo": fifo, "resync_period": resyncPeriod.Seconds(), "synced": false}
+	rec := newRecord(RecordKindInformer).str("fifo", fifo).float("resync_period", resyncPeriod.Seconds())
+	for _, f := range scope.fields() {
+		k := f[0].(string)
+		fields[k] = f[1]
+		if b, ok := f[1].(bool); ok {
+			rec.boolean(k, b)
+		} else {
+			rec.str(k, f[1].(string))
+		}
+	}
 	t.mu.Lock()
+	if c := t.components[string(ComponentKindInformer)+"/"+informer]; c != nil {
+		for _, k := range []string{"namespace", "label_selector", "field_selector", "metadata_only", "transform"} {
+			delete(c, k)
+		}
+	}
 	t.informerCounts(informer)
 	t.mu.Unlock()
-	t.emit(TopicKindInformer, informer, newRecord(RecordKindInformer).str("fifo", fifo).
-		float("resync_period", resyncPeriod.Seconds()))
+	t.component(informer, ComponentKindInformer, fields)
+	t.emit(TopicKindInformer, informer, rec)
 }
 
 // List: a LIST finished (errText "" when it succeeded).

@@ -106,7 +106,11 @@ func strList(v any) []string {
 func call(t *testing.T, tel *Telemetry, ctx *context.Context, s map[string]any) {
 	switch s["call"] {
 	case "informer":
-		tel.Informer(str(s["informer"]), str(s["fifo"]), seconds(s["resync_period"]))
+		scope, _ := s["scope"].(map[string]any)
+		b, _ := scope["metadata_only"].(bool)
+		tel.InformerWithScope(str(s["informer"]), str(s["fifo"]), seconds(s["resync_period"]), InformerScope{
+			Namespace: str(scope["namespace"]), LabelSelector: str(scope["label_selector"]),
+			FieldSelector: str(scope["field_selector"]), MetadataOnly: b, Transform: str(scope["transform"])})
 	case "list":
 		tel.List(str(s["informer"]), str(s["resource_version"]), int(num(s["items"])), seconds(s["duration"]), str(s["error"]))
 	case "watch_start":

@@ -3,7 +3,7 @@
 package ctrlscope
 
 // ProtocolVersion is what every frame says in "v" (protocol/README.md §6).
-const ProtocolVersion = "1.2"
+const ProtocolVersion = "1.3"
 
 // ProtocolMajor is the major version this module speaks.
 const ProtocolMajor = 1

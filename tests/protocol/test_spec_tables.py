@@ -89,3 +89,9 @@ def test_the_schemas_reject_what_readers_could_not_read(redis_url, prefix):
     with pytest.raises(jsonschema.ValidationError):
         record_validators["queue"].validate({"k": "queue", "ts": 1.0, "op": "teleport", "key": "a", "depth": 0})
     assert orjson.loads(orjson.dumps(good)) == good
+
+
+def test_the_informer_scope_table_lists_the_fields_in_order():
+    assert readme_table("InformerScope") == list(schema.INFORMER_SCOPE_FIELDS)
+    record = json.loads((PROTOCOL / "schema" / "records" / "informer.schema.json").read_text())
+    assert set(schema.INFORMER_SCOPE_FIELDS) <= set(record["properties"])

@@ -121,3 +121,40 @@ def test_client_go_watch_list_initial_events_then_end_bookmark(sim: SimCluster, 
         assert bookmark["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
         assert int(bookmark["metadata"]["resourceVersion"]) >= max(
             int(e["object"]["metadata"]["resourceVersion"]) for e in events[:2])
+
+
+# What client-go's metadata client (metadata informers, controller-runtime's OnlyMetadata) sends.
+PARTIAL_LIST = ("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json")
+PARTIAL = ("application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+           "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json")
+
+
+def test_partial_object_metadata_of_get_list_and_watch(sim: SimCluster, ns: str) -> None:
+    base = f"/api/v1/namespaces/{ns}/configmaps"
+    status, _, created = http(sim, "POST", base, CLIENT_GO, {"metadata": {"name": "m", "labels": {"a": "b"}},
+                                                             "data": {"k": "v"}})
+    assert status == 201
+    status, _, one = http(sim, "GET", f"{base}/m", PARTIAL)
+    assert status == 200 and one == {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                                     "metadata": created["metadata"]}  # managedFields too, as upstream
+    status, _, listed = http(sim, "GET", f"{base}?limit=1", PARTIAL_LIST)
+    assert status == 200 and (listed["kind"], listed["apiVersion"]) == ("PartialObjectMetadataList", "meta.k8s.io/v1")
+    assert listed["metadata"]["resourceVersion"] and listed["items"] == [one]
+    events = _watch_lines(sim, f"{base}?watch=1&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=5",
+                          PARTIAL, until=1)
+    assert events == [{"type": "ADDED", "object": one}]
+
+
+@pytest.mark.parametrize(("path", "accept", "message"), [
+    ("/configmaps", PARTIAL, "you requested PartialObjectMetadata, but the requested object is a list (*v1.ConfigMapList)"),
+    ("/configmaps/x", PARTIAL_LIST,
+     "you requested PartialObjectMetadataList, but the requested object is not a list (*v1.ConfigMap)"),
+    ("/configmaps?watch=1", PARTIAL_LIST,
+     "you requested PartialObjectMetadataList, but the requested object is not a list (*v1.ConfigMap)"),
+])
+def test_partial_metadata_of_the_wrong_shape_is_406(sim: SimCluster, ns: str, path: str, accept: str,
+                                                   message: str) -> None:
+    http(sim, "POST", f"/api/v1/namespaces/{ns}/configmaps", CLIENT_GO, {"metadata": {"name": "x"}})
+    status, _, body = http(sim, "GET", f"/api/v1/namespaces/{ns}{path}", accept)
+    assert (status, body["reason"], body["message"]) == (406, "NotAcceptable", message)

@@ -147,7 +147,7 @@
         const st = (stages.informers || {})[v.name] || {};
         const r = (field) => rate(samples, (s) => inf(s, v.name)[field]);
         return { name: v.name, state: v.state, synced: v.synced, fifo: v.fifo, rv: v.rv, size: st.size, listed: v.listed,
-          fifoDepth: st.fifo_depth, handlerCalls: st.handlers, handlerErrors: st.handler_errors,
+          fifoDepth: st.fifo_depth, handlerCalls: st.handlers, handlerErrors: st.handler_errors, scope: v,
           rates: { watch: r("watch"), fifo: r("fifo"), cache: r("cache"), handlers: r("handlers") } };
       }),
       controller: {

@@ -410,7 +410,7 @@
         const s = stats(topic);
         informers.push({ name: name, state: comp.state, synced: comp.synced, fifo: comp.fifo, rv: comp.rv,
           size: stateOf(topic).size, listed: s.listItems !== null ? s.listItems : comp.listed, fifoDepth: s.fifoDepth, handlerCalls: s.handlerCalls,
-          handlerErrors: s.handlerErrors,
+          handlerErrors: s.handlerErrors, scope: comp,
           rates: { watch: s.watch.rate(now), fifo: s.fifo.rate(now), cache: s.cache.rate(now), handlers: s.handlers.rate(now) } });
       }
       let busy = 0;

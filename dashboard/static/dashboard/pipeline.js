@@ -8,10 +8,12 @@
  * (app.js feeds it rates from the worker's once-a-second stage counters). Both hand render() the same
  * model:
  *   { informers: [{ name, state, synced, fifo, rv, size, listed, fifoDepth, handlerCalls, handlerErrors,
- *                   rates: { watch, fifo, cache, handlers } }],
+ *                   scope, rates: { watch, fifo, cache, handlers } }],
  *     controller: { depth, busy, workers, lastResult, writes, writeErrors, writeConflicts,
  *                   rates: { adds, gets, reconciles, errors, writes } } }
- * A rate that is not known (no samples yet) is null and shows as "–".
+ * A rate that is not known (no samples yet) is null and shows as "–". `scope` is the informer's
+ * component (or any object with its v1.3 InformerScope fields): what narrows it shows as badges on
+ * the Reflector ("selector app=web", "metadata only") and the Cache ("transform: strip managedFields").
  */
 (function (global) {
   "use strict";
@@ -28,6 +30,27 @@
     if (r >= 10) return r.toFixed(0) + "/s";
     return r ? r.toFixed(1) + "/s" : "0/s";
   }
+
+  // v1.3 InformerScope: each field that narrows an informer, as the badge text people read.
+  const SCOPE_TEXT = {
+    namespace: (v) => "namespace " + v,
+    label_selector: (v) => "selector " + v,
+    field_selector: (v) => "fields " + v,
+    metadata_only: () => "metadata only",
+    transform: (v) => "transform: " + v,
+  };
+  const SCOPE_HELP = {
+    namespace: "lists and watches this namespace only",
+    label_selector: "the server sends only objects whose labels match: one that stops matching leaves as DELETED",
+    field_selector: "the server sends only objects whose fields match",
+    metadata_only: "the cache holds PartialObjectMetadata: names, labels, owners, finalizers; no spec, status or data",
+    transform: "applied to every object before it is cached: handlers never see what it removes",
+  };
+  function scopeBadges(scope, fields) {
+    return fields.filter((f) => scope && scope[f] !== undefined && scope[f] !== null && scope[f] !== false && scope[f] !== "")
+      .map((f) => el("span", { className: "badge scope", dataset: { scope: f }, title: SCOPE_HELP[f] }, SCOPE_TEXT[f](scope[f])));
+  }
+  const READ_SCOPE = P.INFORMER_SCOPE_FIELDS.filter((f) => f !== "transform");
 
   function stage(name, label, value, rate, title, ...extra) {
     return el("div", { className: "stage", dataset: { stage: name }, title: title || "" },
@@ -51,7 +74,8 @@
 
   function informerChain(inf) {
     const st = reflectorState(inf);
-    const badges = [el("span", { className: "badge st-" + st }, STATE_LABEL[st] || st)];
+    const badges = [el("span", { className: "badge st-" + st }, STATE_LABEL[st] || st),
+      ...scopeBadges(inf.scope, READ_SCOPE)];
     let progress = null;
     if (inf.synced) badges.push(el("span", { className: "badge ok" }, "synced"));
     else {
@@ -66,7 +90,8 @@
       arrow(),
       stage("fifo", "FIFO", inf.fifo || "?", r.fifo, "deltas queued/s · depth " + (inf.fifoDepth || 0), el("div", { className: "muted stage-sub" }, "depth " + (inf.fifoDepth || 0))),
       arrow(),
-      stage("cache", "Cache", count(inf.size, "object"), r.cache, "cache writes/s"),
+      stage("cache", "Cache", count(inf.size, "object"), r.cache, "cache writes/s",
+        ...scopeBadges(inf.scope, ["transform"])),
       arrow(),
       stage("handlers", "Handlers", count(inf.handlerCalls, "call"), r.handlers, "handler calls/s",
         errors(inf.handlerErrors, "errors")));

@@ -31,6 +31,7 @@
   P.FAILED_RESULTS = new Set(V.FAILED_RESULTS); // reconcile results counted as errors
   P.RETRIED_ERROR_KINDS = new Set(V.RETRIED_ERROR_KINDS); // error kinds a framework runs the handler again after
   P.KNOWN_KINDS = new Set(Object.values(P.RecordKind));
+  P.INFORMER_SCOPE_FIELDS = Object.freeze([...V.INFORMER_SCOPE_FIELDS]); // v1.3: what may narrow an informer
   P.WORKER_PREFIX = T.worker_prefix;
   P.LEADER_PREFIX = T.leader_prefix;
   P.FAULTS_TOPIC = T.faults;

@@ -108,6 +108,24 @@ func WithNamespace(namespace string) InformerOption {
 	return func(o *Informer) { o.namespace, o.namespaceSet = namespace, true }
 }
 
+// WithSelectors says the informer's LIST and WATCH carry these label and field selectors (a factory
+// made with informers.WithTweakListOptions, or a ListWatch built with them): shown on its pipeline
+// card. client-go does not expose an informer's list options, so pass what you tweaked.
+func WithSelectors(labelSelector, fieldSelector string) InformerOption {
+	return func(o *Informer) { o.scope.LabelSelector, o.scope.FieldSelector = labelSelector, fieldSelector }
+}
+
+// WithMetadataOnly says the informer caches PartialObjectMetadata (a metadatainformer factory's).
+func WithMetadataOnly() InformerOption {
+	return func(o *Informer) { o.scope.MetadataOnly = true }
+}
+
+// WithTransform names the informer's transform (SetTransform, informers.WithTransform) for the
+// dashboard, e.g. "strip managedFields".
+func WithTransform(description string) InformerOption {
+	return func(o *Informer) { o.scope.Transform = description }
+}
+
 // WithResyncPeriod is the informer's resync period, as published on the dashboard (client-go
 // does not expose a factory informer's; pass the factory's defaultResync).
 func WithResyncPeriod(d time.Duration) InformerOption {
@@ -132,6 +150,7 @@ type Informer struct {
 	namespace    string
 	namespaceSet bool
 	resync       time.Duration
+	scope        ctrlscope.InformerScope // published with the informer record (namespace from WithNamespace)
 	next         cache.WatchErrorHandlerWithContext
 	started      time.Time
 
@@ -184,7 +203,8 @@ func ObserveInformer(tel *ctrlscope.Telemetry, name string, inf cache.SharedInde
 	if _, err := inf.AddEventHandler(observingHandler{o}); err != nil {
 		return nil, err
 	}
-	tel.Informer(name, FifoModel(), o.resync)
+	o.scope.Namespace = o.namespace
+	tel.InformerWithScope(name, FifoModel(), o.resync, o.scope)
 	if o.hasGVR {
 		registryFor(tel).add(o)
 	}

@@ -225,7 +225,7 @@ def test_observer_learns_the_fifo_model(clock, observer) -> None:
     server = FakeApiServer()
     with started(SharedInformer(server, clock=clock, observer=observer)):
         pass
-    assert observer.of("on_informer") == [{"fifo": "DeltaFIFO", "resync_period": 0.0}]
+    assert observer.of("on_informer") == [{"fifo": "DeltaFIFO", "resync_period": 0.0, "scope": None}]  # not narrowed
 
 
 def test_factory_shares_one_informer_per_resource_and_syncs_all(clock) -> None:
