@@ -25,11 +25,13 @@ from typing import Any
 
 from controllers.informers import ApiError, DeletedFinalStateUnknown, SharedInformer
 from controllers.reconcile import (
+    Client,
     EnqueueRequestForOwner,
     GenerationChangedPredicate,
     Manager,
     Request,
     Result,
+    set_controller_reference,
 )
 
 log = logging.getLogger("ctrlscope.examples.deployments")
@@ -64,8 +66,8 @@ def watch_deployments(informer: SharedInformer) -> None:
 class DeploymentSummaryReconciler:
     """Keeps ``<deployment>-summary`` ConfigMaps in line with their Deployments (see module docs)."""
 
-    def __init__(self, client: Any, deployments: SharedInformer) -> None:
-        # ``client`` is the Manager's cluster client: get_json(path) and send_json(method, path, body).
+    def __init__(self, client: Client, deployments: SharedInformer) -> None:
+        # The reconciler client: reads from the Manager's caches, writes to the API server.
         self.client = client
         self.deployments = deployments
 
@@ -74,33 +76,31 @@ class DeploymentSummaryReconciler:
         if deployment is None or deployment["metadata"].get("deletionTimestamp"):
             return Result()  # the ownerReference lets garbage collection delete the summary
         desired = self.summary_for(deployment)
-        path = f"/api/v1/namespaces/{request.namespace}/configmaps"
-        name = desired["metadata"]["name"]
         try:
-            current = self.client.get_json(f"{path}/{name}")
+            # From the ConfigMap cache: it may be behind, and then the write below meets a newer
+            # object (409, or AlreadyExists for a create): raised, so the key is retried.
+            current = self.client.get("v1", "ConfigMap", desired["metadata"]["name"], request.namespace)
         except ApiError as exc:
-            if exc.code != 404:
+            if not exc.is_not_found:
                 raise
-            self.client.send_json("POST", path, desired)
+            self.client.create(desired)
             return Result()
         if current.get("data") != desired["data"]:
             desired["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            self.client.send_json("PUT", f"{path}/{name}", desired)  # 409 on a race: retried
+            self.client.update(desired)  # 409 on a race: retried
         return Result()
 
     @staticmethod
     def summary_for(deployment: dict[str, Any]) -> dict[str, Any]:
         meta = deployment["metadata"]
         containers = (((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
-        return {
+        summary = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
                 "name": meta["name"] + SUMMARY_SUFFIX,
                 "namespace": meta.get("namespace", "default"),
                 "labels": {"app.kubernetes.io/managed-by": MANAGED_BY},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"],
-                                     "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}],
             },
             "data": {
                 "replicas": str(_replicas(deployment)),
@@ -108,6 +108,8 @@ class DeploymentSummaryReconciler:
                 "generation": str(meta.get("generation", "")),
             },
         }
+        set_controller_reference(deployment, summary)  # garbage-collected with its Deployment
+        return summary
 
 
 def setup_watch(manager: Manager) -> None:
@@ -121,7 +123,7 @@ def setup(manager: Manager) -> None:
     deployments = manager.informer_for("apps/v1", "Deployment")
     watch_deployments(deployments)
     configmaps = manager.informer_for("v1", "ConfigMap")
-    reconciler = DeploymentSummaryReconciler(manager.factory.client, deployments)
+    reconciler = DeploymentSummaryReconciler(manager.get_client(field_owner="deployment-summary"), deployments)
     controller = manager.new_controller("deployment-summary", reconciler)
     controller.watch(deployments, predicates=[GenerationChangedPredicate()])
     controller.watch(configmaps, handler=EnqueueRequestForOwner("apps/v1", "Deployment"))

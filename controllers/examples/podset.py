@@ -34,12 +34,15 @@ from typing import Any
 from controllers.clock import Clock, RealClock, StopSignal, wall_ms
 from controllers.informers import ApiError, SharedInformer
 from controllers.reconcile import (
+    Client,
     EnqueueRequestForOwner,
     GenerationChangedPredicate,
     Manager,
     Predicate,
     Request,
     Result,
+    not_found_ignored,
+    set_controller_reference,
 )
 from controllers.schema import SCOREBOARD_TABLE
 
@@ -89,11 +92,12 @@ def podset(name: str, implementation: str, replicas: int, *, namespace: str = "d
 
 
 def ensure_crd(client: Any) -> None:
-    """Create the PodSet CRD if it is missing (409 means someone else did)."""
+    """Create the PodSet CRD if it is missing (AlreadyExists means someone else did). ``client``: a
+    reconciler ``Client``, or the API client one is made of."""
     try:
-        client.send_json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD)
+        (client if isinstance(client, Client) else Client(client)).create(CRD)
     except ApiError as exc:
-        if exc.code != 409:
+        if not exc.is_already_exists:
             raise
 
 
@@ -109,16 +113,12 @@ def implementation_of(obj: dict[str, Any]) -> str:
 def pod_for(owner: dict[str, Any]) -> dict[str, Any]:
     meta = owner["metadata"]
     template = (owner.get("spec") or {}).get("template") or {}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"generateName": meta["name"] + "-", "namespace": meta.get("namespace", "default"),
-                         "labels": dict((template.get("metadata") or {}).get("labels") or {}),
-                         "ownerReferences": [{"apiVersion": API_VERSION, "kind": KIND, "name": meta["name"],
-                                              "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]},
-            "spec": template.get("spec") or {"containers": [{"name": "app", "image": "nginx:1.27"}]}}
-
-
-def _pods_path(namespace: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods"
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"generateName": meta["name"] + "-", "namespace": meta.get("namespace", "default"),
+                        "labels": dict((template.get("metadata") or {}).get("labels") or {})},
+           "spec": template.get("spec") or {"containers": [{"name": "app", "image": "nginx:1.27"}]}}
+    set_controller_reference(owner, pod)  # the garbage collector deletes the pods with their PodSet
+    return pod
 
 
 def _owned_by(pod: dict[str, Any]) -> list[str]:
@@ -154,7 +154,7 @@ class HandlerPodSets:
     the first calls are an ``on_add`` for every cached PodSet, blind to the pods that exist: the
     handler approach's restart (and failover) problem, shown by the scenarios."""
 
-    def __init__(self, client: Any, podsets: SharedInformer) -> None:
+    def __init__(self, client: Client, podsets: SharedInformer) -> None:
         self.client = client
         self.podsets = podsets
         self.handler_calls = 0
@@ -195,11 +195,10 @@ class HandlerPodSets:
             self.handler_calls += 1  # pods go with their owner (garbage collection)
 
     def _create(self, owner: dict[str, Any], count: int) -> None:
-        ns = owner["metadata"].get("namespace", "default")
         for _ in range(count):
             self.api_calls += 1
             try:
-                self.client.send_json("POST", _pods_path(ns), pod_for(owner))
+                self.client.create(pod_for(owner))
             except (ApiError, OSError) as exc:
                 self.failed_side_effects += 1  # no retry: this pod is simply never created
                 log.warning("handlers: creating a pod for %s failed and is lost: %s", owner["metadata"]["name"], exc)
@@ -209,7 +208,7 @@ class HandlerPodSets:
         uid = owner["metadata"]["uid"]
         try:
             self.api_calls += 1
-            pods = self.client.get_json(_pods_path(ns))["items"]
+            pods = self.client.list("v1", "Pod", ns, live=True)  # no Pod cache in this approach
         except (ApiError, OSError) as exc:
             self.failed_side_effects += 1
             log.warning("handlers: listing pods of %s failed; the scale-down is lost: %s", owner["metadata"]["name"], exc)
@@ -218,7 +217,7 @@ class HandlerPodSets:
         for pod in mine[:count]:
             self.api_calls += 1
             try:
-                self.client.send_json("DELETE", f"{_pods_path(ns)}/{pod['metadata']['name']}")
+                self.client.delete(pod)
             except (ApiError, OSError) as exc:
                 self.failed_side_effects += 1
                 log.warning("handlers: deleting %s failed and is lost: %s", pod["metadata"]["name"], exc)
@@ -227,7 +226,7 @@ class HandlerPodSets:
 class PodSetReconciler:
     """The level-based implementation (see module docstring)."""
 
-    def __init__(self, client: Any, podsets: SharedInformer, pods: SharedInformer, *,
+    def __init__(self, client: Client, podsets: SharedInformer, pods: SharedInformer, *,
                  clock: Clock | None = None) -> None:
         self.client = client
         self.podsets = podsets
@@ -252,7 +251,6 @@ class PodSetReconciler:
         if owner is None or implementation_of(owner) != "reconciler" or owner["metadata"].get("deletionTimestamp"):
             return Result()
         uid = owner["metadata"]["uid"]
-        ns = request.namespace
         live = [p for p in self.pods.store.by_index(OWNER_INDEX, uid) if not p["metadata"].get("deletionTimestamp")]
         names = {p["metadata"]["name"] for p in live}
         pending = self._pending(uid, names)
@@ -260,16 +258,13 @@ class PodSetReconciler:
         have = len(live) + len(pending)
         for _ in range(want - have):
             self.api_calls += 1
-            created = self.client.send_json("POST", _pods_path(ns), pod_for(owner))  # raises: retried
+            created = self.client.create(pod_for(owner))  # raises: retried
             self._expect(uid, created["metadata"]["name"])
         if have > want and not pending:
             for pod in sorted(live, key=lambda p: p["metadata"]["name"])[: have - want]:
                 self.api_calls += 1
-                try:
-                    self.client.send_json("DELETE", f"{_pods_path(ns)}/{pod['metadata']['name']}")
-                except ApiError as exc:
-                    if exc.code != 404:
-                        raise
+                with not_found_ignored():  # gone already: that is what we wanted
+                    self.client.delete(pod)
         written = self._write_status(owner, len(live))
         if pending:
             return Result(requeue_after=0.5)
@@ -301,10 +296,9 @@ class PodSetReconciler:
                 "status": {"replicas": current, "observedGeneration": meta.get("generation")}}
         self.api_calls += 1
         try:
-            self.client.send_json("PUT", f"/apis/{API_VERSION}/namespaces/{body['metadata']['namespace']}"
-                                         f"/podsets/{meta['name']}/status", body)
+            self.client.status().update(body)
         except ApiError as exc:
-            if exc.code != 409:
+            if not exc.is_conflict:
                 raise
             return False  # a stale cache: the caller requeues
         return True
@@ -487,18 +481,19 @@ class FlakyReconciler:
 
 
 def _wire(manager: Manager, *, handlers: bool, reconciler: bool, flaky: FlakyReconciler | None = None) -> None:
-    client = manager.factory.client
-    ensure_crd(client)
+    ensure_crd(manager.get_client())
     podsets = manager.informer_for(API_VERSION, KIND)
     pods = manager.informer_for("v1", "Pod")
     if OWNER_INDEX not in pods.store.get_indexers():
         pods.store.add_indexers({OWNER_INDEX: _owned_by})
-    handler_impl = HandlerPodSets(client, podsets) if handlers else None
+    # One field owner per implementation: managedFields says which one wrote what.
+    handler_impl = HandlerPodSets(manager.get_client(field_owner="podset-handlers"), podsets) if handlers else None
     if handler_impl is not None:
         manager.add_runnable(handler_impl)
     reconciler_impl = None
     if reconciler:
-        reconciler_impl = PodSetReconciler(client, podsets, pods, clock=manager.clock)
+        reconciler_impl = PodSetReconciler(manager.get_client(field_owner="podset-reconciler"), podsets, pods,
+                                           clock=manager.clock)
         impl: Any = reconciler_impl
         if flaky is not None:
             flaky.inner = impl

@@ -17,6 +17,15 @@ Anything else with ``start()``/``stop()`` joins through ``add_runnable`` (contro
 with ``need_leader_election = False`` (``LeaderElectionRunnable``): work that writes to the cluster
 -- a controller, or informer event handlers that act -- must not run in two replicas at once.
 
+The cache options of controller-runtime's ``cache.Options`` pass through to the factory:
+``namespace`` (``DefaultNamespaces``, one namespace), ``tweak_list_options`` (``DefaultLabelSelector``
+/ ``DefaultFieldSelector``: set them on the ``ListOptions`` it is given) and ``transform``
+(``DefaultTransform``, e.g. ``transform_strip_managed_fields()``); ``informer_for(...,
+metadata_only=True)`` is ``builder.OnlyMetadata``.
+
+``get_client()`` is the reconciler's client (``client.py``: reads from these informers, writes to the
+API server) and ``get_event_recorder_for(component)`` its EventRecorder.
+
 Every component gets the Manager's clock and an observer that fans out to the caller's observer
 (e.g. the telemetry publisher) and the metrics -- the API client too, if it can report its requests.
 
@@ -33,11 +42,13 @@ import threading
 from typing import Any, Protocol
 
 from controllers.clock import Clock, RealClock
-from controllers.informers.factory import ListWatchClient, SharedInformerFactory
+from controllers.informers.factory import ListWatchClient, SharedInformerFactory, TweakListOptionsFunc
 from controllers.informers.reflector import MIN_WATCH_TIMEOUT
 from controllers.informers.shared_informer import SharedInformer
+from controllers.informers.transform import TransformFunc
 from controllers.metrics import MetricsObserver
 from controllers.observer import FanoutObserver, Observer
+from controllers.reconcile.client import Client, EventRecorder
 from controllers.reconcile.controller import DEFAULT_CACHE_SYNC_TIMEOUT, Controller, ReconcileFunc
 from controllers.reconcile.leader_election import LeaderElector, LeaseLock
 from controllers.reconcile.request import Reconciler
@@ -67,8 +78,12 @@ class Manager:
                  metrics_addr: str = "127.0.0.1", leader_election_lock: LeaseLock | None = None,
                  identity: str = "", lease_duration: float = 15.0, renew_deadline: float = 10.0,
                  retry_period: float = 2.0, cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT,
-                 freeze_gc_after_sync: bool = True, min_watch_timeout: float = MIN_WATCH_TIMEOUT) -> None:
+                 freeze_gc_after_sync: bool = True, min_watch_timeout: float = MIN_WATCH_TIMEOUT,
+                 namespace: str | None = None, tweak_list_options: TweakListOptionsFunc | None = None,
+                 transform: TransformFunc | None = None) -> None:
         self.clock: Clock = clock or RealClock()
+        self.api = client
+        self.identity = identity
         self.metrics = MetricsObserver(clock=self.clock)
         self.observer = FanoutObserver(observer, self.metrics)
         # A client that reports its requests (KubernetesClient) reports them to the same observers:
@@ -78,7 +93,8 @@ class Manager:
             set_observer(self.observer)
         self.factory = SharedInformerFactory(client, resync_period, clock=self.clock, observer=self.observer,
                                              freeze_gc_after_sync=freeze_gc_after_sync,
-                                             min_watch_timeout=min_watch_timeout)
+                                             min_watch_timeout=min_watch_timeout, namespace=namespace,
+                                             tweak_list_options=tweak_list_options, transform=transform)
         self.cache_sync_timeout = cache_sync_timeout
         self.metrics_port = metrics_port
         self.metrics_addr = metrics_addr
@@ -102,9 +118,21 @@ class Manager:
         self._controllers_started = False
 
     # -- building ------------------------------------------------------------------------------
-    def informer_for(self, api_version: str, kind: str, namespace: str | None = None) -> SharedInformer:
-        """The shared informer for a kind (created on first use, started by ``start``)."""
-        return self.factory.informer_for(api_version, kind, namespace)
+    def informer_for(self, api_version: str, kind: str, namespace: str | None = None, *,
+                     metadata_only: bool = False) -> SharedInformer:
+        """The shared informer for a kind (created on first use, started by ``start``);
+        ``metadata_only``: one that caches ``PartialObjectMetadata`` (``builder.OnlyMetadata``)."""
+        return self.factory.informer_for(api_version, kind, namespace, metadata_only=metadata_only)
+
+    def get_client(self, *, field_owner: str = "") -> Client:
+        """A client that reads from this Manager's informer cache and writes to its API server
+        (``mgr.GetClient()``); ``field_owner`` names its writes in managedFields."""
+        return Client(self.api, self.factory, field_owner=field_owner,  # type: ignore[arg-type]
+                      cache_sync_timeout=self.cache_sync_timeout)
+
+    def get_event_recorder_for(self, component: str) -> EventRecorder:
+        """An EventRecorder whose Events say they come from ``component`` (``mgr.GetEventRecorderFor``)."""
+        return EventRecorder(self.api, component, clock=self.clock, host=self.identity)  # type: ignore[arg-type]
 
     def new_controller(self, name: str, reconciler: Reconciler | ReconcileFunc, *,
                        max_concurrent_reconciles: int = 1, rate_limiter: RateLimiter | None = None) -> Controller:

@@ -177,9 +177,16 @@ def test_a_status_write_that_meets_a_newer_object_is_retried_not_dropped():
     podsets = SimpleNamespace(store=SimpleNamespace(get_by_key=lambda key: owner if key == "default/web" else None))
     pods = SimpleNamespace(store=SimpleNamespace(by_index=lambda index, uid: [pod] if (index, uid) == (OWNER_INDEX, "u1") else []))
 
-    class Client:
+    from controllers.reconcile import Client
+
+    class RecordingApi:
+        """The API as the reconciler's Client sees it: the status write conflicts once."""
+
         conflicts = 1
         writes: list[str] = []
+
+        def resource_path(self, api_version, kind, namespace=None, name=None, subresource=None):
+            return f"/apis/{api_version}/namespaces/{namespace}/{kind.lower()}s/{name}/{subresource}"
 
         def send_json(self, method, path, body=None, **kw):
             self.writes.append(f"{method} {path}")
@@ -188,8 +195,8 @@ def test_a_status_write_that_meets_a_newer_object_is_retried_not_dropped():
                 raise ApiError(409, "Conflict", "the object has been modified")
             return body
 
-    client = Client()
-    reconciler = PodSetReconciler(client, podsets, pods)
+    api = RecordingApi()
+    reconciler = PodSetReconciler(Client(api), podsets, pods)
     assert reconciler.reconcile(Request("default", "web")) == Result(requeue=True)
     assert reconciler.reconcile(Request("default", "web")) == Result()
-    assert client.writes == [f"PUT /apis/{API_VERSION}/namespaces/default/podsets/web/status"] * 2
+    assert api.writes == [f"PUT /apis/{API_VERSION}/namespaces/default/podsets/web/status"] * 2
