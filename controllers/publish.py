@@ -60,6 +60,7 @@ from controllers.schema import (
     WatchEndReason,
     WatchEventType,
     fold_queue_op,
+    informer_scope_fields,
 )
 from controllers.telemetry.metrics_sampler import MetricsSampler
 from controllers.telemetry.publisher import RedisPublisher
@@ -134,7 +135,7 @@ class ProtocolPublisher:
         scope = {"namespace": namespace, "label_selector": label_selector, "field_selector": field_selector,
                  "metadata_only": metadata_only, "transform": transform}
         self.observer.on_informer(name, fifo=fifo, resync_period=resync_period,
-                                  scope={k: v for k, v in scope.items() if v} or None)
+                                  scope=informer_scope_fields(scope) or None)
         return InformerReport(self, name)
 
     def queue(self, name: str) -> QueueReport:

@@ -67,7 +67,7 @@ from controllers.informers.reflector import MIN_WATCH_TIMEOUT, Reflector
 from controllers.informers.store import IndexFunc, Store, decode_entry
 from controllers.informers.transform import TransformFunc, describe_transform
 from controllers.observer import NOOP_OBSERVER, Observer, active_observer
-from controllers.schema import DeltaType, HandlerEvent, HandlerOutcome, ReflectorState
+from controllers.schema import DeltaType, HandlerEvent, HandlerOutcome, ReflectorState, informer_scope_fields
 
 log = logging.getLogger("ctrlscope.informer")
 
@@ -80,20 +80,14 @@ def informer_scope(list_watch: Any, transform: TransformFunc | None) -> dict[str
     """What narrows an informer, as the protocol's optional ``informer`` fields (v1.3): only those
     set. Read from the list/watch (``KubernetesListWatch`` has ``namespace``, ``options``,
     ``metadata_only``; a test fake may have none) and the transform."""
-    scope: dict[str, Any] = {}
-    namespace = getattr(list_watch, "namespace", None)
-    if isinstance(namespace, str) and namespace:
-        scope["namespace"] = namespace
     options = getattr(list_watch, "options", None)
-    for field in ("label_selector", "field_selector"):
-        value = getattr(options, field, "")
-        if isinstance(value, str) and value:
-            scope[field] = value
-    if getattr(list_watch, "metadata_only", False) is True:
-        scope["metadata_only"] = True
-    if transform is not None:
-        scope["transform"] = describe_transform(transform)
-    return scope
+    return informer_scope_fields({
+        "namespace": getattr(list_watch, "namespace", None),
+        "label_selector": getattr(options, "label_selector", None),
+        "field_selector": getattr(options, "field_selector", None),
+        "metadata_only": getattr(list_watch, "metadata_only", False),
+        "transform": describe_transform(transform),
+    })
 
 
 def _func_name(*funcs: Callable[..., Any] | None) -> str:

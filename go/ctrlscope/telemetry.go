@@ -242,13 +242,15 @@ type InformerScope struct {
 	Transform     string // what changes each object before it is cached, for people ("strip managedFields")
 }
 
-// fields are the scope's published fields, in the protocol's order (INFORMER_SCOPE_FIELDS).
+// informerScopeFields are the protocol's InformerScope fields, in its order (INFORMER_SCOPE_FIELDS).
+var informerScopeFields = []string{"namespace", "label_selector", "field_selector", "metadata_only", "transform"}
+
+// fields are the scope's published fields, in the protocol's order.
 func (s InformerScope) fields() [][2]any {
 	var out [][2]any
-	for _, f := range [][2]any{{"namespace", s.Namespace}, {"label_selector", s.LabelSelector},
-		{"field_selector", s.FieldSelector}, {"metadata_only", s.MetadataOnly}, {"transform", s.Transform}} {
-		if f[1] != "" && f[1] != false {
-			out = append(out, f)
+	for i, v := range []any{s.Namespace, s.LabelSelector, s.FieldSelector, s.MetadataOnly, s.Transform} {
+		if v != "" && v != false {
+			out = append(out, [2]any{informerScopeFields[i], v})
 		}
 	}
 	return out
@@ -270,7 +272,7 @@ func (t *Telemetry) InformerWithScope(informer, fifo string, resyncPeriod time.D
 	}
 	t.mu.Lock()
 	if c := t.components[string(ComponentKindInformer)+"/"+informer]; c != nil {
-		for _, k := range []string{"namespace", "label_selector", "field_selector", "metadata_only", "transform"} {
+		for _, k := range informerScopeFields {
 			delete(c, k)
 		}
 	}

@@ -1,10 +1,11 @@
-"""Shared fixtures for the runtime tests: a fake clock, a recording observer, and ``eventually``
-for effects that happen on a background thread after a fake-clock step (bounded real-time poll)."""
+"""Shared fixtures for the runtime tests: a fake clock, a recording observer, ``eventually`` for
+effects that happen on a background thread after a fake-clock step (bounded real-time poll), and
+``sim``, the simulated API server over real HTTP."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -55,3 +56,14 @@ def observer() -> RecordingObserver:
 @pytest.fixture
 def eventually() -> Callable[..., Any]:
     return wait_until
+
+
+@pytest.fixture
+def sim() -> Iterator[Any]:
+    """A simulated API server on a free loopback port, no control plane, bookmarks every 0.2 s."""
+    sim_server = pytest.importorskip("controllers.sim.server", reason="the simulator is not available")
+    cluster = sim_server.SimCluster(port=0, bookmark_interval=0.2, control_plane=False).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

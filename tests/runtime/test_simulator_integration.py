@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,15 +16,6 @@ from controllers.reconcile import KubernetesLeaseLock, Manager, Request, Result
 sim_server = pytest.importorskip("controllers.sim.server", reason="the simulator is not available")
 
 CM = "/api/v1/namespaces/default/configmaps"
-
-
-@pytest.fixture
-def sim() -> Iterator[Any]:
-    cluster = sim_server.SimCluster(port=0, bookmark_interval=0.2, control_plane=False).start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def create_cm(client: KubernetesClient, name: str, **data: str) -> dict[str, Any]:

@@ -6,7 +6,6 @@ transform applied before the cache (and TransformStripManagedFields), metadata-o
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,18 +20,7 @@ from controllers.informers import (
 from controllers.informers.http_client import KubernetesClient
 from controllers.reconcile import Manager
 
-sim_server = pytest.importorskip("controllers.sim.server", reason="the simulator is not available")
-
 CM = "/api/v1/namespaces/{ns}/configmaps"
-
-
-@pytest.fixture
-def sim() -> Iterator[Any]:
-    cluster = sim_server.SimCluster(port=0, bookmark_interval=0.2, control_plane=False).start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture
