@@ -13,7 +13,7 @@ from controllers.informers.keys import DeletedFinalStateUnknown, object_key, spl
 from controllers.informers.listwatch import ApiError, ListOptions, ListResult, ListWatch, WatchEvent
 from controllers.informers.reflector import Reflector
 from controllers.informers.shared_informer import HandlerRegistration, SharedInformer
-from controllers.informers.store import Indexer, Store
+from controllers.informers.store import CacheMode, Indexer, Store
 from controllers.informers.transform import TransformFunc, transform_strip_managed_fields
 from controllers.schema import DeltaType, WatchEventType
 
@@ -21,6 +21,7 @@ __all__ = [
     "FIFO_MODEL",
     "ApiError",
     "Backoff",
+    "CacheMode",
     "DeletedFinalStateUnknown",
     "Delta",
     "DeltaFIFO",

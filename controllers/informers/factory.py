@@ -33,6 +33,7 @@ from controllers.clock import Clock, RealClock
 from controllers.informers.listwatch import ListOptions, ListWatch
 from controllers.informers.reflector import MIN_WATCH_TIMEOUT
 from controllers.informers.shared_informer import SharedInformer
+from controllers.informers.store import CacheMode
 from controllers.informers.transform import TransformFunc
 from controllers.observer import NOOP_OBSERVER, Observer
 
@@ -70,8 +71,10 @@ class SharedInformerFactory:
                  observer: Observer | None = None, freeze_gc_after_sync: bool = False,
                  min_watch_timeout: float = MIN_WATCH_TIMEOUT, namespace: str | None = None,
                  tweak_list_options: TweakListOptionsFunc | None = None,
-                 transform: TransformFunc | None = None) -> None:
+                 transform: TransformFunc | None = None, cache: CacheMode | str | None = None) -> None:
         self.client = client
+        # Checked here, so a bad value is an error where it was written, not at the first informer.
+        self.cache = CacheMode.resolve(cache, freeze_gc_after_sync) if cache else None
         self.namespace = namespace or None
         self.tweak_list_options = tweak_list_options
         self.transform = transform
@@ -109,7 +112,8 @@ class SharedInformerFactory:
                                           name=informer_name(api_version, kind, namespace, options, metadata_only),
                                           resync_period=self.resync_period, clock=self.clock,
                                           observer=self.observer, freeze_gc_after_sync=self.freeze_gc_after_sync,
-                                          min_watch_timeout=self.min_watch_timeout, transform=self.transform)
+                                          min_watch_timeout=self.min_watch_timeout, transform=self.transform,
+                                          cache=self.cache)
                 self._informers[key] = informer
             return informer
 

@@ -12,8 +12,9 @@ Throughput (bench/informer.py) is decided by per-event overhead and by the cycli
 * The informer thread takes every queued key in one ``DeltaFIFO.pop_batch`` (same per-key
   semantics as ``pop``) and appends the batch's notifications to each handler's buffer in one lock
   round-trip: one wake-up per batch instead of one per event.
-* The Store keeps objects JSON-encoded (``compact``, see ``store.py``) unless
-  ``freeze_gc_after_sync`` is set. An update's ``old`` object is buffered as the Store entry and,
+* The Store keeps objects JSON-encoded (``cache="compact"``, see ``store.py``) unless
+  ``freeze_gc_after_sync`` is set, when it keeps the decoded dicts (``cache="decoded"``); ``cache``
+  picks either explicitly. An update's ``old`` object is buffered as the Store entry and,
   if encoded, decoded by the handler's thread right before the call (and only if the handler has
   ``on_update`` or an observer wants it), so the decoded copy lives for one call instead of
   waiting in buffers, where the GC would walk it and promote it.
@@ -64,7 +65,7 @@ from controllers.informers.gc_freeze import CACHE_FREEZER, CacheFreezer
 from controllers.informers.keys import DeletedFinalStateUnknown, object_key, resource_version
 from controllers.informers.listwatch import ListWatch
 from controllers.informers.reflector import MIN_WATCH_TIMEOUT, Reflector
-from controllers.informers.store import IndexFunc, Store, decode_entry
+from controllers.informers.store import CacheMode, IndexFunc, Store, decode_entry
 from controllers.informers.transform import TransformFunc, describe_transform
 from controllers.observer import NOOP_OBSERVER, Observer, active_observer
 from controllers.schema import DeltaType, HandlerEvent, HandlerOutcome, ReflectorState, informer_scope_fields
@@ -240,7 +241,7 @@ class SharedInformer:
                  indexers: dict[str, IndexFunc] | None = None, clock: Clock | None = None,
                  observer: Observer | None = None, freeze_gc_after_sync: bool = False,
                  gc_freezer: CacheFreezer | None = None, min_watch_timeout: float = MIN_WATCH_TIMEOUT,
-                 transform: TransformFunc | None = None) -> None:
+                 transform: TransformFunc | None = None, cache: CacheMode | str | None = None) -> None:
         self.name = name or list_watch.describe()
         self.list_watch = list_watch
         self.resync_period = resync_period
@@ -249,9 +250,10 @@ class SharedInformer:
         self._obs = active_observer(self.observer)
         self.freeze_gc_after_sync = freeze_gc_after_sync
         self._freezer = (gc_freezer or CACHE_FREEZER) if freeze_gc_after_sync else None
-        # Frozen decoded dicts are cheapest; unfrozen, JSON bytes keep the GC off the cache.
+        # Unset: frozen decoded dicts are cheapest; unfrozen, JSON bytes keep the GC off the cache.
+        self.cache_mode = CacheMode.resolve(cache, freeze_gc_after_sync)
         self.indexer = Store(self.name, indexers=indexers, observer=self.observer,
-                             compact=not freeze_gc_after_sync)
+                             compact=self.cache_mode is CacheMode.COMPACT)
         self.fifo = DeltaFIFO(self.name, known_objects=self.indexer, observer=self.observer,
                               on_synced=self._mark_synced, transformer=transform)
         self.reflector = Reflector(list_watch, self.fifo, name=self.name, clock=self.clock,

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from enum import StrEnum
 from typing import Any
 
 import orjson
@@ -56,6 +57,25 @@ def namespace_index_func(obj: Obj) -> list[str]:
 
 Entry = bytes | Obj
 """What the Store keeps per key: the object's JSON encoding, or the object itself if unencodable."""
+
+
+class CacheMode(StrEnum):
+    """How an informer's Store holds its objects (see the module docstring)."""
+
+    COMPACT = "compact"
+    """JSON bytes, decoded on every read into a fresh dict (``Store(compact=True)``)."""
+    DECODED = "decoded"
+    """The decoded dicts themselves, shared with every reader (``Store(compact=False)``)."""
+
+    @classmethod
+    def resolve(cls, cache: CacheMode | str | None, freeze_gc_after_sync: bool) -> CacheMode:
+        """``cache`` as a mode; unset, decoded when the GC is kept off the cache, else compact."""
+        if cache is None or cache == "":
+            return cls.DECODED if freeze_gc_after_sync else cls.COMPACT
+        try:
+            return cls(cache)
+        except ValueError:
+            raise ValueError(f"unknown cache mode {cache!r}: use one of {', '.join(m.value for m in cls)}") from None
 
 
 def _encode(obj: Obj) -> Entry:

@@ -45,6 +45,7 @@ from controllers.clock import Clock, RealClock
 from controllers.informers.factory import ListWatchClient, SharedInformerFactory, TweakListOptionsFunc
 from controllers.informers.reflector import MIN_WATCH_TIMEOUT
 from controllers.informers.shared_informer import SharedInformer
+from controllers.informers.store import CacheMode
 from controllers.informers.transform import TransformFunc
 from controllers.metrics import MetricsObserver
 from controllers.observer import FanoutObserver, Observer
@@ -80,7 +81,7 @@ class Manager:
                  retry_period: float = 2.0, cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT,
                  freeze_gc_after_sync: bool = True, min_watch_timeout: float = MIN_WATCH_TIMEOUT,
                  namespace: str | None = None, tweak_list_options: TweakListOptionsFunc | None = None,
-                 transform: TransformFunc | None = None) -> None:
+                 transform: TransformFunc | None = None, cache: CacheMode | str | None = None) -> None:
         self.clock: Clock = clock or RealClock()
         self.api = client
         self.identity = identity
@@ -94,7 +95,8 @@ class Manager:
         self.factory = SharedInformerFactory(client, resync_period, clock=self.clock, observer=self.observer,
                                              freeze_gc_after_sync=freeze_gc_after_sync,
                                              min_watch_timeout=min_watch_timeout, namespace=namespace,
-                                             tweak_list_options=tweak_list_options, transform=transform)
+                                             tweak_list_options=tweak_list_options, transform=transform,
+                                             cache=cache)
         self.cache_sync_timeout = cache_sync_timeout
         self.metrics_port = metrics_port
         self.metrics_addr = metrics_addr

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from controllers.clock import FakeClock
-from controllers.informers import SharedInformer
+from controllers.informers import CacheMode, SharedInformer, SharedInformerFactory
 from controllers.informers.gc_freeze import CacheFreezer
 from tests.runtime.informers.fake_apiserver import FakeApiServer
 from tests.runtime.informers.test_shared_informer import started
@@ -115,3 +115,28 @@ def test_informer_without_freezing_leaves_the_gc_alone(clock, eventually) -> Non
     with started(SharedInformer(server, clock=clock)) as informer:
         assert gc.get_freeze_count() == 0
         assert informer.snapshot()["gc_freezer"] is None
+
+
+@pytest.mark.parametrize(("cache", "freeze", "compact"), [
+    (None, False, True), (None, True, False),  # unset: follows the GC policy
+    ("compact", True, True), ("decoded", False, False), (CacheMode.DECODED, True, False),
+])
+def test_the_cache_mode_is_explicit_or_follows_the_gc_policy(clock, eventually, cache, freeze, compact) -> None:
+    server = FakeApiServer()
+    server.create("a")
+    informer = SharedInformer(server, clock=clock, freeze_gc_after_sync=freeze, cache=cache,
+                              gc_freezer=CacheFreezer(clock=clock))
+    assert informer.store.compact is compact
+    assert informer.cache_mode is (CacheMode.COMPACT if compact else CacheMode.DECODED)
+    with started(informer):
+        first, second = informer.store.get_by_key("default/a"), informer.store.get_by_key("default/a")
+        assert first == second and first["metadata"]["name"] == "a"
+        # Compact hands out a fresh copy per read; decoded shares the cached dict.
+        assert (first is second) is not compact
+
+
+def test_an_unknown_cache_mode_is_refused_where_it_is_written() -> None:
+    with pytest.raises(ValueError, match="unknown cache mode 'zip': use one of compact, decoded"):
+        SharedInformerFactory(FakeApiServer(), cache="zip")
+    with pytest.raises(ValueError, match="unknown cache mode"):
+        SharedInformer(FakeApiServer(), cache="bytes")
