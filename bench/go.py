@@ -79,19 +79,33 @@ def run(binary: Path, args: list[str], timeout: float = 600) -> dict[str, Any]:
     return {"error": err[-1] if err else f"exit {res.returncode}"}
 
 
-def go_informer_rate(server: Any, n: int) -> float | str:
+def go_informer_rate(server: Any, n: int, *, cached: int | None = None, timed_from: int = 0) -> float | str:
     """bench/informer.py's Go anchor: client-go's informer on ``server``'s canned stream (plain
-    build); events/s, or why it was skipped."""
+    build); events/s (of the events after the ``timed_from``-th), or why it was skipped."""
+    result = go_informer(server, n, cached=cached, timed_from=timed_from)
+    return result if isinstance(result, str) else float(result["events_per_s"])
+
+
+def go_informer(server: Any, n: int, *, cached: int | None = None, timed_from: int = 0,
+                memory: bool = False) -> dict[str, Any] | str:
+    """One run of go/bench/informer (plain build) on ``server``'s stream of ``n`` events: its
+    result line, or why it did not run. ``cached``: objects cached at the end (default n/2);
+    ``memory``: count-only handler, and the cache's heap/RSS bytes per object."""
     go = find_go()
     if go is None:
         return "skipped: no Go toolchain"
     binary, why = build(go, "informer", instrumented=False)
     if binary is None:
         return f"skipped: go build failed: {why}"
-    result = run(binary, ["-url", server.url, "-n", str(n), "-mode", "plain"])
+    args = ["-url", server.url, "-n", str(n), "-mode", "plain", "-timed-from", str(timed_from)]
+    if cached is not None:
+        args += ["-cached", str(cached)]
+    if memory:
+        args.append("-memory")
+    result = run(binary, args, timeout=900)
     if "error" in result:
         return f"failed: {result['error']}"
-    return float(result["events_per_s"])
+    return result
 
 
 def spread(values: list[float]) -> str:

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -64,12 +65,18 @@ type Queue interface {
 	ShutDown()
 }
 
-// Counter counts handler calls and closes Done at the target.
+// Counter counts handler calls and closes Done at the target. With a mark, it also notes the time
+// and CPU of the mark-th call: the timed window of a run that first fills the cache (untimed)
+// and then times the events after it.
 type Counter struct {
 	n      atomic.Int64
 	target int64
+	mark   int64
 	Done   chan struct{}
 	At     atomic.Int64 // UnixNano of the target-th call
+	MarkAt atomic.Int64 // UnixNano of the mark-th call (0: no mark)
+	// CPU seconds of the process at the mark-th call (math.Float64bits).
+	markCPU atomic.Uint64
 }
 
 // NewCounter counts to target.
@@ -77,9 +84,21 @@ func NewCounter(target int) *Counter {
 	return &Counter{target: int64(target), Done: make(chan struct{})}
 }
 
+// NewMarkedCounter counts to target and marks the mark-th call (mark 0: none).
+func NewMarkedCounter(target, mark int) *Counter {
+	c := NewCounter(target)
+	c.mark = int64(mark)
+	return c
+}
+
 // Hit counts one call.
 func (c *Counter) Hit() {
-	if c.n.Add(1) == c.target {
+	n := c.n.Add(1)
+	if n == c.mark {
+		c.MarkAt.Store(time.Now().UnixNano())
+		c.markCPU.Store(math.Float64bits(CPUSeconds()))
+	}
+	if n == c.target {
 		c.At.Store(time.Now().UnixNano())
 		close(c.Done)
 	}
@@ -105,9 +124,10 @@ func EnqueueHandler(q Queue, c *Counter) cache.ResourceEventHandlerFuncs {
 	}
 }
 
-// RunInformer runs inf until counter is done (or timeout) and returns the seconds from Run to the
-// target-th handler call and the process CPU seconds meanwhile, checking the cache holds
-// wantCached objects.
+// RunInformer runs inf until counter is done (or timeout) and returns the seconds from Run (or
+// from the counter's mark) to the target-th handler call and the process CPU seconds meanwhile,
+// checking the cache holds wantCached objects. The informer stops when it returns; its cache
+// stays.
 func RunInformer(inf cache.SharedIndexInformer, counter *Counter, wantCached int, timeout time.Duration) (float64,
 	float64, error) {
 	stop := make(chan struct{})
@@ -121,7 +141,11 @@ func RunInformer(inf cache.SharedIndexInformer, counter *Counter, wantCached int
 		return 0, 0, fmt.Errorf("timeout: %d of %d handler calls", counter.N(), counter.target)
 	}
 	cpu := CPUSeconds() - cpu0
-	elapsed := time.Duration(counter.At.Load() - start.UnixNano()).Seconds()
+	begin := start.UnixNano()
+	if counter.mark > 0 { // time only what follows the mark
+		begin, cpu = counter.MarkAt.Load(), cpu+cpu0-math.Float64frombits(counter.markCPU.Load())
+	}
+	elapsed := time.Duration(counter.At.Load() - begin).Seconds()
 	if got := len(inf.GetStore().ListKeys()); got != wantCached {
 		return 0, 0, fmt.Errorf("cache holds %d objects, want %d", got, wantCached)
 	}
@@ -154,6 +178,22 @@ func Profile(path string) func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
 	}
+}
+
+// HeapAndRSS is the live Go heap after two collections and the process's resident set, in bytes:
+// what a cache costs is the difference between two calls, one before it filled and one after.
+func HeapAndRSS() (heap, rss uint64) {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		var size, resident uint64
+		if _, err := fmt.Sscan(string(b), &size, &resident); err == nil {
+			rss = resident * uint64(os.Getpagesize())
+		}
+	}
+	return ms.HeapAlloc, rss
 }
 
 // Emit prints the result line the Python driver reads: one JSON object, always with "mode" and
