@@ -30,7 +30,7 @@ def test_an_api_only_process_is_a_worker_like_any_other(browser, dashboard, redi
         page.click(f'{card} a[href="/c/kopf-demo/podsets/"]')
         page.wait_for_url("**/c/kopf-demo/podsets/")
         page.wait_for_selector('#conn[data-state="live"]', timeout=10_000)
-        page.wait_for_function("window.ctrlscope.client.topics.get('w/kopf-demo/queue/podsets')?.cursor", timeout=10_000)
+        page.wait_for_function("() => window.ctrlscope.client.topics.get('w/kopf-demo/queue/podsets')?.cursor", timeout=10_000)
         proc.stdin.write("reconcile\n")  # only now: the page is subscribed to the queue it is to see
         proc.stdin.flush()
         # The flaky key backs off in the waiting group with its requeue count, then converges.
