@@ -30,7 +30,8 @@ TransformFunc = Callable[[Any], Any]
 
 class StripManagedFields:
     """Drop ``metadata.managedFields`` (server-side apply's field ownership) from every object:
-    client-go's / controller-runtime's ``TransformStripManagedFields``. Objects that are not
+    controller-runtime's ``cache.TransformStripManagedFields`` (client-go's ``SetTransform`` is the
+    hook it plugs into). Objects that are not
     dicts (a test's fake) pass unchanged."""
 
     description = "strip managedFields"
@@ -47,7 +48,7 @@ class StripManagedFields:
 
 
 def transform_strip_managed_fields() -> TransformFunc:
-    """The ready-made transform that strips ``managedFields`` (client-go
+    """The ready-made transform that strips ``managedFields`` (controller-runtime
     ``cache.TransformStripManagedFields``)."""
     return StripManagedFields()
 
