@@ -87,6 +87,16 @@
     };
     const scroller = $("cache-scroll"), spacer = $("cache-spacer"), select = $("cache-informer");
     const pool = []; // row elements, reused
+    // The scroller's offset and height as last seen by its own events, so that rendering never
+    // reads layout (a read right after another panel's DOM writes forces a full synchronous layout).
+    const viewport = { top: 0, h: 0 };
+    if (typeof ResizeObserver === "function") {
+      new ResizeObserver((entries) => {
+        for (const e of entries) { const h = e.target.clientHeight; if (h !== viewport.h) { viewport.h = h; cache.rowsDirty = true; schedule(); } }
+      }).observe(scroller);
+    }
+    function setScrollTop(top) { scroller.scrollTop = top; viewport.top = scroller.scrollTop; }
+    function setText(node, text) { if (node.textContent !== text) node.textContent = text; }
 
     function informerName(topic) { return informerTopics.get(topic) || topic.slice(T.informer_prefix.length); }
 
@@ -280,17 +290,17 @@
       const view = currentView();
       cache.viewDirty = false;
       const total = cache.keys.length, shown = view.length;
-      $("cache-count").textContent = shown.toLocaleString();
-      $("cache-count-label").textContent = cache.filter.length ? "of " + total.toLocaleString() + " objects match" : "objects";
-      spacer.style.height = shown * ROW_H + "px";
+      setText($("cache-count"), shown.toLocaleString());
+      setText($("cache-count-label"), cache.filter.length ? "of " + total.toLocaleString() + " objects match" : "objects");
+      if (spacer.style.height !== shown * ROW_H + "px") spacer.style.height = shown * ROW_H + "px";
       // A small cache gets a short table (a few rows of slack); a big one scrolls within 440 px.
       const fit = Math.min(MAX_TABLE_H, Math.max(MIN_TABLE_H, (shown + 2) * ROW_H));
       if (scroller.style.height !== fit + "px") scroller.style.height = fit + "px";
       if (cache.scrollTo) {
         const i = view.indexOf(cache.scrollTo);
-        if (i >= 0) { scroller.scrollTop = Math.max(0, i * ROW_H - scroller.clientHeight / 2); showDetails(cache.scrollTo); cache.scrollTo = ""; }
+        if (i >= 0) { setScrollTop(Math.max(0, i * ROW_H - scroller.clientHeight / 2)); showDetails(cache.scrollTo); cache.scrollTo = ""; }
       }
-      const top = scroller.scrollTop, h = scroller.clientHeight || 400;
+      const top = viewport.top, h = viewport.h || 400;
       const first = Math.max(0, Math.floor(top / ROW_H) - OVERSCAN);
       const last = Math.min(shown, Math.ceil((top + h) / ROW_H) + OVERSCAN);
       const state = stateOf(cache.topic);
@@ -326,16 +336,16 @@
       const notes = [];
       if (summarising) notes.push("summarising: " + Math.round(pageRate.value).toLocaleString() + " records/s — rows do not flash, the table refreshes once a second");
       if (cache.bigChanges) notes.push(cache.bigChanges.toLocaleString() + " changes arrived in bursts (counted, not flashed)");
-      $("cache-note").textContent = notes.join(" · ");
+      setText($("cache-note"), notes.join(" · "));
       cache.rowsDirty = false;
       if (cache.selected && detailsOpen) refreshDetails();
     }
 
-    scroller.addEventListener("scroll", () => { cache.rowsDirty = true; schedule(); }, { passive: true });
+    scroller.addEventListener("scroll", () => { viewport.top = scroller.scrollTop; cache.rowsDirty = true; schedule(); }, { passive: true });
     const filterBox = $("cache-filter");
     filterBox.addEventListener("input", () => {
       cache.filter = filterBox.value.toLowerCase().split(/\s+/).filter(Boolean);
-      cache.viewDirty = true; cache.view = null; scroller.scrollTop = 0; schedule();
+      cache.viewDirty = true; cache.view = null; setScrollTop(0); schedule();
     });
 
     // ---- details: the object inspector (inspect.js) plus the summary and this page's history ---

@@ -81,7 +81,7 @@
   }
 
   // ---- drawing ---------------------------------------------------------------------------------
-  const cssVar = (name, fallback) => global.ctrlscopeUI.cssVar(name, fallback);
+  const cssVar = (name, fallback) => global.ctrlscopeUI.themeColor(name, fallback);
   const PAD = { left: 46, right: 8, top: 8, bottom: 16 };
 
   function niceMax(v) {

@@ -41,17 +41,48 @@
     return v || fallback;
   }
 
+  // Drawing must not read layout or computed style: right after a panel has inserted rows, either
+  // read forces a synchronous style and layout pass of the whole page (bench/ui.py --profile: most
+  // of a 5,000 events/s page's main thread). So colours are read once per theme and canvas sizes
+  // come from a ResizeObserver.
+  const colors = new Map();
+  function themeColor(name, fallback) {
+    let c = colors.get(name);
+    if (c === undefined) { c = cssVar(name, fallback); colors.set(name, c); }
+    return c;
+  }
+  new MutationObserver(() => colors.clear()).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme", "class"] });
+  if (window.matchMedia) {
+    const dark = window.matchMedia("(prefers-color-scheme: dark)");
+    if (dark.addEventListener) dark.addEventListener("change", () => colors.clear());
+  }
+  const sizes = new WeakMap(); // canvas -> {w, h} in CSS px
+  const resized = typeof ResizeObserver === "function" ? new ResizeObserver((entries) => {
+    for (const e of entries) sizes.set(e.target, { w: e.contentRect.width, h: e.contentRect.height });
+  }) : null;
+  function canvasSize(canvas) {
+    let size = sizes.get(canvas);
+    if (!size) {
+      size = { w: canvas.clientWidth || canvas.width, h: canvas.clientHeight || canvas.height }; // once
+      sizes.set(canvas, size);
+      if (resized) resized.observe(canvas);
+    }
+    return size;
+  }
+
   // Draw `values` as a filled line on `canvas` (device-pixel aware).
   function sparkline(canvas, values, colorVar) {
     if (!canvas) return;
     const dpr = window.devicePixelRatio || 1;
-    const w = canvas.clientWidth || canvas.width, h = canvas.clientHeight || canvas.height;
+    const { w, h } = canvasSize(canvas);
+    if (!w || !h) return; // not laid out (a hidden panel): nothing to see
     if (canvas.width !== Math.round(w * dpr)) { canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr); }
     const ctx = canvas.getContext("2d");
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, w, h);
-    const color = cssVar(colorVar || "--accent", "#2f6fde");
-    const max = Math.max(1, ...values);
+    const color = themeColor(colorVar || "--accent", "#2f6fde");
+    let max = 1;
+    for (const v of values) if (v > max) max = v;
     const step = values.length > 1 ? w / (values.length - 1) : w;
     const y = (v) => h - 2 - (v / max) * (h - 4);
     ctx.beginPath();
@@ -83,5 +114,5 @@
     return node;
   }
 
-  global.ctrlscopeUI = { Series, sparkline, fmtDuration, clock, el, cssVar };
+  global.ctrlscopeUI = { Series, sparkline, fmtDuration, clock, el, cssVar, themeColor };
 })(window);
