@@ -90,7 +90,10 @@ def test_metrics_charts_and_overview_follow_a_real_worker(browser, dashboard, de
     assert drawn_pixels(page, "reconciles") > empty, "the series is drawn on the canvas, not only computed"
     page.wait_for_function("""() => window.ctrlscopeMetrics.charts().find(c => c.id === 'reconcile-time')
         .series.every(s => s.values.some(v => v !== null && v > 0))""", timeout=10_000)
-    p50, p99 = (series(page, "reconcile-time")[q] for q in ("p50", "p99"))
+    # One read of the chart: two reads could straddle a new sample (loop 8 of 20 under load saw
+    # p99 one value longer than p50).
+    timing = series(page, "reconcile-time")
+    p50, p99 = timing["p50"], timing["p99"]
     last = [(a, b) for a, b in zip(p50, p99, strict=True) if a is not None][-1]
     assert 0 < last[0] <= last[1] < 60, last
     assert max(v or 0 for v in series(page, "adds")["adds"]) > 0
