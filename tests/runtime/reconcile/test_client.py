@@ -35,7 +35,8 @@ sim_server = pytest.importorskip("controllers.sim.server", reason="the simulator
 
 
 @pytest.fixture
-def sim() -> Iterator[Any]:
+def cluster() -> Iterator[Any]:
+    """The simulator with its control plane (garbage collection, the deployment controller...)."""
     cluster = sim_server.SimCluster(port=0, bookmark_interval=0.2, control_plane=True,
                                     schedule_delay=0.01, start_delay=0.01).start()
     try:
@@ -45,15 +46,26 @@ def sim() -> Iterator[Any]:
 
 
 @pytest.fixture
-def api(sim) -> KubernetesClient:
-    return KubernetesClient.for_host(sim.url)
+def api(cluster) -> KubernetesClient:
+    return KubernetesClient.for_host(cluster.url)
+
+
+def _manager(api: KubernetesClient, observer: Any) -> Iterator[Manager]:
+    mgr = Manager(api, observer=observer, freeze_gc_after_sync=False)
+    yield mgr
+    mgr.stop()
 
 
 @pytest.fixture
 def manager(api, observer) -> Iterator[Manager]:
-    mgr = Manager(api, observer=observer, freeze_gc_after_sync=False)
-    yield mgr
-    mgr.stop()
+    yield from _manager(api, observer)
+
+
+@pytest.fixture
+def apiserver_manager(sim, observer) -> Iterator[Manager]:
+    """A Manager on the API server alone (tests/runtime/conftest.py's ``sim``): tests that write a
+    Deployment's spec and status and read them back, which the deployment controller would race."""
+    yield from _manager(KubernetesClient.for_host(sim.url), observer)
 
 
 def cm(name: str, ns: str = "default", **data: str) -> dict[str, Any]:
@@ -105,8 +117,8 @@ def test_list_filters_by_namespace_and_labels_in_the_cache_and_live(manager, api
         client.list("v1", "ConfigMap", label_selector="app in ()")
 
 
-def test_every_patch_type_and_update(manager) -> None:
-    client = manager.get_client(field_owner="patcher")
+def test_every_patch_type_and_update(apiserver_manager) -> None:
+    client = apiserver_manager.get_client(field_owner="patcher")
     created = client.create(deployment("web"))
     merged = client.patch(created, {"metadata": {"labels": {"a": "1"}}})
     assert merged["metadata"]["labels"] == {"a": "1"}
@@ -189,8 +201,8 @@ def test_server_side_apply_conflicts_need_force(manager) -> None:
         client.apply(cm("a"))
 
 
-def test_status_writes_never_touch_spec_and_spec_writes_never_touch_status(manager) -> None:
-    client = manager.get_client(field_owner="status-test")
+def test_status_writes_never_touch_spec_and_spec_writes_never_touch_status(apiserver_manager) -> None:
+    client = apiserver_manager.get_client(field_owner="status-test")
     created = client.create(deployment("web", replicas=1))
     changed = {**created, "spec": {**created["spec"], "replicas": 5}, "status": {"observedGeneration": 7}}
     after_status = client.status().update(changed)
