@@ -45,7 +45,8 @@ import orjson
 
 from controllers.clock import Clock, RealClock
 from controllers.informers.factory import SharedInformerFactory
-from controllers.informers.listwatch import ApiError
+from controllers.informers.http_client import ACCEPT_PARTIAL, as_partial_object_metadata
+from controllers.informers.listwatch import ApiError, ListOptions
 from controllers.informers.shared_informer import SharedInformer
 from controllers.labels import Matcher, everything, format_match_labels, parse_label_selector
 
@@ -67,6 +68,9 @@ class ApiClient(Protocol):
 
     def resource_path(self, api_version: str, kind: str, namespace: str | None = None, name: str | None = None,
                       subresource: str | None = None) -> str: ...
+
+    def list_watch(self, api_version: str, kind: str, namespace: str | None = None, *,
+                   options: ListOptions | None = None, metadata_only: bool = False) -> Any: ...
 
 
 class PatchType(StrEnum):
@@ -145,9 +149,10 @@ class Client:
         """The object, from the cache (or the server with ``live``); ``ApiError`` 404 if it is not there."""
         if live or self.cache is None:
             path = self.api.resource_path(api_version, kind, namespace or None, name)
-            headers = {"Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"} \
-                if metadata_only else None
-            return self.api.get_json(path, headers=headers)
+            if not metadata_only:
+                return self.api.get_json(path)
+            # As the metadata-only informer reads: a server that ignores as= still gives metadata only.
+            return as_partial_object_metadata(self.api.get_json(path, headers={"Accept": ACCEPT_PARTIAL}))
         informer = self._informer(api_version, kind, metadata_only)
         obj = informer.store.get_by_key(f"{namespace}/{name}" if namespace else name)
         if obj is None:
@@ -160,13 +165,10 @@ class Client:
         ``MatchingLabels``) and ``label_selector`` (the API server's syntax); from the cache unless ``live``."""
         selector = ",".join(s for s in (format_match_labels(labels or {}), label_selector) if s)
         if live or self.cache is None:
-            path = self.api.resource_path(api_version, kind, namespace or None)
-            body = self.api.get_json(path, [("labelSelector", selector)] if selector else None)
-            items = body.get("items") or []
-            for item in items:
-                item.setdefault("apiVersion", api_version)
-                item.setdefault("kind", kind)
-            return items
+            # The informer's own LIST (selector on the query, kinds filled in, metadata-only as it reads).
+            lw = self.api.list_watch(api_version, kind, namespace or None, options=ListOptions(label_selector=selector),
+                                     metadata_only=metadata_only)
+            return lw.list(resource_version="").items
         match: Matcher = parse_label_selector(selector) if selector else everything
         informer = self._informer(api_version, kind, metadata_only)
         return [_copy(informer, o) for o in informer.store.list()
