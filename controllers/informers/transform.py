@@ -31,8 +31,7 @@ TransformFunc = Callable[[Any], Any]
 class StripManagedFields:
     """Drop ``metadata.managedFields`` (server-side apply's field ownership) from every object:
     controller-runtime's ``cache.TransformStripManagedFields`` (client-go's ``SetTransform`` is the
-    hook it plugs into). Objects that are not
-    dicts (a test's fake) pass unchanged."""
+    hook it plugs into). Objects that are not dicts (a test's fake) pass unchanged."""
 
     description = "strip managedFields"
 
