@@ -57,12 +57,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import psutil
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.procmeter import Measured  # noqa: E402
 from bench.transport import start_daphne  # noqa: E402
 from bench.ui import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 -- one set of launch flags for every bench
 from controllers.examples.podset import API_VERSION, podset  # noqa: E402
@@ -168,47 +168,7 @@ def load_main(url: str, rate: float, stop: Any, ok: Any, failed: Any) -> None:
     asyncio.run(_patch_load(url, rate, stop, ok, failed))
 
 
-# -- processes ------------------------------------------------------------------------------------
-@dataclass
-class Measured:
-    """One process whose RSS and CPU the soak samples."""
-
-    name: str
-    pid: int  # 0: the headless Chromium processes this process started (browser, renderers, GPU...)
-    samples: list[tuple[float, int]] = field(default_factory=list)  # (seconds since load start, RSS)
-    cpu_start: float = 0.0
-    cpu_end: float = 0.0
-
-    def procs(self) -> list[psutil.Process]:
-        if self.pid:
-            return [psutil.Process(self.pid)]
-        return [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name()]
-
-    def cpu(self) -> float:
-        total = 0.0
-        for p in self.procs():
-            try:
-                t = p.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            total += t.user + t.system
-        return total
-
-    def sample(self, at: float) -> int:
-        rss = 0
-        for p in self.procs():
-            try:
-                rss += p.memory_info().rss
-            except psutil.NoSuchProcess:
-                continue
-        self.samples.append((at, rss))
-        return rss
-
-    def rss_at(self, at: float) -> int:
-        """The first sample at or after ``at`` seconds."""
-        return next((rss for t, rss in self.samples if t >= at), self.samples[-1][1])
-
-
+# -- HTTP ------------------------------------------------------------------------------------------
 def _http_json(method: str, url: str, body: Any = None) -> Any:
     data = None if body is None else orjson.dumps(body)
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
