@@ -29,8 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ctrlscope/ctrlscope/go/cmd/internal/samples"
-	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
-	"github.com/ctrlscope/ctrlscope/go/ctrlscope/clientgo"
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope/ctrlruntime"
 )
 
@@ -80,18 +78,11 @@ func main() {
 }
 
 func run(kubeconfig, worker, namespace string, work time.Duration) error {
-	cfg, err := samples.RestConfig(kubeconfig)
+	cfg, tel, stopPublisher, err := samples.Observed(kubeconfig, worker, false)
 	if err != nil {
 		return err
 	}
-	pub, err := ctrlscope.PublisherFromEnv(ctrlscope.PublisherOptions{})
-	if err != nil {
-		return err
-	}
-	pub.Start()
-	defer pub.Stop(5 * time.Second)
-	tel := ctrlscope.NewTelemetry(pub, worker, ctrlscope.TelemetryOptions{})
-	cfg = clientgo.WrapConfig(tel, cfg)
+	defer stopPublisher()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

@@ -21,7 +21,6 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -31,7 +30,6 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/ctrlscope/ctrlscope/go/cmd/internal/samples"
-	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope/clientgo"
 )
 
@@ -77,22 +75,12 @@ func (p *printer) call(handler string, obj any) {
 }
 
 func run(kubeconfig, workerName, namespace, selector, resource string, strip bool) error {
-	config, err := samples.RestConfig(kubeconfig)
-	if err != nil {
-		return err
-	}
 	// ctrlscope: a publisher, the worker's telemetry, read-only, every request observed.
-	pub, err := ctrlscope.PublisherFromEnv(ctrlscope.PublisherOptions{})
+	config, tel, stopPublisher, err := samples.Observed(kubeconfig, workerName, true)
 	if err != nil {
 		return err
 	}
-	pub.Start()
-	defer pub.Stop(5 * time.Second)
-	tel := ctrlscope.NewTelemetry(pub, workerName, ctrlscope.TelemetryOptions{})
-	if config, err = clientgo.GuardWrites(tel, config, false); err != nil {
-		return err
-	}
-	config = clientgo.WrapConfig(tel, config)
+	defer stopPublisher()
 
 	client, err := metadata.NewForConfig(config)
 	if err != nil {

@@ -1,10 +1,16 @@
 // Package samples holds what the sample programs share and a user's program has its own way of
-// doing: loading the cluster's config.
+// doing: loading the cluster's config, and (for the conformance twins, which are not read as
+// examples) the ctrlscope wiring that deployment-informer spells out line by line.
 package samples
 
 import (
+	"time"
+
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
+	"github.com/ctrlscope/ctrlscope/go/ctrlscope/clientgo"
 )
 
 // RestConfig loads kubeconfig, or the pod's in-cluster config when kubeconfig is "".
@@ -13,4 +19,28 @@ func RestConfig(kubeconfig string) (*rest.Config, error) {
 		return rest.InClusterConfig()
 	}
 	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}
+
+// Observed loads kubeconfig (RestConfig) and wires ctrlscope to it: a publisher from the
+// environment, started; the worker's telemetry; when readOnly, the write guard (writes refused
+// anywhere but the simulated cluster); and every request through the returned config observed.
+// stop flushes and stops the publisher.
+func Observed(kubeconfig, worker string, readOnly bool) (cfg *rest.Config, tel *ctrlscope.Telemetry, stop func(), err error) {
+	if cfg, err = RestConfig(kubeconfig); err != nil {
+		return nil, nil, nil, err
+	}
+	pub, err := ctrlscope.PublisherFromEnv(ctrlscope.PublisherOptions{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pub.Start()
+	stop = func() { pub.Stop(5 * time.Second) }
+	tel = ctrlscope.NewTelemetry(pub, worker, ctrlscope.TelemetryOptions{})
+	if readOnly {
+		if cfg, err = clientgo.GuardWrites(tel, cfg, false); err != nil {
+			stop()
+			return nil, nil, nil, err
+		}
+	}
+	return clientgo.WrapConfig(tel, cfg), tel, stop, nil
 }
