@@ -5,7 +5,8 @@
  * and stream resyncs as marker rows (fault_markers.js adds the injected faults). Filter (/), pause (p).
  *
  * Data: every informer topic of the worker (w/{worker}/informer/{name}). At most MAX_EVENT_ROWS rows
- * are drawn and MAX_EVENT_DATA kept for re-filtering; what arrives faster than a frame is counted.
+ * are drawn and MAX_EVENT_DATA kept for re-filtering. A frame adds at most MAX_ROWS_PER_FRAME rows,
+ * the newest; what it skips is counted and marked by one row, and pausing redraws every kept row.
  * Registered in window.ctrlscopePanels, started by controller_page.js; api.pushEvent(row) adds a row.
  */
 (function () {
@@ -19,6 +20,10 @@
   // Trimmed in steps of this many: dropping the oldest row on every push moved 2,000 array slots
   // per event (0.4 s of main thread per 3 s at 5,000 events/s, bench/ui.py --profile).
   const DATA_SLACK = 500;
+  // Rows added per animation frame, at most: more than a screenful, fewer than anyone reads. At
+  // 5,000 events/s a slow frame had 300+ new rows and rebuilt the whole table, which made the next
+  // frame slower still; past this the newest rows are drawn and the rest counted (pause shows all).
+  const MAX_ROWS_PER_FRAME = 50;
 
   function init(api) {
     const { client, informerTopics, workerNow, schedule } = api;
@@ -165,6 +170,7 @@
 
     // Rows are clones of one template (eight cells, fixed classes) filled with textContent: a
     // fifth of the cost of building each cell with el() at thousands of rows a second.
+    const SKIPPED_TEMPLATE = el("tr", { className: "ev-skipped" }, el("td", { colSpan: 8 }));
     const ROW_TEMPLATE = el("tr", null, el("td"), el("td"), el("td"), el("td", { className: "type" }),
       el("td", { className: "key" }), el("td"), el("td"), el("td", { className: "outcome" }));
     function eventRow(row) {
@@ -196,24 +202,36 @@
       const tbody = $("ievents");
       if (events.paused) {
         $("paused-note").textContent = "paused: " + events.heldSince.toLocaleString() + " new events held (p to resume)";
-        return;
+        if (!events.rebuild) return;
       }
       if (events.rebuild) {
+        // Every kept row in order, newest first: after a resume, a filter change, and on pause (the
+        // rows a busy frame skipped are drawn then); paused, the held rows (the newest) stay out.
         events.rebuild = false;
         events.fresh = [];
         const rows = [];
-        for (let i = events.data.length - 1; i >= 0 && rows.length < MAX_EVENT_ROWS; i--) if (matches(events.data[i])) rows.push(eventRow(events.data[i]));
+        const end = events.paused ? Math.max(0, events.data.length - events.heldSince) : events.data.length;
+        for (let i = end - 1; i >= 0 && rows.length < MAX_EVENT_ROWS; i--) if (matches(events.data[i])) rows.push(eventRow(events.data[i]));
         tbody.replaceChildren(...rows);
+        if (events.paused) return;
       } else if (events.fresh.length) {
         const frag = document.createDocumentFragment();
-        let n = 0;
-        for (let i = events.fresh.length - 1; i >= 0 && n < MAX_EVENT_ROWS; i--) {
-          if (matches(events.fresh[i])) { frag.appendChild(eventRow(events.fresh[i])); n += 1; }
+        const fresh = events.fresh;
+        let n = 0, i = fresh.length - 1;
+        for (; i >= 0 && n < MAX_ROWS_PER_FRAME; i--) {
+          if (matches(fresh[i])) { frag.appendChild(eventRow(fresh[i])); n += 1; }
         }
-        if (events.fresh.length > MAX_EVENT_ROWS) events.summarised += events.fresh.length - MAX_EVENT_ROWS;
+        // What this frame could not draw: counted, and one row in the table says where it is missing
+        // (pausing draws everything kept, in order).
+        let skipped = 0;
+        for (; i >= 0; i--) if (matches(fresh[i])) skipped += 1;
         events.fresh = [];
-        if (n >= MAX_EVENT_ROWS) tbody.replaceChildren(frag); // every old row would go
-        else if (n) {
+        if (skipped) {
+          events.summarised += skipped;
+          frag.appendChild(SKIPPED_TEMPLATE.cloneNode(true));
+          frag.lastChild.firstChild.textContent = "⋯ " + skipped.toLocaleString() + " more not drawn here (pause, p, draws them)";
+        }
+        if (n) {
           tbody.insertBefore(frag, tbody.firstChild);
           // The overflow in one range deletion: deleteRow(-1) in a loop re-counted the live
           // tbody.rows after every removal.
@@ -226,7 +244,7 @@
           }
         }
       }
-      const note = events.summarised ? "(newest " + MAX_EVENT_ROWS + " shown; " + events.summarised.toLocaleString() + " arrived faster than a frame: counted, not drawn)" : "";
+      const note = events.summarised ? "(" + events.summarised.toLocaleString() + " counted, not drawn: faster than frames; pause (p) draws them)" : "";
       const pausedNote = $("paused-note");
       if (pausedNote.textContent !== note) pausedNote.textContent = note;
     }
@@ -238,7 +256,8 @@
       b.setAttribute("aria-pressed", String(p));
       b.classList.toggle("on", p);
       $("events-panel").classList.toggle("paused", p);
-      if (!p) { events.heldSince = 0; events.rebuild = true; }
+      if (!p) events.heldSince = 0;
+      events.rebuild = true;
       schedule();
     }
     $("pause").addEventListener("click", () => setPaused(!events.paused));
