@@ -287,6 +287,44 @@ def test_a_burst_keeps_the_dom_bounded_and_says_what_it_summarised(browser, dash
     close_page(page)
 
 
+def test_rows_a_busy_frame_skips_are_marked_and_pausing_draws_them(browser, dashboard, publisher_factory):
+    pub = publisher_factory(max_frame_items=10_000)
+    obs = TelemetryObserver(pub, worker="w1")
+    seed_worker(obs)
+    pub.flush()
+    page = open_controller_page(browser, dashboard)
+    page.wait_for_function("() => window.ctrlscope.client.topics.get('w/w1/informer/pods')?.cursor", timeout=10_000)
+    # One frame's worth of rows can only be told apart from the next by timing; 400 in one flush land in
+    # one message, so the frame that draws them has 400 new rows: it draws the newest 50.
+    for i in range(400):
+        obs.on_watch_event("pods", event_type="MODIFIED", key=f"default/q{i:03d}", resource_version=str(5000 + i))
+    pub.flush()
+    page.wait_for_selector("#ievents tr.ev-skipped", timeout=10_000)
+    drawn = page.eval_on_selector_all("#ievents tr.ev-watch td.key", "tds => tds.map(td => td.textContent)")
+    assert drawn[:50] == [f"default/q{i:03d}" for i in range(399, 349, -1)]
+    assert "default/q349" not in drawn
+    skipped = page.inner_text("#ievents tr.ev-skipped")
+    assert "350 more not drawn" in skipped, skipped
+    assert "counted, not drawn" in page.inner_text("#paused-note")
+    # Pause: every kept row, in order, and no marker (nothing is missing any more).
+    page.keyboard.press("p")
+    page.wait_for_function("() => !document.querySelector('#ievents tr.ev-skipped')")
+    drawn = page.eval_on_selector_all("#ievents tr.ev-watch td.key", "tds => tds.map(td => td.textContent)")
+    assert drawn[:300] == [f"default/q{i:03d}" for i in range(399, 99, -1)]
+    # A filter typed while paused applies at once, to what was there before the pause.
+    obs.on_watch_event("pods", event_type="MODIFIED", key="default/q377", resource_version="9999")
+    pub.flush()
+    page.wait_for_function("() => window.ctrlscope.events.heldSince >= 1")
+    page.fill("#filter", "q377")
+    page.wait_for_function("() => document.querySelectorAll('#ievents tr.ev-watch').length === 1")
+    assert "5377" in page.inner_text("#ievents tr.ev-watch")
+    page.fill("#filter", "")
+    page.focus("#pause")
+    page.keyboard.press("p")
+    page.wait_for_selector("#ievents tr.ev-watch:first-child:has-text('9999')")
+    close_page(page)
+
+
 def test_countdowns_follow_the_workers_clock_when_the_browsers_is_off_by_an_hour(browser, dashboard,
                                                                                  publisher_factory):
     from controllers.clock import FakeClock
