@@ -250,6 +250,32 @@ def test_pipeline_overview_shows_stage_rates_badges_and_sync_progress(browser, d
     close_page(page)
 
 
+def test_pipeline_says_how_an_informer_is_narrowed(browser, dashboard, publisher_factory, artifacts):
+    """Issue 16: a scoped informer's card names its scope where it acts: the selector, namespace and
+    metadata-only on the Reflector (what the server sends), the transform on the Cache (what is kept)."""
+    pub = publisher_factory()
+    obs = TelemetryObserver(pub, worker="w1")
+    obs.on_informer("pods", fifo="DeltaFIFO", resync_period=0.0,
+                    scope={"namespace": "team-a", "label_selector": "app=web", "metadata_only": True,
+                           "transform": "strip managedFields", "field_selector": ""})
+    obs.on_reflector_state("pods", state="watching")
+    obs.on_reflector_state("pods", state="synced")
+    pub.flush()
+    page = open_controller_page(browser, dashboard)
+    stage = '#pipeline .stage[data-stage="{}"]'
+    page.wait_for_selector(stage.format("reflector") + ' .badge.scope[data-scope="label_selector"]', timeout=10_000)
+    reflector = page.eval_on_selector_all(stage.format("reflector") + " .badge.scope",
+                                          "els => els.map(e => [e.dataset.scope, e.textContent, e.title])")
+    assert [(f, t) for f, t, _ in reflector] == [("namespace", "namespace team-a"), ("label_selector", "selector app=web"),
+                                                  ("metadata_only", "metadata only")]
+    assert all(title for _, _, title in reflector), "every badge explains itself on hover"
+    cache = page.eval_on_selector_all(stage.format("cache") + " .badge.scope", "els => els.map(e => e.textContent)")
+    assert cache == ["transform: strip managedFields"]
+    assert not page.query_selector('#pipeline .badge.scope[data-scope="field_selector"]'), "an empty selector says nothing"
+    save_screenshot(page, artifacts, "pipeline-scoped-informer.png", clip=page.query_selector(".ctl-head").bounding_box())
+    close_page(page)
+
+
 def test_a_flood_of_records_summarises_and_keeps_the_cache_panel_responsive(browser, dashboard, publisher_factory,
                                                                            artifacts):
     pub = publisher_factory(max_frame_items=10_000)
