@@ -38,6 +38,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from array import array
 from pathlib import Path
 
 import orjson
@@ -84,9 +85,12 @@ def client_proc(kind: str, port: int, n_clients: int, expected: int, ready: mp.E
     async def ctrlscope_client(i: int, stats: dict) -> None:
         def on_records(topic: str, records: list, now: float) -> None:
             now_ms = time.time() * 1000
+            seen, lat = stats["seen"], stats["lat"]
             for r in records:
-                stats["seqs"].add(r["seq"])
-                stats["lat"].append(now_ms - r["ts"])
+                seq = r["seq"]
+                if 0 < seq <= expected:
+                    seen[seq] = 1
+                lat.append(now_ms - r["ts"])
 
         c = TelemetryWsClient(f"ws://127.0.0.1:{port}/ws/telemetry/", origin=f"http://127.0.0.1:{port}",
                               keep_records=False, on_records=on_records)
@@ -109,11 +113,15 @@ def client_proc(kind: str, port: int, n_clients: int, expected: int, ready: mp.E
                     continue
                 now_ms = time.time() * 1000
                 r = orjson.loads(raw)
-                stats["seqs"].add(r["seq"])
+                if 0 < r["seq"] <= expected:
+                    stats["seen"][r["seq"]] = 1
                 stats["lat"].append(now_ms - r["ts"])
 
     async def main() -> None:
-        stats = [{"seqs": set(), "lat": [], "ready": False, "resyncs": 0} for _ in range(n_clients)]
+        # A byte per expected seq and 4-byte latencies: at 80,000 obs/s to 10 clients a set and a list
+        # of floats per client held gigabytes.
+        stats = [{"seen": bytearray(expected + 1), "lat": array("f"), "ready": False, "resyncs": 0}
+                 for _ in range(n_clients)]
         fn = ctrlscope_client if kind == "ctrlscope" else peer_client
         tasks = [asyncio.create_task(fn(i, stats[i])) for i in range(n_clients)]
         while not all(s["ready"] for s in stats):
@@ -121,7 +129,7 @@ def client_proc(kind: str, port: int, n_clients: int, expected: int, ready: mp.E
         await asyncio.sleep(0.3)  # group_add / subscriptions settle
         ready.set()
         await asyncio.gather(*tasks)
-        out.put([{"received": len(s["seqs"] & set(range(1, expected + 1))), "lat": s["lat"],
+        out.put([{"received": s["seen"].count(1), "lat": s["lat"],
                   "resyncs": s["resyncs"]} for s in stats])
 
     asyncio.run(main())
