@@ -299,9 +299,12 @@ def test_a_flood_of_records_summarises_and_keeps_the_cache_panel_responsive(brow
             pub.flush()
             time.sleep(0.25)
         if second == 1:
-            badge = page.wait_for_selector("#summarising:not([hidden])", timeout=5_000)
-            assert "summarising" in badge.inner_text() and "records/s" in badge.inner_text()
-            assert "summarising" in page.inner_text("#cache-note")
+            # The badge and the cache note change together, once a second, and the rate can dip
+            # under the threshold at the next boundary on a loaded machine: read both at one moment
+            # (two reads straddled a boundary: badge shown, then a note already without it).
+            page.wait_for_function("""() => { const badge = document.getElementById('summarising');
+                return !badge.hidden && /^summarising · [0-9,]+ records\\/s$/.test(badge.textContent)
+                    && document.getElementById('cache-note').textContent.includes('summarising'); }""", timeout=5_000)
     page.locator("#cache-panel").scroll_into_view_if_needed()
     save_screenshot(page, artifacts, "cache-panel-summarising.png", full_page=False)
     gaps = page.evaluate("window.__gaps.slice(1)")
