@@ -258,13 +258,20 @@ def test_controller_page_needs_the_same_access_as_the_index(dashboard_factory):
     assert err.value.code == 404
 
 
-def test_a_burst_keeps_the_dom_bounded_and_says_what_it_summarised(browser, dashboard, publisher_factory, artifacts):
+def open_for_a_burst(browser, dashboard, publisher_factory):
+    """A seeded worker whose frames hold up to 10,000 records (a burst lands in one message), and its
+    controller page, live on the informer topic."""
     pub = publisher_factory(max_frame_items=10_000)
     obs = TelemetryObserver(pub, worker="w1")
     seed_worker(obs)
     pub.flush()
     page = open_controller_page(browser, dashboard)
     page.wait_for_function("() => window.ctrlscope.client.topics.get('w/w1/informer/pods')?.cursor", timeout=10_000)
+    return pub, obs, page
+
+
+def test_a_burst_keeps_the_dom_bounded_and_says_what_it_summarised(browser, dashboard, publisher_factory, artifacts):
+    pub, obs, page = open_for_a_burst(browser, dashboard, publisher_factory)
     for i in range(5000):
         obs.on_watch_event("pods", event_type="MODIFIED", key=f"default/p{i % 500}", resource_version=str(1000 + i))
     for i in range(150):  # 150 keys backing off, 80 of them with a failed reconcile
@@ -288,12 +295,7 @@ def test_a_burst_keeps_the_dom_bounded_and_says_what_it_summarised(browser, dash
 
 
 def test_rows_a_busy_frame_skips_are_marked_and_pausing_draws_them(browser, dashboard, publisher_factory):
-    pub = publisher_factory(max_frame_items=10_000)
-    obs = TelemetryObserver(pub, worker="w1")
-    seed_worker(obs)
-    pub.flush()
-    page = open_controller_page(browser, dashboard)
-    page.wait_for_function("() => window.ctrlscope.client.topics.get('w/w1/informer/pods')?.cursor", timeout=10_000)
+    pub, obs, page = open_for_a_burst(browser, dashboard, publisher_factory)
     # One frame's worth of rows can only be told apart from the next by timing; 400 in one flush land in
     # one message, so the frame that draws them has 400 new rows: it draws the newest 50.
     for i in range(400):
