@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 from bench.procmeter import Measured, Sampler  # noqa: E402
 from controllers.telemetry.publisher import RedisPublisher  # noqa: E402
 from controllers.telemetry.redisboot import ensure_redis, free_port  # noqa: E402
-from dashboard.session import MAX_OUT_BYTES, MAX_PENDING_BYTES  # noqa: E402
+from dashboard.session import MAX_OUT_BYTES, MAX_PENDING_BYTES, WINDOW  # noqa: E402
 from dashboard.wsclient import TelemetryWsClient  # noqa: E402
 
 TOPIC = "bench"
@@ -268,8 +268,8 @@ def meets_goal(row: dict) -> bool:
 
 def rss_bound_mb(n_clients: int) -> float:
     """What the sessions may hold by design: per client its pending buffer (MAX_PENDING_BYTES) and a
-    window of unacknowledged messages of at most MAX_OUT_BYTES each (16 by default)."""
-    return n_clients * (MAX_PENDING_BYTES + 16 * MAX_OUT_BYTES) / 2**20
+    window (WINDOW) of unacknowledged messages of at most MAX_OUT_BYTES each."""
+    return n_clients * (MAX_PENDING_BYTES + WINDOW * MAX_OUT_BYTES) / 2**20
 
 
 def _pct(values: list[float], p: float) -> float:

@@ -54,6 +54,8 @@ MAX_HISTORY = 1000
 # frames are 30 KB each at 1,000 writes/s: 5,000 of them held 150 MB per lagging tab in the soak).
 # The frames are the hub's, shared by every session: this bounds what one slow tab keeps alive.
 MAX_PENDING_BYTES = 8 * 1024 * 1024
+# Data messages a client may leave unacknowledged before the session stops sending to it.
+WINDOW = 16
 TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:/._@-]{0,199}$")
 
 
@@ -91,7 +93,7 @@ class _Sub:
 class ClientSession:
     """Subscriptions, buffering and flow control for one websocket."""
 
-    def __init__(self, hub: StreamHub, send: Callable[[str], Awaitable[None]], *, window: int = 16,
+    def __init__(self, hub: StreamHub, send: Callable[[str], Awaitable[None]], *, window: int = WINDOW,
                  max_pending: int = 5000, max_pending_bytes: int = MAX_PENDING_BYTES, catch_up_chunk: int = 500,
                  on_fatal: Callable[[], Awaitable[None]] | None = None) -> None:
         self.hub = hub
