@@ -35,11 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.informer import ServerProcess  # noqa: E402
-from bench.informer_scale import MarkedCounter, stream, timed_rate  # noqa: E402
+from bench.informer_scale import enqueueing, stream, timed_rate  # noqa: E402
 from controllers.informers import SharedInformerFactory  # noqa: E402
 from controllers.informers.http_client import KubernetesClient  # noqa: E402
-from controllers.reconcile import Request  # noqa: E402
-from controllers.workqueue import RateLimitingQueue  # noqa: E402
 
 DEFAULT_GEN0 = 700
 
@@ -89,14 +87,7 @@ def run(policy: Policy, size: int, data: bytes) -> dict[str, Any]:
         factory = SharedInformerFactory(KubernetesClient.for_host(server.url), cache=policy.cache,
                                         freeze_gc_after_sync=policy.freeze)
         informer = factory.informer_for("v1", "Pod")
-        queue = RateLimitingQueue("bench")
-        counter = MarkedCounter(size)
-
-        def enqueue(obj: Any, new: Any = None) -> None:
-            queue.add(Request.for_object(new if new is not None else obj))
-            counter.hit()
-
-        informer.add_event_handler(on_add=enqueue, on_update=enqueue)
+        queue, counter = enqueueing(informer, size)
         deepest = {"fifo": 0, "handler": 0}
         stop = threading.Event()
 

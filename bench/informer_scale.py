@@ -135,8 +135,9 @@ def timed_rate(start: float, counter: MarkedCounter, timeout: float) -> float:
     return (counter.target - counter.mark) / (end - begin)
 
 
-def run_config(config: Config, url: str, cached: int, total: int, mark: int) -> float:
-    informer = config.build(KubernetesClient.for_host(url))
+def enqueueing(informer: SharedInformer, total: int, mark: int = 0) -> tuple[RateLimitingQueue, MarkedCounter]:
+    """Give ``informer`` the contenders' handler: a ``Request`` per add/update into a
+    ``RateLimitingQueue``, counted (``mark`` and ``total`` as ``MarkedCounter``'s)."""
     queue = RateLimitingQueue("bench")
     counter = MarkedCounter(total, mark)
 
@@ -145,6 +146,12 @@ def run_config(config: Config, url: str, cached: int, total: int, mark: int) -> 
         counter.hit()
 
     informer.add_event_handler(on_add=enqueue, on_update=enqueue)
+    return queue, counter
+
+
+def run_config(config: Config, url: str, cached: int, total: int, mark: int) -> float:
+    informer = config.build(KubernetesClient.for_host(url))
+    queue, counter = enqueueing(informer, total, mark)
     gc.collect()
     start = time.perf_counter()
     informer.start()
