@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import os
 import subprocess
 import sys
@@ -22,6 +23,17 @@ from controllers.telemetry.redisboot import RedisHandle, ensure_redis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(os.environ.get("CTRLSCOPE_ARTIFACTS", ROOT / "artifacts"))
+
+
+@pytest.fixture(autouse=True)
+def gc_as_it_was():
+    """Factories and Managers freeze the GC and raise its gen0 threshold process-wide (gc_freeze.py):
+    undo both after every test, so no test inherits another's GC policy."""
+    threshold = gc.get_threshold()
+    yield
+    gc.set_threshold(*threshold)
+    if gc.get_freeze_count():
+        gc.unfreeze()
 
 
 @pytest.fixture(scope="session")

@@ -68,10 +68,10 @@ class CacheMode(StrEnum):
     """The decoded dicts themselves, shared with every reader (``Store(compact=False)``)."""
 
     @classmethod
-    def resolve(cls, cache: CacheMode | str | None, freeze_gc_after_sync: bool) -> CacheMode:
-        """``cache`` as a mode; unset, decoded when the GC is kept off the cache, else compact."""
+    def resolve(cls, cache: CacheMode | str | None, default: CacheMode) -> CacheMode:
+        """``cache`` as a mode; ``default`` when unset."""
         if cache is None or cache == "":
-            return cls.DECODED if freeze_gc_after_sync else cls.COMPACT
+            return default
         try:
             return cls(cache)
         except ValueError:
