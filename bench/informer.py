@@ -37,7 +37,6 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controllers.informers import SharedInformer  # noqa: E402
-from controllers.informers.gc_freeze import YOUNG_GC_THRESHOLD  # noqa: E402
 from controllers.informers.http_client import KubernetesClient  # noqa: E402
 from controllers.observer import Observer  # noqa: E402
 from controllers.reconcile import Request  # noqa: E402
@@ -287,9 +286,7 @@ def hook_call_cost(calls: int = 200_000) -> float:
 
 def run_ctrlscope(server: ServerProcess, n: int, observer: Observer | None = None, freeze: bool = False) -> float:
     client = KubernetesClient.for_host(server.url)
-    # freeze: the Manager's GC policy (freeze and the raised gen0 threshold), decoded cache.
-    informer = SharedInformer(client.list_watch("v1", "Pod"), observer=observer, freeze_gc_after_sync=freeze,
-                              young_gc_threshold=YOUNG_GC_THRESHOLD if freeze else None)
+    informer = SharedInformer(client.list_watch("v1", "Pod"), observer=observer, freeze_gc_after_sync=freeze)
     queue = RateLimitingQueue("bench", observer=observer)
     counter = Counter(n)
 
@@ -298,7 +295,6 @@ def run_ctrlscope(server: ServerProcess, n: int, observer: Observer | None = Non
         counter.hit()
 
     informer.add_event_handler(on_add=enqueue, on_update=enqueue)
-    threshold = gc.get_threshold()
     start = time.perf_counter()
     informer.start()
     counter.done.wait(300)
@@ -308,7 +304,6 @@ def run_ctrlscope(server: ServerProcess, n: int, observer: Observer | None = Non
     queue.shut_down()
     if freeze:
         gc.unfreeze()
-    gc.set_threshold(*threshold)
     gc.collect()
     return n / elapsed
 

@@ -85,7 +85,7 @@ def run(policy: Policy, size: int, data: bytes) -> dict[str, Any]:
     try:
         server.reset()
         factory = SharedInformerFactory(KubernetesClient.for_host(server.url), cache=policy.cache,
-                                        freeze_gc_after_sync=policy.freeze, young_gc_threshold=None)
+                                        freeze_gc_after_sync=policy.freeze)
         informer = factory.informer_for("v1", "Pod")
         queue, counter = enqueueing(informer, size)
         deepest = {"fifo": 0, "handler": 0}

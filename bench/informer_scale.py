@@ -11,9 +11,8 @@ on the last CPU:
 
 * every informer configuration the README offers: ``SharedInformerFactory``'s default, the
   ``Manager``'s default (with its metrics observer, as a user gets it), and the other cache-mode x
-  GC-policy combinations (``cache="compact"|"decoded"`` x the GC untouched, ``freeze_gc_after_sync``
-  alone, and with ``young_gc_threshold``), each with one handler adding a ``Request`` to a
-  ``RateLimitingQueue``;
+  GC-policy combinations (``cache="compact"|"decoded"`` x the GC untouched or
+  ``freeze_gc_after_sync``), each with one handler adding a ``Request`` to a ``RateLimitingQueue``;
 * the official ``kubernetes`` client's ``SharedInformer`` (model objects), a handler that counts;
 * client-go's SharedIndexInformer (go/bench/informer, plain build, JSON), a handler adding the key
   to a client-go workqueue -- skipped without a Go toolchain.
@@ -56,7 +55,6 @@ sys.path.insert(0, str(ROOT))
 from bench.go import go_informer  # noqa: E402
 from bench.informer import ServerProcess, make_pod  # noqa: E402
 from controllers.informers import CacheMode, SharedInformer, SharedInformerFactory  # noqa: E402
-from controllers.informers.gc_freeze import YOUNG_GC_THRESHOLD  # noqa: E402
 from controllers.informers.http_client import KubernetesClient  # noqa: E402
 from controllers.reconcile import Manager, Request  # noqa: E402
 from controllers.workqueue import RateLimitingQueue  # noqa: E402
@@ -82,16 +80,15 @@ class Config:
     def settings(self) -> str:
         """The cache mode and GC policy its informers get (read off a factory, no server needed)."""
         factory = self.factory(KubernetesClient.for_host("http://127.0.0.1:9"))
-        return _settings(factory.cache, factory.freeze_gc_after_sync, factory.young_gc_threshold)
+        return _settings(factory.cache, factory.freeze_gc_after_sync)
 
 
-def _settings(cache: Any, freeze: bool, young: int | None) -> str:
-    mode = CacheMode.resolve(cache, CacheMode.COMPACT).value
-    return f"{mode}, {'freeze' if freeze else 'no freeze'}" + (f", gen0={young:,}" if young else "")
+def _settings(cache: Any, freeze: bool) -> str:
+    return f"{CacheMode.resolve(cache, CacheMode.COMPACT).value}, {'freeze' if freeze else 'no freeze'}"
 
 
-GC_POLICIES = (("GC untouched", False, None), ("freeze", True, None), ("freeze + gen0", True, YOUNG_GC_THRESHOLD))
-"""(label, freeze_gc_after_sync, young_gc_threshold): what the GC is left to, for the other rows."""
+GC_POLICIES = (("GC untouched", False), ("freeze", True))
+"""(label, freeze_gc_after_sync) for the other rows."""
 
 
 def configs() -> list[Config]:
@@ -99,11 +96,10 @@ def configs() -> list[Config]:
     out = [Config(FACTORY, lambda c: SharedInformerFactory(c)), Config(MANAGER, lambda c: Manager(c).factory)]
     seen = {c.settings for c in out}
     for cache in ("compact", "decoded"):
-        for label, freeze, young in GC_POLICIES:
-            if _settings(cache, freeze, young) not in seen:
+        for label, freeze in GC_POLICIES:
+            if _settings(cache, freeze) not in seen:
                 out.append(Config(f"cache={cache}, {label}",
-                                  lambda c, m=cache, f=freeze, y=young: SharedInformerFactory(
-                                      c, cache=m, freeze_gc_after_sync=f, young_gc_threshold=y)))
+                                  lambda c, m=cache, f=freeze: SharedInformerFactory(c, cache=m, freeze_gc_after_sync=f)))
     return out
 
 
@@ -159,7 +155,6 @@ def enqueueing(informer: SharedInformer, total: int, mark: int = 0) -> tuple[Rat
 def run_config(config: Config, url: str, cached: int, total: int, mark: int) -> float:
     informer = config.build(KubernetesClient.for_host(url))
     queue, counter = enqueueing(informer, total, mark)
-    threshold = gc.get_threshold()
     gc.collect()
     start = time.perf_counter()
     informer.start()
@@ -173,7 +168,6 @@ def run_config(config: Config, url: str, cached: int, total: int, mark: int) -> 
         queue.shut_down()
         if informer.freeze_gc_after_sync:
             gc.unfreeze()
-        gc.set_threshold(*threshold)  # the next contender starts with the GC as the process had it
         informer.store.replace([])  # the next contender starts from an empty heap
         gc.collect()
 

@@ -27,11 +27,9 @@ ARTIFACTS = Path(os.environ.get("CTRLSCOPE_ARTIFACTS", ROOT / "artifacts"))
 
 @pytest.fixture(autouse=True)
 def gc_as_it_was():
-    """Factories and Managers freeze the GC and raise its gen0 threshold process-wide (gc_freeze.py):
-    undo both after every test, so no test inherits another's GC policy."""
-    threshold = gc.get_threshold()
+    """Factories and Managers freeze the GC process-wide by default (gc_freeze.py): thaw after every
+    test, so no test inherits another's frozen heap."""
     yield
-    gc.set_threshold(*threshold)
     if gc.get_freeze_count():
         gc.unfreeze()
 

@@ -20,12 +20,11 @@ Options for big clusters, with client-go's semantics (``NewSharedInformerFactory
   full one for the same kind.
 
 GC policy: the factory owns its process's informers, so by default it keeps CPython's cyclic GC off
-them -- ``freeze_gc_after_sync`` and a raised gen0 threshold (``young_gc_threshold``, see
-``gc_freeze.py``) -- with the compact JSON-bytes cache (``cache="compact"``, 4 KB per Pod).
-Without it the GC's share of an informer's CPU grows with the cache: bench/informer_gc.py measured
-29 % at 20,000 Pods and 49 % at 100,000 on the compact cache, and bench/informer_scale.py shows the
-factory default falling below 10x the official informer there. ``freeze_gc_after_sync=False,
-young_gc_threshold=None`` leaves the GC as the process set it.
+them (``freeze_gc_after_sync``, ``gc_freeze.py``), with the compact JSON-bytes cache
+(``cache="compact"``, ~4 KB per Pod). Without the freeze the GC's share of an informer's CPU grows
+with the cache -- bench/informer_gc.py measured 29 % at 20,000 Pods and 49 % at 100,000 on the
+compact cache -- and the factory fell below 10x the official informer (8.3x at 20,000 Pods, issue
+16; bench/informer_scale.py). ``freeze_gc_after_sync=False`` leaves the GC as the process set it.
 
 An informer's name says what narrows it beyond the kind (``v1/Pod ns=web labels=app=web
 metadata``), so two factories with other selectors in one process publish two topics, not one.
@@ -38,7 +37,6 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from controllers.clock import Clock, RealClock
-from controllers.informers.gc_freeze import YOUNG_GC_THRESHOLD
 from controllers.informers.listwatch import ListOptions, ListWatch
 from controllers.informers.reflector import MIN_WATCH_TIMEOUT
 from controllers.informers.shared_informer import SharedInformer
@@ -80,14 +78,10 @@ class SharedInformerFactory:
                  observer: Observer | None = None, freeze_gc_after_sync: bool = True,
                  min_watch_timeout: float = MIN_WATCH_TIMEOUT, namespace: str | None = None,
                  tweak_list_options: TweakListOptionsFunc | None = None,
-                 transform: TransformFunc | None = None, cache: CacheMode | str | None = None,
-                 young_gc_threshold: int | None = YOUNG_GC_THRESHOLD) -> None:
+                 transform: TransformFunc | None = None, cache: CacheMode | str | None = None) -> None:
         self.client = client
         # Checked here, so a bad value is an error where it was written, not at the first informer.
         self.cache = CacheMode.resolve(cache, CacheMode.COMPACT)
-        if young_gc_threshold is not None and young_gc_threshold <= 0:
-            raise ValueError(f"young_gc_threshold must be positive or None, not {young_gc_threshold!r}")
-        self.young_gc_threshold = young_gc_threshold
         self.namespace = namespace or None
         self.tweak_list_options = tweak_list_options
         self.transform = transform
@@ -126,7 +120,7 @@ class SharedInformerFactory:
                                           resync_period=self.resync_period, clock=self.clock,
                                           observer=self.observer, freeze_gc_after_sync=self.freeze_gc_after_sync,
                                           min_watch_timeout=self.min_watch_timeout, transform=self.transform,
-                                          cache=self.cache, young_gc_threshold=self.young_gc_threshold)
+                                          cache=self.cache)
                 self._informers[key] = informer
             return informer
 

@@ -24,21 +24,19 @@ Mechanism (one ``CacheFreezer`` per process, shared by every informer that asks 
   the next freeze first unfreezes and runs one full collection: one pause, proportional to the
   heap (measured ~16 ms per 1,000 cached Pods), which reclaims it.
 
-**Young collections** (``raise_young_threshold``). Freezing keeps full collections off the cache;
-the young ones still run every 700 net allocations of GC-tracked objects (CPython's default
-gen0 threshold), and a stream of Pods allocates ~32 containers per decoded Pod, most of them freed
-a moment later by reference counting. So a young collection ran every ~20 events, walking the Pods
-in flight (FIFO, handler buffers) and promoting them, which in turn fed gen1 and full collections.
-Raising gen0's threshold to ``YOUNG_GC_THRESHOLD`` (50,000 net allocations, a few MB of young
-objects at most) makes them ~70x rarer. bench/informer_gc.py on 20,000 and 100,000 ADDED Pods
-(2026-12-04, idle 2-core machine): the GC's share of the informer's CPU went from 9-10 % to 3 % with
-a freeze, from 29-49 % to 1-2 % without one. It is only ever raised, never lowered, and a collector
-switched off with ``gc.set_threshold(0)`` stays off.
+**Measured and dropped: a raised gen0 threshold.** Young collections still run every 700 net
+allocations of GC-tracked objects, walking the Pods in flight. Raising the threshold to 10,000 or
+50,000 (``gc.set_threshold``) makes them ~70x rarer, and bench/informer_gc.py saw the GC's share of
+the CPU fall from ~10 % to ~3 %; but bench/informer_scale.py, in the same session (2026-12-04, idle
+machine), measured the compact cache with a freeze 20-30 % *slower* with gen0 at 50,000 on 5,000
+ADDED Pods (17,300 -> 12,300 events/s one chunk per event, 14,600 -> 11,700 in 64 KB chunks), and at
+100,000 Pods bench/informer_gc.py itself ran 22,900/s without it, 18,000/s with it: each young
+collection then walks tens of thousands of objects that have left the CPU cache, where 700 recent
+ones are still in it. So nothing here touches the thresholds.
 
-Both change process-wide GC state. A bare ``SharedInformer`` does neither unless asked
-(``freeze_gc_after_sync``, ``young_gc_threshold``); ``SharedInformerFactory`` and the ``Manager``,
-which own a process's informers, do both by default (pass ``freeze_gc_after_sync=False,
-young_gc_threshold=None`` to keep the GC as the process set it).
+It changes process-wide GC state: a bare ``SharedInformer`` freezes only when asked
+(``freeze_gc_after_sync``); ``SharedInformerFactory`` and the ``Manager``, which own a process's
+informers, ask by default (pass ``freeze_gc_after_sync=False`` to keep the GC as the process set it).
 """
 
 from __future__ import annotations
@@ -54,26 +52,6 @@ FREEZE_EVERY_WRITES = 1000
 
 THAW_INTERVAL = 600.0
 """Seconds between full collections of the thawed heap (0: never thaw)."""
-
-YOUNG_GC_THRESHOLD = 50_000
-"""The gen0 threshold factories and Managers raise CPython's to (its default: 700)."""
-
-_young_lock = threading.Lock()
-
-
-def raise_young_threshold(threshold: int | None) -> bool:
-    """Raise the cyclic GC's gen0 threshold to ``threshold``; True if it changed. ``None`` leaves the
-    GC alone; a higher threshold than asked is kept, and so is 0 (collection switched off)."""
-    if threshold is None:
-        return False
-    if threshold <= 0:
-        raise ValueError(f"young_gc_threshold must be positive or None, not {threshold!r}")
-    with _young_lock:
-        gen0, gen1, gen2 = gc.get_threshold()
-        if gen0 == 0 or gen0 >= threshold:
-            return False
-        gc.set_threshold(threshold, gen1, gen2)
-        return True
 
 
 class CacheFreezer:

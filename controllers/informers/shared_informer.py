@@ -41,12 +41,8 @@ Rules this keeps (and the dashboard shows):
   the rest of the heap. Unless ``cache`` says otherwise the cache then holds decoded dicts
   (``compact=False``): once frozen they cost the GC nothing, and no write or read pays for
   encoding or decoding, at ~4x the memory per cached object of the JSON-bytes cache.
-* With ``young_gc_threshold`` it raises the GC's gen0 threshold to that when it starts, so young
-  collections stop walking the Pods in flight every ~20 events (``gc_freeze.py``, "Young
-  collections").
-
-Both are process-wide, so a bare informer does neither unless asked; ``SharedInformerFactory`` and
-the ``Manager`` ask by default.
+  It is process-wide, so a bare informer freezes only when asked; ``SharedInformerFactory`` and
+  the ``Manager`` ask by default.
 
 What narrows an informer (``scope``, published with ``on_informer`` and shown on its pipeline card):
 its namespace, label and field selectors and metadata-only mode come from its ``ListWatch`` (the
@@ -66,7 +62,7 @@ from typing import Any
 
 from controllers.clock import Clock, RealClock
 from controllers.informers.delta_fifo import Delta, DeltaFIFO, FIFOClosedError
-from controllers.informers.gc_freeze import CACHE_FREEZER, CacheFreezer, raise_young_threshold
+from controllers.informers.gc_freeze import CACHE_FREEZER, CacheFreezer
 from controllers.informers.keys import DeletedFinalStateUnknown, object_key, resource_version
 from controllers.informers.listwatch import ListWatch
 from controllers.informers.reflector import MIN_WATCH_TIMEOUT, Reflector
@@ -246,8 +242,7 @@ class SharedInformer:
                  indexers: dict[str, IndexFunc] | None = None, clock: Clock | None = None,
                  observer: Observer | None = None, freeze_gc_after_sync: bool = False,
                  gc_freezer: CacheFreezer | None = None, min_watch_timeout: float = MIN_WATCH_TIMEOUT,
-                 transform: TransformFunc | None = None, cache: CacheMode | str | None = None,
-                 young_gc_threshold: int | None = None) -> None:
+                 transform: TransformFunc | None = None, cache: CacheMode | str | None = None) -> None:
         self.name = name or list_watch.describe()
         self.list_watch = list_watch
         self.resync_period = resync_period
@@ -258,9 +253,6 @@ class SharedInformer:
         self._freezer = (gc_freezer or CACHE_FREEZER) if freeze_gc_after_sync else None
         # Unset: frozen decoded dicts are cheapest; unfrozen, JSON bytes keep the GC off the cache.
         self.cache_mode = CacheMode.resolve(cache, CacheMode.DECODED if freeze_gc_after_sync else CacheMode.COMPACT)
-        if young_gc_threshold is not None and young_gc_threshold <= 0:
-            raise ValueError(f"young_gc_threshold must be positive or None, not {young_gc_threshold!r}")
-        self.young_gc_threshold = young_gc_threshold
         self.indexer = Store(self.name, indexers=indexers, observer=self.observer,
                              compact=self.cache_mode is CacheMode.COMPACT)
         self.fifo = DeltaFIFO(self.name, known_objects=self.indexer, observer=self.observer,
@@ -391,7 +383,6 @@ class SharedInformer:
             "resync_period": self.resync_period,
             "scope": self.scope,
             "gc_freezer": self._freezer.stats() if self._freezer is not None else None,
-            "young_gc_threshold": self.young_gc_threshold,
             "handlers": [{"name": h.name, "pending": h.pending(), "delivered": h.delivered, "errors": h.errors}
                          for h in self.handlers],
         }
@@ -403,7 +394,6 @@ class SharedInformer:
             if self._started:
                 raise RuntimeError(f"informer {self.name} already started")
             self._started = True
-        raise_young_threshold(self.young_gc_threshold)
         if self._obs is not None:
             self._obs.on_informer(self.name, fifo=self.fifo_model, resync_period=self.resync_period,
                                   scope=self.scope or None)

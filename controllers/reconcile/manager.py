@@ -30,11 +30,10 @@ Every component gets the Manager's clock and an observer that fans out to the ca
 (e.g. the telemetry publisher) and the metrics -- the API client too, if it can report its requests.
 
 A Manager owns its process the way controller-runtime's does, so, like the factory, it keeps the
-cyclic GC off its informers by default (``freeze_gc_after_sync`` and ``young_gc_threshold``,
-``gc_freeze.py``), and with the GC off the cache it keeps decoded dicts (``cache="decoded"``): reads
-cost nothing, at ~4x the memory of the compact cache. Pass ``freeze_gc_after_sync=False,
-young_gc_threshold=None`` when embedding a Manager in a process that must keep full control of its
-garbage collector.
+cyclic GC off its informers by default (``freeze_gc_after_sync``, ``gc_freeze.py``), and with the
+GC off the cache it keeps decoded dicts (``cache="decoded"``): reads cost nothing, at ~4x the
+memory of the compact cache. Pass ``freeze_gc_after_sync=False`` when embedding a Manager in a
+process that must keep full control of its garbage collector.
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ from typing import Any, Protocol
 
 from controllers.clock import Clock, RealClock
 from controllers.informers.factory import ListWatchClient, SharedInformerFactory, TweakListOptionsFunc
-from controllers.informers.gc_freeze import YOUNG_GC_THRESHOLD
 from controllers.informers.reflector import MIN_WATCH_TIMEOUT
 from controllers.informers.shared_informer import SharedInformer
 from controllers.informers.store import CacheMode
@@ -84,8 +82,7 @@ class Manager:
                  retry_period: float = 2.0, cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT,
                  freeze_gc_after_sync: bool = True, min_watch_timeout: float = MIN_WATCH_TIMEOUT,
                  namespace: str | None = None, tweak_list_options: TweakListOptionsFunc | None = None,
-                 transform: TransformFunc | None = None, cache: CacheMode | str | None = None,
-                 young_gc_threshold: int | None = YOUNG_GC_THRESHOLD) -> None:
+                 transform: TransformFunc | None = None, cache: CacheMode | str | None = None) -> None:
         self.clock: Clock = clock or RealClock()
         self.api = client
         self.identity = identity
@@ -101,8 +98,7 @@ class Manager:
                                              min_watch_timeout=min_watch_timeout, namespace=namespace,
                                              tweak_list_options=tweak_list_options, transform=transform,
                                              cache=CacheMode.resolve(cache, CacheMode.DECODED if freeze_gc_after_sync
-                                                                     else CacheMode.COMPACT),
-                                             young_gc_threshold=young_gc_threshold)
+                                                                     else CacheMode.COMPACT))
         self.cache_sync_timeout = cache_sync_timeout
         self.metrics_port = metrics_port
         self.metrics_addr = metrics_addr

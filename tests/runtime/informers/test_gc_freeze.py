@@ -1,6 +1,6 @@
 """CacheFreezer: gc.freeze() every N cache writes, young cyclic garbage freed first, a full
-collection on thaw, and the informer feeding it its writes (fake clock); the raised gen0
-threshold, and which GC policy a bare informer, a factory and a Manager get by default."""
+collection on thaw, and the informer feeding it its writes (fake clock); which GC policy
+and cache mode a bare informer, a factory and a Manager get by default."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from controllers.clock import FakeClock
 from controllers.informers import CacheMode, SharedInformer, SharedInformerFactory
-from controllers.informers.gc_freeze import YOUNG_GC_THRESHOLD, CacheFreezer, raise_young_threshold
+from controllers.informers.gc_freeze import CacheFreezer
 from controllers.reconcile import Manager
 from tests.runtime.informers.fake_apiserver import FakeApiServer, FakeClient
 from tests.runtime.informers.test_shared_informer import started
@@ -34,13 +34,10 @@ def cycle() -> weakref.ref[Node]:
 
 @pytest.fixture(autouse=True)
 def thawed() -> Iterator[None]:
-    """Leave the process's GC as the test found it (CPython's default threshold while it runs)."""
-    threshold = gc.get_threshold()
-    gc.set_threshold(700, *threshold[1:])
+    """Leave the process's GC as the test found it."""
     gc.unfreeze()
     gc.collect()
     yield
-    gc.set_threshold(*threshold)
     gc.unfreeze()
     gc.collect()
 
@@ -147,58 +144,26 @@ def test_an_unknown_cache_mode_is_refused_where_it_is_written() -> None:
         SharedInformer(FakeApiServer(), cache="bytes")
 
 
-def test_the_young_threshold_is_raised_never_lowered_and_a_disabled_collector_stays_off() -> None:
-    _, gen1, gen2 = gc.get_threshold()
-    assert raise_young_threshold(None) is False and gc.get_threshold() == (700, gen1, gen2)
-    assert raise_young_threshold(10_000) is True and gc.get_threshold() == (10_000, gen1, gen2)
-    assert raise_young_threshold(5_000) is False and gc.get_threshold()[0] == 10_000, "never lowered"
-    gc.set_threshold(0, gen1, gen2)
-    assert raise_young_threshold(10_000) is False and gc.get_threshold()[0] == 0, "switched off stays off"
-    with pytest.raises(ValueError, match="young_gc_threshold must be positive or None, not 0"):
-        raise_young_threshold(0)
-
-
-def test_a_bare_informer_leaves_the_gc_alone_and_one_asked_raises_gen0_when_it_starts(clock, eventually) -> None:
-    server = FakeApiServer()
-    server.create("a")
-    with started(SharedInformer(server, clock=clock)) as informer:
-        eventually(lambda: len(informer.store) == 1)
-        assert gc.get_threshold()[0] == 700 and gc.get_freeze_count() == 0
-    asked = SharedInformer(server, clock=clock, young_gc_threshold=20_000)
-    assert gc.get_threshold()[0] == 700, "raised when it starts, not when it is built"
-    with started(asked):
-        eventually(lambda: len(asked.store) == 1)
-        assert gc.get_threshold()[0] == 20_000
-        assert asked.snapshot()["young_gc_threshold"] == 20_000
-    with pytest.raises(ValueError, match="young_gc_threshold must be positive or None, not -1"):
-        SharedInformer(server, young_gc_threshold=-1)
-
-
 def test_a_factory_keeps_the_gc_off_its_compact_caches_by_default(clock, eventually) -> None:
     client = FakeClient()
     factory = SharedInformerFactory(client, clock=clock)
     informer = factory.informer_for("v1", "Pod")
     client.servers[("v1", "Pod")].create("a")
-    assert (informer.cache_mode, informer.freeze_gc_after_sync, informer.young_gc_threshold) == (
-        CacheMode.COMPACT, True, YOUNG_GC_THRESHOLD)
+    assert (informer.cache_mode, informer.freeze_gc_after_sync) == (CacheMode.COMPACT, True)
     factory.start()
     try:
         eventually(lambda: informer.has_synced() and gc.get_freeze_count() > 0)
-        assert gc.get_threshold()[0] == YOUNG_GC_THRESHOLD
     finally:
         factory.shutdown()
-    untouched = SharedInformerFactory(client, freeze_gc_after_sync=False, young_gc_threshold=None).informer_for("v1", "Pod")
-    assert (untouched.cache_mode, untouched.freeze_gc_after_sync, untouched.young_gc_threshold) == (
-        CacheMode.COMPACT, False, None)
-    with pytest.raises(ValueError, match="young_gc_threshold must be positive or None"):
-        SharedInformerFactory(client, young_gc_threshold=0)
+    untouched = SharedInformerFactory(client, freeze_gc_after_sync=False).informer_for("v1", "Pod")
+    assert (untouched.cache_mode, untouched.freeze_gc_after_sync) == (CacheMode.COMPACT, False)
 
 
 @pytest.mark.parametrize(("kwargs", "want"), [
-    ({}, (CacheMode.DECODED, True, YOUNG_GC_THRESHOLD)),
-    ({"freeze_gc_after_sync": False, "young_gc_threshold": None}, (CacheMode.COMPACT, False, None)),
-    ({"cache": "compact"}, (CacheMode.COMPACT, True, YOUNG_GC_THRESHOLD)),
+    ({}, (CacheMode.DECODED, True)),
+    ({"freeze_gc_after_sync": False}, (CacheMode.COMPACT, False)),
+    ({"cache": "compact"}, (CacheMode.COMPACT, True)),
 ])
 def test_a_manager_defaults_to_decoded_caches_with_the_gc_kept_off(kwargs, want) -> None:
     informer = Manager(FakeClient(), **kwargs).informer_for("v1", "Pod")
-    assert (informer.cache_mode, informer.freeze_gc_after_sync, informer.young_gc_threshold) == want
+    assert (informer.cache_mode, informer.freeze_gc_after_sync) == want
