@@ -61,8 +61,13 @@ lint: venv
 
 # pytest exits 5 when it collected nothing: that is a failure here, never a pass.
 # CTRLSCOPE_GO tells the Python tests which `go` to run (empty when Go is skipped).
+# PYTEST_WORKERS: pytest-xdist workers (auto: one per core; 0: no xdist, one process). Each worker
+# takes whole test files (--dist loadfile), so a file's module and session fixtures stay together;
+# every fixture that binds a port or names Redis keys picks a free port or a fresh prefix.
+PYTEST_WORKERS ?= auto
 test: venv $(KOPF_STAMP) lint go-vet go-test
-	CTRLSCOPE_DEMO=1 CTRLSCOPE_GO='$(if $(GO_SKIP),,$(GO))' $(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	CTRLSCOPE_DEMO=1 CTRLSCOPE_GO='$(if $(GO_SKIP),,$(GO))' $(BIN)/python -m pytest \
+	  $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 go-vet: venv
