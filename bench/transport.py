@@ -380,8 +380,9 @@ def main() -> None:
         if meets_goal(last):
             print(f"\nceiling: above {last['rate']:,} obs/s to {last['clients']} clients (every step met the goal)")
         else:
-            low = f"{passed[-1]['rate']:,}" if passed else "below the first step"
-            print(f"\nceiling: {low} obs/s to {last['clients']} clients meets the goal, {last['rate']:,} does not "
+            where = (f"{passed[-1]['rate']:,} obs/s to {last['clients']} clients meets the goal, {last['rate']:,} does not"
+                     if passed else f"the first step, {last['rate']:,} obs/s to {last['clients']} clients, misses the goal")
+            print(f"\nceiling: {where} "
                   f"(p99 {last['p99']:.1f} ms, lost {last['lost']}, publishing took {last['elapsed']:.1f} s of "
                   f"{last['duration']:g}); busiest there: {last['busiest']} at {last['cpu'][last['busiest']]:.0f} % "
                   f"of a core, all four {sum(last['cpu'].values()):.0f} %")

@@ -29,7 +29,8 @@ fetches the same snapshot and renders every row into one ``<table>`` (no virtual
 Targets: p99 ≤ 100 ms at 1,000 events/s; first paint ≤ 1 s with 100,000 objects (issue 5); at
 5,000 events/s p99 ≤ 100 ms and no long task over 50 ms, at 10,000/s p99 ≤ 250 ms, and input delay
 ≤ 100 ms throughout (issue 16). ``--profile DIR`` saves a DevTools CPU profile of each ctrlscope run
-and prints its hottest functions.
+and prints its hottest functions; ``--trace DIR`` saves a performance trace and prints where the main
+thread's time went (script, style, layout, paint, GC).
 
 Usage: ``python bench/ui.py [--duration 8] [--rates 1000,5000,10000] [--objects 100000] [--profile DIR]``
 """
@@ -205,8 +206,30 @@ def top_functions(profile: dict[str, Any], n: int = 15) -> list[tuple[str, float
     return [(name, us / 1000) for name, us in sorted(self_us.items(), key=lambda kv: -kv[1])[:n]]
 
 
+TRACE_CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline", "v8"]
+MAIN_THREAD_WORK = ("FunctionCall", "EvaluateScript", "TimerFire", "FireAnimationFrame", "EventDispatch",
+                    "UpdateLayoutTree", "Layout", "PrePaint", "Paint", "Layerize", "UpdateLayer", "Commit",
+                    "HitTest", "ParseHTML", "MinorGC", "MajorGC", "V8.GC_SCAVENGER", "V8.GC_MARK_COMPACTOR")
+
+
+def main_thread_time(trace: dict[str, Any]) -> list[tuple[str, float, int]]:
+    """Per trace event name on the renderer's main thread: (name, total ms, count), largest first.
+    Events nest (a FunctionCall contains the Layout it forced), so totals overlap: read each as
+    "time spent inside this kind of work"."""
+    events = trace.get("traceEvents", trace) if isinstance(trace, dict) else trace
+    main = {(e.get("pid"), e.get("tid")) for e in events
+            if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("args", {}).get("name") == "CrRendererMain"}
+    totals: dict[str, list[float]] = {}
+    for e in events:
+        if e.get("ph") == "X" and (e.get("pid"), e.get("tid")) in main and e.get("name") in MAIN_THREAD_WORK:
+            t = totals.setdefault(e["name"], [0.0, 0])
+            t[0] += e.get("dur", 0) / 1000
+            t[1] += 1
+    return sorted(((n, ms, int(c)) for n, (ms, c) in totals.items()), key=lambda x: -x[1])
+
+
 def run_rate(browser: Any, kind: str, rate: int, duration: float, redis_url: str, run_dir: Path,
-             profile_dir: Path | None = None) -> dict[str, Any]:
+             profile_dir: Path | None = None, trace_dir: Path | None = None) -> dict[str, Any]:
     prefix = f"benchui-{uuid.uuid4().hex[:8]}:"
     app = "dashboard.asgi:application" if kind == "ctrlscope" else "bench.peer_asgi:application"
     os.environ["CTRLSCOPE_PREFIX"] = prefix
@@ -223,6 +246,8 @@ def run_rate(browser: Any, kind: str, rate: int, duration: float, redis_url: str
             page.wait_for_function("() => window.ctrlscope.client.topics.get('w/bench/informer/v1_Pod')?.cursor",
                                    timeout=20_000)
             page.evaluate("window.__benchWatch('#ievents', 5)")
+            # The measured panel on screen, as for a user watching it (panels off screen cost less).
+            page.evaluate("document.getElementById('events-panel').scrollIntoView({block: 'start'})")
         else:
             page.goto(f"http://127.0.0.1:{port}/healthz")
             page.set_content(PEER_PAGE.replace("MEASURE_JS", MEASURE_JS)
@@ -239,6 +264,9 @@ def run_rate(browser: Any, kind: str, rate: int, duration: float, redis_url: str
             cdp.send("Profiler.enable")
             cdp.send("Profiler.setSamplingInterval", {"interval": 500})
             cdp.send("Profiler.start")
+        tracing = trace_dir is not None and kind == "ctrlscope"
+        if tracing:
+            page.context.browser.start_tracing(page=page, categories=TRACE_CATEGORIES)
         received = RECEIVED_JS[kind]
         received_before = page.evaluate(received)
         page.evaluate("window.__bench.measuring = true")
@@ -246,6 +274,12 @@ def run_rate(browser: Any, kind: str, rate: int, duration: float, redis_url: str
         page.evaluate("window.__bench.measuring = false")
         received_during = page.evaluate(received) - received_before
         hot: list[tuple[str, float]] = []
+        work: list[tuple[str, float, int]] = []
+        if tracing and trace_dir is not None:
+            raw = page.context.browser.stop_tracing()
+            trace_dir.mkdir(parents=True, exist_ok=True)
+            (trace_dir / f"ui-{kind}-{rate}.trace.json").write_bytes(raw)
+            work = main_thread_time(json.loads(raw))
         if cdp is not None and profile_dir is not None:
             profile = cdp.send("Profiler.stop")["profile"]
             profile_dir.mkdir(parents=True, exist_ok=True)
@@ -256,7 +290,7 @@ def run_rate(browser: Any, kind: str, rate: int, duration: float, redis_url: str
         result = _summary(page)
         if kind == "ctrlscope":
             result["summarising"] = page.evaluate("!document.getElementById('summarising').hidden")
-        result.update(kind=kind, rate=rate, published=published, hot=hot, received=received_during)
+        result.update(kind=kind, rate=rate, published=published, hot=hot, work=work, received=received_during)
         return result
     finally:
         page.close()
@@ -305,6 +339,9 @@ def main() -> None:
     parser.add_argument("--rates", default="1000,5000,10000")
     parser.add_argument("--profile", type=Path, default=None,
                         help="write a DevTools CPU profile of each ctrlscope run here and print its hottest functions")
+    parser.add_argument("--trace", type=Path, default=None,
+                        help="write a DevTools performance trace of each ctrlscope run here and print where the "
+                             "main thread's time went (script, style, layout, paint, GC)")
     parser.add_argument("--objects", type=int, default=100_000)
     parser.add_argument("--contenders", default="ctrlscope,peer")
     args = parser.parse_args()
@@ -332,7 +369,8 @@ def main() -> None:
                         "peer": browser.new_context(viewport=viewport, bypass_csp=True)}
             for rate in [int(x) for x in args.rates.split(",")]:
                 for kind in contenders:
-                    rows.append(run_rate(contexts[kind], kind, rate, args.duration, handle.url, run_dir, args.profile))
+                    rows.append(run_rate(contexts[kind], kind, rate, args.duration, handle.url, run_dir, args.profile,
+                                         args.trace))
                     print(f"  done: {kind} {rate:,}/s", flush=True)
             for kind in contenders:
                 paints[kind] = first_paint(contexts[kind], kind, args.objects, handle.url, run_dir)
@@ -355,6 +393,11 @@ def main() -> None:
             print(f"\nhottest functions, ctrlscope page at {r['rate']:,}/s (self ms in {args.duration:g} s):")
             for name, ms in r["hot"]:
                 print(f"  {ms:8.1f}  {name}")
+        if r.get("work"):
+            print(f"\nmain thread, ctrlscope page at {r['rate']:,}/s (ms inside each kind of work in {args.duration:g} s; "
+                  "nested, so they overlap):")
+            for name, ms, count in r["work"]:
+                print(f"  {ms:8.1f}  {name} ({count:,})")
     print()
     print(f"| page | first paint, {args.objects:,} cached objects |")
     print("|---|---:|")
