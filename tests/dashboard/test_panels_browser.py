@@ -296,6 +296,14 @@ def test_a_burst_keeps_the_dom_bounded_and_says_what_it_summarised(browser, dash
 
 def test_rows_a_busy_frame_skips_are_marked_and_pausing_draws_them(browser, dashboard, publisher_factory):
     pub, obs, page = open_for_a_burst(browser, dashboard, publisher_factory)
+    # A calm start: 150 rows, 30 a flush, each flush drawn before the next (no frame skips any).
+    for batch in range(5):
+        for i in range(30):
+            obs.on_watch_event("pods", event_type="MODIFIED", key=f"default/calm{batch}-{i}", resource_version=str(100 + i))
+        pub.flush()
+        page.wait_for_function(f"() => document.querySelectorAll('#ievents tr.ev-watch').length >= {30 * (batch + 1)}",
+                               timeout=10_000)
+    assert not page.query_selector("#ievents tr.ev-skipped")
     # One frame's worth of rows can only be told apart from the next by timing; 400 in one flush land in
     # one message, so the frame that draws them has 400 new rows: it draws the newest 50.
     for i in range(400):
@@ -308,6 +316,9 @@ def test_rows_a_busy_frame_skips_are_marked_and_pausing_draws_them(browser, dash
     skipped = page.inner_text("#ievents tr.ev-skipped")
     assert "350 more not drawn" in skipped, skipped
     assert "counted, not drawn" in page.inner_text("#paused-note")
+    # A busy frame also trims the table to the rows a reader can follow (BUSY_EVENT_ROWS = 60, of the
+    # 150-odd drawn before it), so the next frames re-paint 60 shifted rows, not 300.
+    assert page.eval_on_selector_all("#ievents tr", "trs => trs.length") == 60
     # Pause: every kept row, in order, and no marker (nothing is missing any more).
     page.keyboard.press("p")
     page.wait_for_function("() => !document.querySelector('#ievents tr.ev-skipped')")

@@ -382,9 +382,12 @@
           el("li", { className: "h-" + h.kind + (h.error ? " h-error" : "") }, clock(h.ts) + "  " + h.kind.padEnd(7) + " " + h.text)))
           : el("p", { className: "muted cache-history" }, "no watch events or handler calls for this key since the page opened"));
       details.hidden = false;
+      // A class, not a :has() rule: :has() made the browser re-check .cache-body on every row change.
+      details.parentElement.classList.add("with-details");
     }
     function closeDetails(update) {
       detailsOpen = false; cache.selected = ""; details.hidden = true; cache.rowsDirty = true;
+      details.parentElement.classList.remove("with-details");
       inspector.clear();
       if (update !== false) { updateUrl(); schedule(); }
     }

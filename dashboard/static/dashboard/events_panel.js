@@ -5,8 +5,9 @@
  * and stream resyncs as marker rows (fault_markers.js adds the injected faults). Filter (/), pause (p).
  *
  * Data: every informer topic of the worker (w/{worker}/informer/{name}). At most MAX_EVENT_ROWS rows
- * are drawn and MAX_EVENT_DATA kept for re-filtering. A frame adds at most MAX_ROWS_PER_FRAME rows,
- * the newest; what it skips is counted and marked by one row, and pausing redraws every kept row.
+ * are drawn (BUSY_EVENT_ROWS while frames are busy) and MAX_EVENT_DATA kept for re-filtering. A frame
+ * adds at most MAX_ROWS_PER_FRAME rows, the newest; what it skips is counted and marked by one row,
+ * and pausing redraws every kept row.
  * Registered in window.ctrlscopePanels, started by controller_page.js; api.pushEvent(row) adds a row.
  */
 (function () {
@@ -24,6 +25,12 @@
   // 5,000 events/s a slow frame had 300+ new rows and rebuilt the whole table, which made the next
   // frame slower still; past this the newest rows are drawn and the rest counted (pause shows all).
   const MAX_ROWS_PER_FRAME = 50;
+  // Rows drawn while frames are busy (a frame had more new rows than it draws): each frame's new rows
+  // go on top and push every drawn row down, so the browser re-records the paint of all of them
+  // (bench/ui.py --trace at 5,000 events/s: the scroller's 4,450 px of 300 rows, ~9 ms every frame).
+  // At that rate 300 rows are 60 ms of events, no scrollback anyone reads; pausing draws every kept
+  // row again, and calmer frames let the table grow back to MAX_EVENT_ROWS.
+  const BUSY_EVENT_ROWS = 60;
 
   function init(api) {
     const { client, informerTopics, workerNow, schedule } = api;
@@ -236,9 +243,10 @@
           // The overflow in one range deletion: deleteRow(-1) in a loop re-counted the live
           // tbody.rows after every removal.
           const rows = tbody.rows;
-          if (rows.length > MAX_EVENT_ROWS) {
+          const keep = skipped ? BUSY_EVENT_ROWS : MAX_EVENT_ROWS;
+          if (rows.length > keep) {
             const extra = document.createRange();
-            extra.setStartBefore(rows[MAX_EVENT_ROWS]);
+            extra.setStartBefore(rows[keep]);
             extra.setEndAfter(tbody.lastChild);
             extra.deleteContents();
           }
