@@ -81,7 +81,9 @@ def test_cyclic_garbage_frozen_while_alive_is_reclaimed_at_the_next_thaw() -> No
     assert freezer.thaws == 1 and freezer.freezes == 3
     assert gc.get_freeze_count() > 0, "frozen again after the thaw"
     stats = freezer.stats()
-    assert stats["thaws"] == 1 and stats["frozen_objects"] == gc.get_freeze_count()
+    # > 0, not == gc.get_freeze_count() read again: the count is process-wide, and an informer of
+    # another test still winding down in this process may freeze between the two reads.
+    assert stats["thaws"] == 1 and stats["frozen_objects"] > 0
 
 
 def test_thaw_interval_zero_never_thaws() -> None:
