@@ -338,6 +338,30 @@ def test_rows_a_busy_frame_skips_are_marked_and_pausing_draws_them(browser, dash
     close_page(page)
 
 
+def test_a_fast_steady_stream_keeps_the_table_short_and_pausing_draws_every_kept_row(browser, dashboard,
+                                                                                  publisher_factory):
+    pub, obs, page = open_for_a_burst(browser, dashboard, publisher_factory)
+    # ~400 rows a second in flushes of 40: no frame has more than it draws (50), but the table is busy
+    # (BUSY_RATE, 100 rows/s): it keeps 60 rows, not 300, so a frame repaints 60 shifted rows.
+    n = 0
+    for _ in range(25):
+        for _ in range(40):
+            obs.on_watch_event("pods", event_type="MODIFIED", key=f"default/s{n:04d}", resource_version=str(2000 + n))
+            n += 1
+        pub.flush()
+        time.sleep(0.1)
+    page.wait_for_function(f"() => document.querySelector('#ievents tr.ev-watch td.key')?.textContent === 'default/s{n - 1:04d}'",
+                           timeout=10_000)
+    assert not page.query_selector("#ievents tr.ev-skipped"), "no frame had to skip rows"
+    assert page.evaluate("window.ctrlscope.events.busy") is True
+    assert page.eval_on_selector_all("#ievents tr", "trs => trs.length") <= 60
+    page.keyboard.press("p")
+    page.wait_for_function("() => document.querySelectorAll('#ievents tr.ev-watch').length === 300")
+    drawn = page.eval_on_selector_all("#ievents tr.ev-watch td.key", "tds => tds.map(td => td.textContent)")
+    assert drawn == [f"default/s{i:04d}" for i in range(n - 1, n - 301, -1)]
+    close_page(page)
+
+
 def test_countdowns_follow_the_workers_clock_when_the_browsers_is_off_by_an_hour(browser, dashboard,
                                                                                  publisher_factory):
     from controllers.clock import FakeClock

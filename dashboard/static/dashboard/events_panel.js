@@ -5,7 +5,7 @@
  * and stream resyncs as marker rows (fault_markers.js adds the injected faults). Filter (/), pause (p).
  *
  * Data: every informer topic of the worker (w/{worker}/informer/{name}). At most MAX_EVENT_ROWS rows
- * are drawn (BUSY_EVENT_ROWS while frames are busy) and MAX_EVENT_DATA kept for re-filtering. A frame
+ * are drawn (BUSY_EVENT_ROWS while the table is busy) and MAX_EVENT_DATA kept for re-filtering. A frame
  * adds at most MAX_ROWS_PER_FRAME rows, the newest; what it skips is counted and marked by one row,
  * and pausing redraws every kept row.
  * Registered in window.ctrlscopePanels, started by controller_page.js; api.pushEvent(row) adds a row.
@@ -25,16 +25,17 @@
   // 5,000 events/s a slow frame had 300+ new rows and rebuilt the whole table, which made the next
   // frame slower still; past this the newest rows are drawn and the rest counted (pause shows all).
   const MAX_ROWS_PER_FRAME = 50;
-  // Rows drawn while frames are busy (a frame had more new rows than it draws): each frame's new rows
-  // go on top and push every drawn row down, so the browser re-records the paint of all of them
-  // (bench/ui.py --trace at 5,000 events/s: the scroller's 4,450 px of 300 rows, ~9 ms every frame).
-  // At that rate 300 rows are 60 ms of events, no scrollback anyone reads; pausing draws every kept
-  // row again, and calmer frames let the table grow back to MAX_EVENT_ROWS.
+  // Rows drawn while the table is busy -- BUSY_RATE rows a second or more, or a frame with more new
+  // rows than it draws: each frame's new rows go on top and push every drawn row down, so the browser
+  // re-records the paint of all of them (bench/ui.py --trace at 5,000 events/s: the scroller's 4,450 px
+  // of 300 rows, ~9 ms every frame). At those rates 300 rows are under 3 s of events, no scrollback
+  // anyone reads; pausing draws every kept row again, and a calmer table grows back to MAX_EVENT_ROWS.
   const BUSY_EVENT_ROWS = 60;
+  const BUSY_RATE = 100;
 
   function init(api) {
     const { client, informerTopics, workerNow, schedule } = api;
-    const events = api.events = { data: [], paused: false, heldSince: 0, filter: [], rate: new UI.Series(60), fresh: [], rebuild: true, summarised: 0 };
+    const events = api.events = { data: [], paused: false, heldSince: 0, filter: [], rate: new UI.Series(60), fresh: [], rebuild: true, summarised: 0, busy: false };
     // The worker's informers this controller does not watch, as of the last components update: their
     // rows stay out of the events panel (rows about anything else, e.g. fault markers, always show).
     let hiddenInformers = new Set();
@@ -67,6 +68,7 @@
       if (now - lastSpark >= 250) {
         lastSpark = now;
         const evs = events.rate.values(now);
+        events.busy = Math.max(evs[evs.length - 2] || 0, evs[evs.length - 1] || 0) >= BUSY_RATE;
         UI.sparkline($("spark-events"), evs, "--accent");
         $("v-events").textContent = evs[evs.length - 2] || 0; // the last complete second
       }
@@ -243,7 +245,7 @@
           // The overflow in one range deletion: deleteRow(-1) in a loop re-counted the live
           // tbody.rows after every removal.
           const rows = tbody.rows;
-          const keep = skipped ? BUSY_EVENT_ROWS : MAX_EVENT_ROWS;
+          const keep = skipped || events.busy ? BUSY_EVENT_ROWS : MAX_EVENT_ROWS;
           if (rows.length > keep) {
             const extra = document.createRange();
             extra.setStartBefore(rows[keep]);
