@@ -146,7 +146,12 @@ def test_overview_groups_workers_by_cluster_and_draws_each_controller_as_its_pip
     reflector = stage(page, "w1", "podset", "reflector", informer="pods")
     assert "watching" in reflector and "synced" in reflector
     assert "3 objects" in stage(page, "w1", "podset", "cache", informer="pods")
-    # Initial sync as progress: 400 of the 1,000 listed objects are in the follower's cache.
+    # Initial sync as progress: 400 of the 1,000 listed objects are in the follower's cache. The cache's
+    # size comes with the worker's stage samples, which may land after the card is drawn from its
+    # components ("0 / 1,000" until then; seen once under pytest-xdist): wait for it.
+    card = '#overview .worker[data-worker="w2"] .ctl-card[data-controller="podset"] .informer-chain[data-informer="pods"]'
+    page.wait_for_function("(sel) => document.querySelector(sel)?.innerText.includes('initial sync 400 / 1,000')",
+                           arg=f'{card} .stage[data-stage="reflector"]', timeout=10_000)
     sync = stage(page, "w2", "podset", "reflector", informer="pods")
     assert "initial sync 400 / 1,000" in sync and "listing" in sync
     assert page.evaluate("""document.querySelector('.worker[data-worker="w2"] progress').value""") == 400
