@@ -32,7 +32,8 @@ Targets: p99 ≤ 100 ms at 1,000 events/s; first paint ≤ 1 s with 100,000 obje
 and prints its hottest functions; ``--trace DIR`` saves a performance trace and prints where the main
 thread's time went (script, style, layout, paint, GC).
 
-Usage: ``python bench/ui.py [--duration 8] [--rates 1000,5000,10000] [--objects 100000] [--profile DIR]``
+Usage: ``python bench/ui.py [--duration 8] [--rates 1000,5000,10000] [--objects 100000] [--profile DIR]
+[--trace DIR]``
 """
 
 from __future__ import annotations

@@ -251,8 +251,7 @@ class SharedInformer:
         self._obs = active_observer(self.observer)
         self.freeze_gc_after_sync = freeze_gc_after_sync
         self._freezer = (gc_freezer or CACHE_FREEZER) if freeze_gc_after_sync else None
-        # Unset: frozen decoded dicts are cheapest; unfrozen, JSON bytes keep the GC off the cache.
-        self.cache_mode = CacheMode.resolve(cache, CacheMode.DECODED if freeze_gc_after_sync else CacheMode.COMPACT)
+        self.cache_mode = CacheMode.resolve(cache, CacheMode.for_gc_policy(freeze_gc_after_sync))
         self.indexer = Store(self.name, indexers=indexers, observer=self.observer,
                              compact=self.cache_mode is CacheMode.COMPACT)
         self.fifo = DeltaFIFO(self.name, known_objects=self.indexer, observer=self.observer,

@@ -68,6 +68,12 @@ class CacheMode(StrEnum):
     """The decoded dicts themselves, shared with every reader (``Store(compact=False)``)."""
 
     @classmethod
+    def for_gc_policy(cls, freeze_gc_after_sync: bool) -> CacheMode:
+        """The mode that suits a GC policy: decoded dicts once the GC is kept off them (frozen, they
+        cost it nothing), JSON bytes while it walks the heap."""
+        return cls.DECODED if freeze_gc_after_sync else cls.COMPACT
+
+    @classmethod
     def resolve(cls, cache: CacheMode | str | None, default: CacheMode) -> CacheMode:
         """``cache`` as a mode; ``default`` when unset."""
         if cache is None or cache == "":

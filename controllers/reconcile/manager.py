@@ -97,8 +97,7 @@ class Manager:
                                              freeze_gc_after_sync=freeze_gc_after_sync,
                                              min_watch_timeout=min_watch_timeout, namespace=namespace,
                                              tweak_list_options=tweak_list_options, transform=transform,
-                                             cache=CacheMode.resolve(cache, CacheMode.DECODED if freeze_gc_after_sync
-                                                                     else CacheMode.COMPACT))
+                                             cache=CacheMode.resolve(cache, CacheMode.for_gc_policy(freeze_gc_after_sync)))
         self.cache_sync_timeout = cache_sync_timeout
         self.metrics_port = metrics_port
         self.metrics_addr = metrics_addr
