@@ -30,6 +30,7 @@
   // re-records the paint of all of them (bench/ui.py --trace at 5,000 events/s: the scroller's 4,450 px
   // of 300 rows, ~9 ms every frame). At those rates 300 rows are under 3 s of events, no scrollback
   // anyone reads; pausing draws every kept row again, and a calmer table grows back to MAX_EVENT_ROWS.
+  // Marker rows are kept through the trim (they are few, and the rows a reader looks for).
   const BUSY_EVENT_ROWS = 60;
   const BUSY_RATE = 100;
 
@@ -242,15 +243,23 @@
         }
         if (n) {
           tbody.insertBefore(frag, tbody.firstChild);
-          // The overflow in one range deletion: deleteRow(-1) in a loop re-counted the live
-          // tbody.rows after every removal.
+          // The overflow past MAX_EVENT_ROWS in one range deletion: deleteRow(-1) in a loop re-counted
+          // the live tbody.rows after every removal.
           const rows = tbody.rows;
-          const keep = skipped || events.busy ? BUSY_EVENT_ROWS : MAX_EVENT_ROWS;
-          if (rows.length > keep) {
+          if (rows.length > MAX_EVENT_ROWS) {
             const extra = document.createRange();
-            extra.setStartBefore(rows[keep]);
+            extra.setStartBefore(rows[MAX_EVENT_ROWS]);
             extra.setEndAfter(tbody.lastChild);
             extra.deleteContents();
+          }
+          // Busy: the rows past BUSY_EVENT_ROWS go too, except marker rows (stream resyncs, faults):
+          // they are rare, and what a reader looks for in a burst, and a relist right after a resync
+          // would otherwise push its marker out within two frames. The MAX_EVENT_ROWS bound above
+          // still holds for them.
+          if ((skipped || events.busy) && rows.length > BUSY_EVENT_ROWS) {
+            for (const tr of Array.prototype.slice.call(rows, BUSY_EVENT_ROWS)) {
+              if (!tr.classList.contains("resync-marker")) tr.remove();
+            }
           }
         }
       }
