@@ -40,6 +40,7 @@ from controllers.schema import (
     ReflectorState,
     WatchEndReason,
     WatchEventType,
+    WriteRefusal,
 )
 
 log = logging.getLogger("ctrlscope.observer")
@@ -172,6 +173,12 @@ class Observer:
         the requesting thread, so an observer can tell a Reconcile's writes (made on that worker's
         thread, between ``on_reconcile_start`` and ``on_reconcile_end``) from reflector lists.
         An asynchronous caller, whose requests share one thread, names the ``controller`` instead."""
+
+    def on_write_refused(self, *, method: str, path: str, reason: WriteRefusal,
+                         controller: str | None = None) -> None:
+        """The API client refused a write itself (``reason``: the worker is read-only): nothing was
+        sent, so this is not ``on_request`` with some code -- a refused write is neither an API write
+        nor a failed one. Same thread rule as ``on_request``."""
 
     def on_secret(self, obj: dict[str, Any]) -> None:
         """The API client read a Secret or a SecretList outside any informer: its

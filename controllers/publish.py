@@ -59,6 +59,7 @@ from controllers.schema import (
     TopicKind,
     WatchEndReason,
     WatchEventType,
+    WriteRefusal,
     fold_queue_op,
     informer_scope_fields,
 )
@@ -415,6 +416,13 @@ class ControllerReport:
         asyncio framework, whose handlers all share one thread, knows that better than the thread)."""
         self._obs.on_request(method=method, path=path, code=code, duration=duration,
                              **({"controller": self.name} if attributed else {}))
+
+    def write_refused(self, *, method: str, path: str, reason: str = WriteRefusal.READ_ONLY,
+                      attributed: bool = False) -> None:
+        """A write this process refused itself and never sent (``reason``: a ``WriteRefusal``, e.g.
+        read-only); shown as "refused", not as a failed API write. ``attributed`` as for ``write``."""
+        self._obs.on_write_refused(method=method, path=path, reason=WriteRefusal(reason),
+                                   **({"controller": self.name} if attributed else {}))
 
     def log(self, key: str, level: str, message: str, *, handler: str | None = None) -> None:
         """A line the controller logged about object ``key`` (``level``: a ``LogLevel``)."""

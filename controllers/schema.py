@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 3
+PROTOCOL_MINOR = 4
 PROTOCOL_VERSION = f"{PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
 """What every frame says in ``"v"``. A reader speaks one major version: frames of another major are
 not interpreted (the dashboard shows a notice); a newer minor only adds optional fields and record
@@ -256,6 +256,13 @@ class WriteMode(StrEnum):
 
     ALLOWED = "allowed"
     READ_ONLY = "read-only"
+
+
+class WriteRefusal(StrEnum):
+    """v1.4: why a worker refused one of its own writes (``write`` record ``refused``). Nothing was
+    sent, so the write is neither an API write nor a failed one: readers count it apart."""
+
+    READ_ONLY = "read-only"  # the worker only observes (WriteMode read-only): --allow-writes lifts it
 
 
 class ControllerEvent(StrEnum):
@@ -514,6 +521,7 @@ VOCABULARY: dict[str, type[StrEnum]] = {
     "LogLevel": LogLevel,
     "ObservationMode": ObservationMode,
     "WriteMode": WriteMode,
+    "WriteRefusal": WriteRefusal,
     "ComponentKind": ComponentKind,
     "QueueItemState": QueueItemState,
     "ResyncReason": ResyncReason,

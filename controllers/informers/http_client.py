@@ -32,7 +32,8 @@ preloads) and decoded here with orjson. No model objects are built: DESIGN.md me
   the cache holds ``PartialObjectMetadata`` (``kind``, ``apiVersion: meta.k8s.io/v1``, ``metadata``)
   either way, and never a Secret's data.
 * Writes pass the client's ``write_guard`` first (``write_guard.py``): a worker against a real
-  cluster is read-only unless started with ``--allow-writes``.
+  cluster is read-only unless started with ``--allow-writes``. A refused write is reported as
+  ``on_write_refused``, never as a request: it was not sent.
 * Resource names come from discovery (``/api/v1``, ``/apis/<group>/<version>``), cached per client.
 """
 
@@ -54,6 +55,7 @@ from controllers.informers.kubeconfig import kubeconfig_errors
 from controllers.informers.listwatch import ApiError, ListOptions, ListResult, WatchEvent
 from controllers.informers.write_guard import ReadOnlyError, WriteGuard
 from controllers.observer import Observer, active_observer
+from controllers.schema import WriteRefusal
 
 Obj = dict[str, Any]
 
@@ -173,8 +175,8 @@ class KubernetesClient:
             try:
                 self.write_guard.check(method, path)
             except ReadOnlyError:
-                if obs is not None:  # shown as a write that got no response: it was never sent
-                    obs.on_request(method=method, path=path, code=0, duration=0.0)
+                if obs is not None:  # never sent: not a request, so not a failed one either
+                    obs.on_write_refused(method=method, path=path, reason=WriteRefusal.READ_ONLY)
                 raise
         start = self.clock.now() if obs is not None else 0.0
         try:

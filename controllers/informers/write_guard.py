@@ -2,9 +2,11 @@
 
 A worker pointed at a real cluster only observes unless it is started with ``--allow-writes``:
 every request that is not a read (GET/HEAD/OPTIONS) fails before it leaves the process with a
-``ReadOnlyError`` that says why and what to do, and the request is reported to the observer as a
-write that got no response (code 0), so the worker's page shows the refused writes and the
-reconciles that failed on them. Against the simulated cluster (``controllers/simulated.py``)
+``ReadOnlyError`` that says why and what to do, and the client reports it to the observer as a
+refused write (``on_write_refused``, not a request: nothing was sent, so nothing failed at the API
+server), so the worker's page shows "refused: read-only" beside its writes. A Reconcile that raises
+it ends as a terminal error (``controllers/reconcile/controller.py``): retrying cannot make the
+worker writable. Against the simulated cluster (``controllers/simulated.py``)
 writes are allowed: it is the sandbox the examples are written for.
 
 Whether the server is the simulator is asked once (``GET /version``). A worker usually knows it at

@@ -12,11 +12,17 @@ fixed table:
 outcome               queue action                                   result label
 ====================  =============================================  ===================
 raised TerminalError  none (the key's backoff is *not* forgotten)    error (+ terminal)
+raised ReadOnlyError  none, as for TerminalError                     error (+ terminal)
 raised anything else  ``add_rate_limited`` (no ``forget``)           error
 requeue_after > 0     ``forget`` then ``add_after(requeue_after)``   requeue_after
 requeue=True          ``add_rate_limited``                           requeue
 otherwise             ``forget``                                     success
 ====================  =============================================  ===================
+
+A ``ReadOnlyError`` (the worker refused its own write: ``informers/write_guard.py``), raised or
+the ``__cause__`` of what was raised, is terminal because no retry can succeed: the worker stays
+read-only until it is restarted with ``--allow-writes``, so backing off would only refuse the same
+write forever. The result says ``terminal`` and the error text starts with ``read-only``.
 
 A Result returned together with an error cannot happen in Python (raising *is* the error).
 Returning something that is neither a ``Result`` nor ``None`` is treated like a Go panic: counted as
@@ -34,6 +40,7 @@ from typing import Any, Protocol
 
 from controllers.clock import Clock, RealClock
 from controllers.informers.keys import DeletedFinalStateUnknown, object_key
+from controllers.informers.write_guard import ReadOnlyError
 from controllers.observer import NOOP_OBSERVER, Observer, active_observer
 from controllers.reconcile.handlers import EnqueueRequestForObject, EventHandler
 from controllers.reconcile.predicates import Predicate
@@ -229,9 +236,15 @@ class Controller:
             terminal = True
             error = f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # noqa: BLE001 -- raising is how a reconciler reports an error
-            error = f"{type(exc).__name__}: {exc}"
-            log.error("controller %s: reconciler error for %s: %s", self.name, key, error,
-                      exc_info=log.isEnabledFor(logging.DEBUG))
+            refused = _read_only(exc)
+            if refused is not None:
+                terminal = True
+                error = str(refused) if refused is exc else f"{type(exc).__name__}: {exc} ({refused})"
+                log.warning("controller %s: %s not retried: %s", self.name, key, error)
+            else:
+                error = f"{type(exc).__name__}: {exc}"
+                log.error("controller %s: reconciler error for %s: %s", self.name, key, error,
+                          exc_info=log.isEnabledFor(logging.DEBUG))
         duration = self.clock.now() - start
 
         requeue_after = 0.0
@@ -263,3 +276,16 @@ class Controller:
         if obs is not None:
             obs.on_reconcile_end(self.name, key=key, worker=worker, duration=duration, result=label,
                                  requeue_after=requeue_after, error=error)
+
+
+def _read_only(exc: BaseException) -> ReadOnlyError | None:
+    """The ``ReadOnlyError`` that ``exc`` is or was raised from (``raise ... from``, the way Go wraps
+    with ``%w`` and controller-runtime looks with ``errors.Is``); ``None`` if there is none."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, ReadOnlyError):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__
+    return None

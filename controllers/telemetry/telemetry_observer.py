@@ -138,7 +138,7 @@ class TelemetryObserver(Observer):
         c = self._controller_counts.get(controller)
         if c is None:
             c = self._controller_counts[controller] = {"writes": 0, "write_errors": 0, "write_conflicts": 0,
-                                                       "last_result": ""}
+                                                       "writes_refused": 0, "last_result": ""}
         return c
 
     def stages(self) -> dict[str, Any]:
@@ -146,7 +146,8 @@ class TelemetryObserver(Observer):
         differences between two samples). Per informer: watch events, FIFO deltas queued, cache
         writes, handler calls and failures, the FIFO's depth, the cache size and the item count of
         the last LIST (initial-sync progress). Per controller: API writes made from Reconcile,
-        those that failed (no response or status >= 400) and the last reconcile result."""
+        those that failed (no response or status >= 400), writes the worker refused itself
+        (``writes_refused``, never sent: in neither of the others) and the last reconcile result."""
         with self._counts_lock:
             informers = {name: dict(c) for name, c in self._informer_counts.items()}
             controllers = {name: dict(c) for name, c in self._controller_counts.items()}
@@ -362,6 +363,18 @@ class TelemetryObserver(Observer):
                 c["write_errors"] += 1
             if code == 409:  # of those, optimistic-concurrency conflicts (a write from a stale read)
                 c["write_conflicts"] += 1
+
+    def on_write_refused(self, *, method: str, path: str, reason: str, controller: str | None = None) -> None:
+        if controller is None:
+            controller = self._reconciling.get(threading.get_ident())
+        if controller is None:
+            return  # as on_request: only a Reconcile's writes are the controller's
+        # v1.4: still a ``write`` record (the timeline shows the attempt), with code 0 and duration 0
+        # as a 1.3 reader expects, and ``refused`` saying it never left the worker.
+        self._emit(TopicKind.CONTROLLER, controller, {"k": RecordKind.WRITE, "method": method, "path": path, "code": 0,
+                                                      "duration": 0.0, "refused": reason})
+        with self._counts_lock:
+            self._controller(controller)["writes_refused"] += 1
 
     def on_leader(self, name: str, *, identity: str, leader: bool, holder: str | None) -> None:
         self._emit(TopicKind.CONTROLLER, f"{LEADER_PREFIX}{name}", {"k": RecordKind.LEADER, "identity": identity, "leader": leader,

@@ -84,6 +84,7 @@ type controllerCounts struct {
 	Writes         int    `json:"writes"`
 	WriteErrors    int    `json:"write_errors"`
 	WriteConflicts int    `json:"write_conflicts"`
+	WritesRefused  int    `json:"writes_refused"` // v1.4: never sent, so in neither Writes nor WriteErrors
 	LastResult     string `json:"last_result"`
 }
 
@@ -802,6 +803,21 @@ func (t *Telemetry) Request(ctx context.Context, method, path string, code int, 
 	if code == 409 { // an optimistic-concurrency conflict: a write from a stale read
 		c.WriteConflicts++
 	}
+	t.mu.Unlock()
+}
+
+// WriteRefused: the worker refused a write itself (reason: it is read-only, clientgo.GuardWrites)
+// and sent nothing. Not a Request with some code: a refused write is neither an API write nor a
+// failed one, so it is published as a write record with "refused" (v1.4) and counted apart.
+func (t *Telemetry) WriteRefused(ctx context.Context, method, path string, reason WriteRefusal) {
+	controller := ReconcilingController(ctx)
+	if controller == "" {
+		return
+	}
+	t.emit(TopicKindController, controller, newRecord(RecordKindWrite).str("method", method).str("path", path).
+		int("code", 0).float("duration", 0).str("refused", string(reason)))
+	t.mu.Lock()
+	t.controllerCounts(controller).WritesRefused++
 	t.mu.Unlock()
 }
 

@@ -162,6 +162,8 @@ func call(t *testing.T, tel *Telemetry, ctx *context.Context, s map[string]any) 
 		*ctx = context.Background()
 	case "request":
 		tel.Request(*ctx, str(s["method"]), str(s["path"]), int(num(s["code"])), seconds(s["duration"]))
+	case "write_refused":
+		tel.WriteRefused(*ctx, str(s["method"]), str(s["path"]), WriteRefusal(str(s["reason"])))
 	case "leader":
 		tel.Leader(str(s["name"]), str(s["identity"]), s["leader"].(bool), str(s["holder"]))
 	case "status":
@@ -195,8 +197,9 @@ func checkFrameBytes(t *testing.T, raw string) {
 }
 
 // runEncodeSteps runs an encode vector's steps through a Publisher and Telemetry under prefix,
-// on the vector's clock, and stops the publisher: the frames are in Redis afterwards.
-func runEncodeSteps(t *testing.T, v map[string]any, prefix string) {
+// on the vector's clock, and stops the publisher: the frames are in Redis afterwards. It returns
+// the Telemetry's per-controller stage counters after the steps, as JSON values.
+func runEncodeSteps(t *testing.T, v map[string]any, prefix string) any {
 	t.Helper()
 	ctx := context.Background()
 	clk := clocktesting.NewFakePassiveClock(time.UnixMilli(int64(num(v["wall_ms"]))))
@@ -220,6 +223,9 @@ func runEncodeSteps(t *testing.T, v map[string]any, prefix string) {
 			call(t, tel, &rctx, s)
 		}
 	}
+	var stages any
+	_ = json.Unmarshal(mustJSON(tel.Stages()["controllers"]), &stages)
+	return stages
 }
 
 // supportedCapabilities are the vector "requires" entries this publisher implements. The Go module
@@ -240,7 +246,7 @@ func TestEncodeVectors(t *testing.T) {
 			ctx := context.Background()
 			prefix := fmt.Sprintf("ctrlscope-go-vectors-%s:", randomHex(4))
 			defer cleanPrefix(rdb, prefix)
-			runEncodeSteps(t, v, prefix)
+			gotStages := runEncodeSteps(t, v, prefix)
 			topics, err := rdb.SMembers(ctx, prefix+"topics").Result()
 			if err != nil {
 				t.Fatal(err)
@@ -288,6 +294,9 @@ func TestEncodeVectors(t *testing.T) {
 			}
 			if !reflect.DeepEqual(gotSnaps, v["snapshots"]) {
 				t.Errorf("snapshots differ:\n got  %s\n want %s", pretty(gotSnaps), pretty(v["snapshots"]))
+			}
+			if want, ok := v["stages"].(map[string]any); ok && !reflect.DeepEqual(gotStages, want["controllers"]) {
+				t.Errorf("stage counters differ:\n got  %s\n want %s", pretty(gotStages), pretty(want["controllers"]))
 			}
 		})
 	}

@@ -3,7 +3,7 @@
 package ctrlscope
 
 // ProtocolVersion is what every frame says in "v" (protocol/README.md §6).
-const ProtocolVersion = "1.3"
+const ProtocolVersion = "1.4"
 
 // ProtocolMajor is the major version this module speaks.
 const ProtocolMajor = 1
@@ -290,6 +290,17 @@ const (
 
 // AllWriteMode lists every WriteMode, in the specification's order.
 var AllWriteMode = []WriteMode{WriteModeAllowed, WriteModeReadOnly}
+
+// WriteRefusal: v1.4: why a worker refused one of its own writes (`write` record `refused`). Nothing was
+type WriteRefusal string
+
+// The values of WriteRefusal.
+const (
+	WriteRefusalReadOnly WriteRefusal = "read-only"
+)
+
+// AllWriteRefusal lists every WriteRefusal, in the specification's order.
+var AllWriteRefusal = []WriteRefusal{WriteRefusalReadOnly}
 
 // ComponentKind: An entry of `w/{worker}/components` state is keyed `{kind}/{name}`.
 type ComponentKind string

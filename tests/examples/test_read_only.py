@@ -4,8 +4,9 @@ Redis, and an API server that is not the simulator.
 The "real cluster" is the simulator behind a recording reverse proxy that answers ``/version`` as a
 real API server does (a commit hash, not ``ctrlscope-sim``) and logs every request it forwards. So
 the worker sees a cluster it must not change, and the log shows what reached it: with no flag, no
-write does (the reconciler's ConfigMap is never created, its Reconcile fails with the read-only
-error, the worker's cluster entry says read-only); with ``--allow-writes`` the same worker acts.
+write does (the reconciler's ConfigMap is never created, its Reconcile ends terminal -- once, not
+retried -- with the read-only error, the refused write is published as refused, the worker's
+cluster entry says read-only); with ``--allow-writes`` the same worker acts.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import aiohttp
@@ -144,14 +146,17 @@ def test_a_worker_against_a_real_cluster_writes_nothing_unless_allowed(cluster, 
         def failed_reconcile():
             raw = r.hget(keys.snapshot("w/observer/controller/deployment-summary"), "default/web")
             row = orjson.loads(raw) if raw else {}
-            return row if row.get("result") == "error" else None
+            return row if row.get("result") == "terminal" else None
 
         row = wait_until(failed_reconcile, what="a Reconcile that failed on the read-only guard")
-        assert "read-only: POST /api/v1/namespaces/default/configmaps was not sent" in row["error"]
+        assert row["error"].startswith("read-only: POST /api/v1/namespaces/default/configmaps was not sent")
         assert "--allow-writes" in row["error"]
+        time.sleep(1.5)  # a retried key (5 ms backoff, doubling) would have run again by now
+        row = orjson.loads(r.hget(keys.snapshot("w/observer/controller/deployment-summary"), "default/web"))
+        assert (row["attempts"], row["result"]) == (1, "terminal"), "a refused write is not retried"
         frames = [orjson.loads(f[b"f"]) for _, f in r.xrange(keys.stream("w/observer/controller/deployment-summary"))]
         refused = [rec for f in frames for rec in f["r"] if rec.get("k") == "write"]
-        assert refused and {(w["method"], w["code"]) for w in refused} == {("POST", 0)}
+        assert [(w["method"], w["code"], w.get("refused")) for w in refused] == [("POST", 0, "read-only")]
         assert "read-only against " + proxy.url in log_path.read_text(errors="replace")
         assert proxy.writes() == [], "a read-only worker sent a write"
         assert any(m == "GET" and "watch" not in p for m, p in proxy.requests)  # it did observe through the proxy

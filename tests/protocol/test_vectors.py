@@ -19,11 +19,13 @@ def test_there_are_vectors_of_every_family():
 
 @pytest.mark.parametrize(("path", "vector"), ENCODE, ids=[p.stem for p, _ in ENCODE])
 def test_encode_vector(path, vector, redis_url, prefix):
-    frames, snapshots = vectors.run_encode(vector, redis_url, prefix)
+    frames, snapshots, stages = vectors.run_encode(vector, redis_url, prefix)
     for raw in (f for fs in frames.values() for f in fs):
         vectors.check_frame_bytes(raw)
     assert {t: [orjson.loads(f) for f in fs] for t, fs in frames.items()} == vector["frames"]
     assert snapshots == vector["snapshots"]
+    if "stages" in vector:
+        assert stages == vector["stages"]["controllers"]
 
 
 @pytest.mark.parametrize(("path", "vector"), QUEUE, ids=[p.stem for p, _ in QUEUE])

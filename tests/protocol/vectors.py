@@ -52,8 +52,10 @@ def _call(observer: TelemetryObserver, step: dict[str, Any]) -> None:
     hook(*args, **kwargs)
 
 
-def run_encode(vector: dict[str, Any], url: str, prefix: str) -> tuple[dict[str, list[bytes]], dict[str, Any]]:
-    """Run one encode vector; returns (raw frames per topic, snapshot state per topic)."""
+def run_encode(vector: dict[str, Any], url: str,
+               prefix: str) -> tuple[dict[str, list[bytes]], dict[str, Any], dict[str, Any]]:
+    """Run one encode vector; returns (raw frames per topic, snapshot state per topic, the
+    publisher's per-controller stage counters afterwards)."""
     clock = FakeClock(start=START, wall_offset=vector["wall_ms"] / 1000 - START)
     publisher = RedisPublisher(url, prefix=prefix, clock=clock, name=vector["publisher"])
     try:
@@ -66,6 +68,7 @@ def run_encode(vector: dict[str, Any], url: str, prefix: str) -> tuple[dict[str,
                 publisher.flush()
             else:
                 _call(observer, step)
+        stages = orjson.loads(orjson.dumps(observer.stages()["controllers"]))
     finally:
         publisher.stop()
     client = redis.Redis.from_url(url)
@@ -80,7 +83,7 @@ def run_encode(vector: dict[str, Any], url: str, prefix: str) -> tuple[dict[str,
             snapshots[t] = {k.decode(): orjson.loads(v) for k, v in sorted(raw.items())}
     finally:
         client.close()
-    return frames, snapshots
+    return frames, snapshots, stages
 
 
 def check_frame_bytes(raw: bytes) -> None:
@@ -118,7 +121,7 @@ def regenerate(url: str) -> None:
     for path, vector in load("encode"):
         prefix = f"ctrlscope-vectors-{uuid.uuid4().hex[:8]}:"
         try:
-            frames, snapshots = run_encode(vector, url, prefix)
+            frames, snapshots, stages = run_encode(vector, url, prefix)
         finally:
             client = redis.Redis.from_url(url)
             for k in client.scan_iter(match=prefix + "*"):
@@ -126,6 +129,8 @@ def regenerate(url: str) -> None:
             client.close()
         vector["frames"] = {t: [orjson.loads(f) for f in fs] for t, fs in frames.items()}
         vector["snapshots"] = snapshots
+        if "stages" in vector:  # opt-in: the vectors whose point is what the counters say
+            vector["stages"] = {"controllers": stages}
         path.write_text(json.dumps(vector, indent=1, ensure_ascii=False) + "\n")
     for path, vector in load("queue"):
         vector.pop("state", None)

@@ -252,3 +252,54 @@ def test_an_informer_follows_a_simulator_restarted_empty_whose_writes_pass_its_o
             second.stop()
     finally:
         informer.stop()
+
+
+def test_a_reconcile_that_hits_a_refused_write_runs_once_and_is_terminal(sim, eventually, publisher_factory) -> None:
+    """A read-only worker (the guard told the server is not the simulator) refuses the Reconcile's
+    write: the key is not retried with backoff (no retry can make the worker writable), the result
+    is terminal with the read-only error, and the write is counted as refused, not as a failed one."""
+    from controllers.informers.write_guard import WriteGuard
+    from controllers.telemetry.telemetry_observer import TelemetryObserver
+
+    client = KubernetesClient.for_host(sim.url)
+    create_cm(client, "source")
+    client.write_guard = WriteGuard(server=sim.url, simulated=False)
+    telemetry = TelemetryObserver(publisher_factory(), worker="w1")
+    manager = Manager(client, observer=telemetry)
+    informer = manager.informer_for("v1", "ConfigMap", "default")
+    attempts: list[str] = []
+
+    def reconcile(request: Request) -> Result:
+        attempts.append(request.name)
+        client.send_json("POST", CM, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "copy"}})
+        return Result()
+
+    controller = manager.new_controller("copier", reconcile)
+    controller.watch(informer)
+    manager.start()
+    try:
+        eventually(lambda: attempts)
+        # The default rate limiter starts at 5 ms and doubles: a retried key would have run ~8 times.
+        time.sleep(1.5)
+        assert attempts == ["source"]
+        # Nowhere in the queue: not queued, not waiting for a retry, no requeues counted.
+        assert controller.queue.items() == {}
+    finally:
+        manager.stop()
+    m = controller.metrics
+    assert (m.terminal_reconcile_errors_total, m.reconcile_errors_total) == (1, 1)
+    stages = telemetry.stages()["controllers"]["copier"]
+    assert (stages["writes"], stages["write_errors"], stages["writes_refused"]) == (0, 0, 1)
+    assert stages["last_result"] == "terminal"
+    records = [r for _, r in telemetry.publisher._buffer]
+    writes = [r for r in records if r["k"] == "write"]
+    assert [(w["method"], w["path"], w["code"], w["refused"]) for w in writes] == [("POST", CM, 0, "read-only")]
+    ends = [r for r in records if r["k"] == "reconcile"]
+    assert [e["result"] for e in ends] == ["terminal"]
+    assert ends[0]["error"].startswith(f"read-only: POST {CM} was not sent: {sim.url} is not the simulated cluster")
+    try:
+        client.get_json(f"{CM}/copy")
+    except ApiError as exc:
+        assert exc.code == 404  # nothing was sent
+    else:
+        raise AssertionError("the refused write reached the server")

@@ -87,7 +87,8 @@ def test_stage_counters_count_what_each_pipeline_stage_did(publisher_factory):
     assert obs.stages() == {
         "informers": {"pods": {"watch": 1, "fifo": 1, "cache": 3, "handlers": 2, "handler_errors": 1,
                                "fifo_depth": 0, "size": 2}},
-        "controllers": {"podset": {"writes": 0, "write_errors": 0, "write_conflicts": 0, "last_result": "requeue"}}}
+        "controllers": {"podset": {"writes": 0, "write_errors": 0, "write_conflicts": 0, "writes_refused": 0,
+                                   "last_result": "requeue"}}}
     assert pub.state("w/w1/components")["informer/pods"]["listed"] == 2
 
 
@@ -109,7 +110,7 @@ def test_api_writes_are_counted_for_the_controller_whose_reconcile_made_them(pub
     obs.on_reconcile_end("podset", key="default/a", worker=0, duration=0.01, result="error", error="conflict")
     obs.on_request(method="DELETE", path="/api/v1/namespaces/default/pods/x", code=0, duration=1.0)  # after it
     assert obs.stages()["controllers"]["podset"] == {"writes": 2, "write_errors": 1, "write_conflicts": 1,
-                                                     "last_result": "error"}
+                                                     "writes_refused": 0, "last_result": "error"}
     pub.flush()
     writes = [r for _, f in read_stream(redis_url, prefix, obs.topic("controller", "podset")) for r in f["r"]
               if r["k"] == "write"]

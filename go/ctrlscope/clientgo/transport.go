@@ -5,6 +5,7 @@ package clientgo
 //
 //   - every request to Telemetry.Request (method, path without query, status, time to the response
 //     headers): the writes made with a Reconcile's context become that controller's write records;
+//     a write GuardWrites refused (a *ReadOnlyError, never sent) goes to Telemetry.WriteRefused;
 //   - for LIST and WATCH requests of an observed informer's resource (matched by URL path, see
 //     registry.match), what client-go's reflector does not expose: each list phase's
 //     resourceVersion, item count and duration, each watch's start and why it ended.
@@ -23,6 +24,7 @@ package clientgo
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -150,6 +152,13 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	clk := rt.tel.Clock()
 	start := clk.Now()
 	resp, err := rt.next.RoundTrip(req)
+	var refused *ReadOnlyError
+	if errors.As(err, &refused) {
+		// GuardWrites (inside this wrapper) refused it: nothing was sent, so it is not a request
+		// that got no response (code 0) but a refused write, counted apart from failed ones.
+		rt.tel.WriteRefused(req.Context(), req.Method, req.URL.Path, ctrlscope.WriteRefusalReadOnly)
+		return resp, err
+	}
 	code := 0
 	if resp != nil {
 		code = resp.StatusCode

@@ -6,8 +6,9 @@ package clientgo
 // fails before it leaves the process with a *ReadOnlyError, unless the server is ctrlscope's
 // simulated cluster (its /version says gitCommit "ctrlscope-sim", controllers/simulated.py) or the
 // worker was started with --allow-writes. Wrap it inside WrapConfig (GuardWrites first): the
-// telemetry transport then reports each refused write as a write that got no response (code 0),
-// and the Reconcile that made it fails with the error's text. The cluster entry says "read-only" or
+// telemetry transport then reports each refused write as refused (Telemetry.WriteRefused: never
+// sent, so not a failed write), and the Reconcile that made it fails with the error's text --
+// terminally, through ctrlruntime's Reconciler: retrying cannot make the worker writable. The cluster entry says "read-only" or
 // "allowed" (Telemetry.DescribeWrites).
 //
 // The server is asked once, when the config is guarded; if it does not answer then, it is asked

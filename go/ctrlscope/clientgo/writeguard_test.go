@@ -2,6 +2,7 @@ package clientgo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -99,6 +100,46 @@ func TestWritesToARealClusterAreRefusedBeforeTheyAreSent(t *testing.T) {
 	entry, _ := state["cluster/"+strings.TrimPrefix(s.URL, "http://")].(map[string]any)
 	if entry["writes"] != "read-only" || entry["simulated"] != false {
 		t.Fatalf("the cluster entry says %v", entry)
+	}
+}
+
+func TestARefusedWriteIsPublishedAsRefusedNotAsAFailedWrite(t *testing.T) {
+	h := newHarness(t)
+	s := newRecordingServer(t, "0123456789abcdef0123456789abcdef01234567")
+	cfg, err := GuardWrites(h.Tel, &rest.Config{Host: s.URL}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(WrapConfig(h.Tel, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := h.Tel.ReconcileStart(context.Background(), "summary", "a/c", 0)
+	_, err = cs.CoreV1().ConfigMaps("a").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}},
+		metav1.CreateOptions{})
+	var ro *ReadOnlyError
+	if !errors.As(err, &ro) {
+		t.Fatalf("want a ReadOnlyError, got %v", err)
+	}
+	h.Flush(t)
+	recs, _ := h.Read(t, "w/test/controller/summary")
+	var writes []map[string]any
+	for _, r := range recs {
+		if r["k"] == "write" {
+			writes = append(writes, r)
+		}
+	}
+	if len(writes) != 1 || writes[0]["refused"] != "read-only" || writes[0]["code"] != 0.0 ||
+		writes[0]["method"] != "POST" || writes[0]["path"] != "/api/v1/namespaces/a/configmaps" {
+		t.Fatalf("want one refused POST, got %v", writes)
+	}
+	raw, _ := json.Marshal(h.Tel.Stages()["controllers"])
+	var counts map[string]map[string]any
+	if err := json.Unmarshal(raw, &counts); err != nil {
+		t.Fatal(err)
+	}
+	if c := counts["summary"]; c["writes"] != 0.0 || c["write_errors"] != 0.0 || c["writes_refused"] != 1.0 {
+		t.Fatalf("a refused write counts as refused only: %v", c)
 	}
 }
 

@@ -3,7 +3,9 @@ package ctrlruntime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
+	"github.com/ctrlscope/ctrlscope/go/ctrlscope/clientgo"
 	"github.com/ctrlscope/ctrlscope/go/internal/testtel"
 )
 
@@ -259,6 +262,42 @@ func TestReconcilerPublishesEachAttemptAndItsResult(t *testing.T) {
 	if s := state["boom"].(rec); s["attempts"] != 1.0 || s["result"] != "panic" {
 		t.Errorf("state %v", s)
 	}
+}
+
+func TestAReadOnlyErrorIsTerminal(t *testing.T) {
+	h := newHarness(t)
+	i := newInstrumentation(h, fakeManager{})
+	refused := &clientgo.ReadOnlyError{Method: "POST", Path: "/api/v1/namespaces/default/configmaps",
+		Server: "https://k8s:6443", Why: "https://k8s:6443 is not the simulated cluster"}
+	r := i.Reconciler("c", reconcileFunc(func(ctx context.Context, r reconcile.Request) (reconcile.Result, error) {
+		if r.Name == "wrapped" {
+			return reconcile.Result{}, fmt.Errorf("creating the summary: %w", refused)
+		}
+		return reconcile.Result{RequeueAfter: time.Second}, refused
+	}))
+	for _, name := range []string{"bare", "wrapped"} {
+		_, err := r.Reconcile(context.Background(), req("default", name))
+		// What controller-runtime checks before it requeues: a terminal error is not retried.
+		if !errors.Is(err, reconcile.TerminalError(nil)) {
+			t.Fatalf("%s: controller-runtime would retry %v", name, err)
+		}
+		var ro *clientgo.ReadOnlyError
+		if !errors.As(err, &ro) {
+			t.Fatalf("%s: the ReadOnlyError is still there to find: %v", name, err)
+		}
+	}
+	h.Flush(t)
+	recs, _ := h.Read(t, h.Tel.Topic(ctrlscope.TopicKindController, "c"))
+	var results []string
+	for _, x := range recs {
+		if x["k"] == "reconcile" {
+			results = append(results, x["key"].(string)+" "+x["result"].(string))
+			if !strings.HasPrefix(x["error"].(string), "terminal error: ") || !strings.Contains(x["error"].(string), "read-only: POST") {
+				t.Errorf("the error says why: %v", x["error"])
+			}
+		}
+	}
+	sameOps(t, results, []string{"default/bare terminal", "default/wrapped terminal"})
 }
 
 func TestReconcilerWorkerSlots(t *testing.T) {

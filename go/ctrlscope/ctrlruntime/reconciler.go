@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
+	"github.com/ctrlscope/ctrlscope/go/ctrlscope/clientgo"
 )
 
 // Reconciler wraps r so that each Reconcile of controller name publishes reconcile_start and a
@@ -18,6 +19,11 @@ import (
 //
 // The result is classified the way controller-runtime's controller acts on it (an error wins over
 // a Result; RequeueAfter over Requeue), so the record says what the queue does next.
+//
+// An error that is (or wraps) a *clientgo.ReadOnlyError -- a write the worker refused itself,
+// clientgo.GuardWrites -- is returned as a reconcile.TerminalError: controller-runtime then neither
+// requeues the key nor backs off, because no retry can succeed while the worker is read-only (it
+// takes a restart with --allow-writes). The record says terminal, and the error text says why.
 //
 // A panic is published, then re-panicked with the same value, so controller-runtime's RecoverPanic
 // (on by default: the panic becomes an error and a retry) or crash behaves as upstream; the stack
@@ -76,6 +82,16 @@ func (o *observedReconciler) releaseSlot(n int) {
 	o.i.mu.Unlock()
 }
 
+// terminalIfReadOnly wraps err as a reconcile.TerminalError when it is (or wraps) a
+// *clientgo.ReadOnlyError and is not terminal already; other errors are returned as they are.
+func terminalIfReadOnly(err error) error {
+	var refused *clientgo.ReadOnlyError
+	if err == nil || !errors.As(err, &refused) || errors.Is(err, reconcile.TerminalError(nil)) {
+		return err
+	}
+	return reconcile.TerminalError(err)
+}
+
 // Classify is the ReconcileResult of a Reconcile that returned res, err.
 func Classify(res reconcile.Result, err error) ctrlscope.ReconcileResult {
 	switch {
@@ -106,6 +122,7 @@ func (o *observedReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		}
 	}()
 	res, err = o.inner.Reconcile(ctx, req)
+	err = terminalIfReadOnly(err)
 	result := Classify(res, err)
 	errText := ""
 	if err != nil {
