@@ -153,7 +153,7 @@
       controller: {
         depth: f.workqueue_depth, busy: f.controller_runtime_active_workers, workers: ctl.workers || f.controller_runtime_max_concurrent_reconciles,
         lastResult: cs.last_result, writes: cs.writes, writeErrors: cs.write_errors,
-        writeConflicts: cs.write_conflicts,
+        writeConflicts: cs.write_conflicts, writesRefused: cs.writes_refused,
         rates: {
           adds: rate(samples, (s) => fam(s).workqueue_adds_total),
           gets: rate(samples, (s) => histCount(fam(s).workqueue_queue_duration_seconds)),

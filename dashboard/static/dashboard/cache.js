@@ -76,7 +76,7 @@
       return s;
     }
     const ctl = { adds: new RateMeter(), gets: new RateMeter(), reconciles: new RateMeter(), errors: new RateMeter(),
-      writes: new RateMeter(), writeCount: 0, writeErrors: 0, writeConflicts: 0, depth: 0, lastResult: "" };
+      writes: new RateMeter(), writeCount: 0, writeErrors: 0, writeConflicts: 0, writesRefused: 0, depth: 0, lastResult: "" };
     const pageRate = { last: performance.now(), records: 0, value: 0, summarising: false };
 
     // ---- cache model (the selected informer) --------------------------------------------
@@ -197,6 +197,8 @@
       } else if (topic === T.controller) {
         for (const r of records) {
           if (r.k === P.RecordKind.WRITE) {
+            // v1.4: a write the worker refused itself was never sent: not a write, not a failure.
+            if (r.refused) { ctl.writesRefused += 1; continue; }
             ctl.writes.add(r.ts || now);
             ctl.writeCount += 1;
             if (!r.code || r.code >= 400) ctl.writeErrors += 1;
@@ -430,7 +432,7 @@
       for (const v of stateOf(T.queue).values()) if (v && v.s === P.QueueItemState.PROCESSING) busy += 1;
       window.ctrlscopePipeline.render($("pipeline"), { informers: informers, controller: {
         depth: ctl.depth, busy: busy, workers: me.workers, lastResult: ctl.lastResult, writes: ctl.writeCount, writeErrors: ctl.writeErrors,
-        writeConflicts: ctl.writeConflicts,
+        writeConflicts: ctl.writeConflicts, writesRefused: ctl.writesRefused,
         rates: { adds: ctl.adds.rate(now), gets: ctl.gets.rate(now), reconciles: ctl.reconciles.rate(now), errors: ctl.errors.rate(now), writes: ctl.writes.rate(now) } } });
       overviewDirty = false;
     }

@@ -9,8 +9,11 @@
  * model:
  *   { informers: [{ name, state, synced, fifo, rv, size, listed, fifoDepth, handlerCalls, handlerErrors,
  *                   scope, rates: { watch, fifo, cache, handlers } }],
- *     controller: { depth, busy, workers, lastResult, writes, writeErrors, writeConflicts,
+ *     controller: { depth, busy, workers, lastResult, writes, writeErrors, writeConflicts, writesRefused,
  *                   rates: { adds, gets, reconciles, errors, writes } } }
+ * `writes` are the writes sent to the API server and `writeErrors` those that failed there;
+ * `writesRefused` (protocol v1.4) are writes the worker refused itself (it is read-only) and never
+ * sent: shown apart, as "refused: read-only", never as failed.
  * A rate that is not known (no samples yet) is null and shows as "–". `scope` is the informer's
  * component (or any object with its v1.3 InformerScope fields): what narrows it shows as badges on
  * the Reflector ("selector app=web", "metadata only") and the Cache ("transform: strip managedFields").
@@ -72,6 +75,16 @@
       c.writeErrors.toLocaleString() + " failed" + (conflicts ? " (" + conflicts.toLocaleString() + " × 409 conflict)" : ""));
   }
 
+  const REFUSED_HELP = "Writes this worker refused itself, before sending them: it only observes this cluster " +
+    "(read-only). They never reached the API server, so they are neither API writes nor failed ones; the " +
+    "Reconcile that made one ends terminal (retrying cannot make the worker writable). Start the worker " +
+    "with --allow-writes to let its controllers write.";
+  function writesRefused(c) {
+    if (!c.writesRefused) return null;
+    return el("div", { className: "stage-refused", title: REFUSED_HELP },
+      c.writesRefused.toLocaleString() + " refused: " + P.WriteRefusal.READ_ONLY);
+  }
+
   function informerChain(inf) {
     const st = reflectorState(inf);
     const badges = [el("span", { className: "badge st-" + st }, STATE_LABEL[st] || st),
@@ -112,7 +125,7 @@
       stage("reconcile", "Reconcile", c.lastResult || "—", r.reconciles, "reconciles/s", failing),
       arrow(),
       stage("writes", "API writes", count(c.writes, "write"), r.writes,
-        "POST/PUT/PATCH/DELETE requests made from Reconcile, per second", writeErrors(c)));
+        "POST/PUT/PATCH/DELETE requests made from Reconcile and sent, per second", writeErrors(c), writesRefused(c)));
     box.replaceChildren(el("div", { className: "chains" }, ...chains), tail);
   }
 

@@ -315,6 +315,8 @@
         if (a.error_kind) rows.push(["error kind", a.error_kind]);
         const next = nextStep(a);
         if (next) rows.push(["next", next]);
+      } else if (a.rawResult === P.ReconcileResult.TERMINAL) {
+        rows.push(["next", "not retried: a terminal error (retrying cannot fix it)"]);
       }
       if (prev) rows.push(["since previous attempt", fmtDuration(a.start - prev.end) + " (previous: " + prev.rawResult + ")"]);
       if (a.requeue_after) rows.push(["requeue_after", a.requeue_after + " s"]);
