@@ -32,6 +32,8 @@ def scenarios(request: HttpRequest) -> HttpResponse:
         "anonymous_mode": settings.CTRLSCOPE_ALLOW_ANONYMOUS and not request.user.is_authenticated,
         "operator": is_operator(request.user),
         "scenarios": list(SCENARIOS.values()),
+        # Empty when the demo runs without the simulator (--real, --kubeconfig): no faults to inject.
+        "faults_enabled": bool(settings.CTRLSCOPE_SIM_KUBECONFIG),
     })
 
 
@@ -66,6 +68,9 @@ def start_scenario(request: HttpRequest, name: str) -> JsonResponse:
         speed = 0.0
     if not 0.05 <= speed <= 10:
         return JsonResponse({"error": "speed must be a number from 0.05 to 10"}, status=400)
+    if SCENARIOS[name].needs_faults and not settings.CTRLSCOPE_SIM_KUBECONFIG:
+        return JsonResponse({"error": f"{name} injects the simulated cluster's faults, and this demo runs without "
+                                      "the simulator (fault injection is off here)"}, status=409)
     if _running() is not None:
         return JsonResponse({"error": "a scenario is already running"}, status=409)
     settings.RUN_DIR.mkdir(parents=True, exist_ok=True)

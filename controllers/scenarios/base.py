@@ -285,3 +285,6 @@ class Scenario:
     title: str
     narration: tuple[str, ...]
     run: Callable[[ScenarioContext], ScenarioResult]
+    # It injects the simulator's faults (``ctx.faults``, /_sim/): a real API server has none of them,
+    # so it runs on the simulated cluster only (the demo on --real or --kubeconfig says so).
+    needs_faults: bool = False

@@ -416,7 +416,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "backoff (5 ms doubling), and once the errors stop it converges to 10 pods.",
         "The handler-only PodSet made each creation once, inside its update handler. The failed ones are gone: "
         "it stays below 10 and nothing will ever fix it.",
-    ), retry_storm),
+    ), retry_storm, needs_faults=True),
     Scenario("burst-coalescing", "Burst coalescing: 200 updates in a second", (
         "One PodSet of each kind gets 200 spec updates in about a second.",
         "Every update is a watch event, and every event reaches the handler: ~200 handler calls.",
@@ -432,7 +432,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "knows) and the deletion as a DeletedFinalStateUnknown tombstone carrying the last state it knew.",
         "No notification was dropped by a buffer: the handler saw a subsequence of the states. The cache is "
         "still exactly the server's state.",
-    ), watch_break),
+    ), watch_break, needs_faults=True),
     Scenario("controller-restart", "Controller restart: the worker is killed mid-flight", (
         "The worker process is killed, the PodSets are scaled from 2 to 4 while it is down, and it comes back.",
         "The Reconciler needs no memory: on restart the informer lists every PodSet, each becomes a request, "
@@ -466,7 +466,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "two (usually it already has, during the errors), kopf one backoff later.",
         "The results count each framework's handler attempts or reconciles and API writes from their telemetry "
         "(kopf's include its own PATCHes: the progress it stores on the PodSet after every attempt).",
-    ), kopf_vs_reconciler),
+    ), kopf_vs_reconciler, needs_faults=True),
     Scenario("pod-killer", "Pod killer: chaos deletes pods", (
         "Two pods of each PodSet are deleted behind the controllers' backs.",
         "The Reconciler watches the pods it owns: every deletion enqueues its PodSet, and the level-based "

@@ -163,3 +163,34 @@ def test_theme_toggle_cycles_and_is_remembered(browser, dashboard):
     assert page.evaluate("getComputedStyle(document.body).backgroundColor") == bg == "rgb(17, 21, 26)"
     page.evaluate("localStorage.removeItem('ctrlscope-theme')")
     page.close()
+
+
+def test_scenarios_that_inject_faults_are_unavailable_without_the_simulator(dashboard_factory):
+    """`demo --real` / `--kubeconfig` run the dashboard with fault injection off: the page says which
+    scenarios need the simulator instead of offering them, and starting one is refused."""
+    import re
+    import subprocess
+    import sys
+
+    from controllers.scenarios import SCENARIOS
+    from tests.conftest import ROOT
+    from tests.dashboard.conftest import CREATE_USERS
+
+    dashboard = dashboard_factory(CTRLSCOPE_SIM_KUBECONFIG="")
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", CREATE_USERS], cwd=ROOT, env=dashboard.env,
+                   check=True, capture_output=True, timeout=60)
+    op = login(dashboard, "op")
+    html = op.get(dashboard.url + "/scenarios/", timeout=10).text
+    sections = dict(re.findall(r'<section class="panel scenario" data-name="([^"]+)".*?(.*?)</section>', html, re.S))
+    assert set(sections) == set(SCENARIOS)
+    for name, scenario in SCENARIOS.items():
+        if scenario.needs_faults:
+            assert "unavailable here" in sections[name] and 'class="start"' not in sections[name], name
+        else:
+            assert 'class="start"' in sections[name] and "unavailable here" not in sections[name], name
+    assert {n for n, s in SCENARIOS.items() if s.needs_faults} == {"retry-storm", "watch-break", "kopf-vs-reconciler"}
+    pid_file = dashboard.run_dir / "scenario.pid"  # (the run dir is shared: another test may have left one)
+    before = pid_file.read_text() if pid_file.exists() else None
+    resp = post_start(op, dashboard, "retry-storm")
+    assert resp.status_code == 409 and "injects the simulated cluster's faults" in resp.json()["error"]
+    assert (pid_file.read_text() if pid_file.exists() else None) == before, "a refused start must start nothing"

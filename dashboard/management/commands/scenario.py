@@ -1,4 +1,8 @@
-"""``python manage.py scenario NAME``: run a guided scenario against the (simulated) cluster.
+"""``python manage.py scenario NAME``: run a guided scenario against the demo's cluster.
+
+The cluster is the running demo's when the demo started it (the simulator, or ``demo --real``'s
+control plane: ``run/demo.json`` names its kubeconfig), else the simulated cluster's kubeconfig.
+A scenario that injects the simulator's faults refuses to run against anything else.
 
 Prints the narration, runs the script, then each claim with whether it held; exits 1 if any did
 not. Narration and results are also published to the ``scenarios`` telemetry topic. Run it while
@@ -7,12 +11,14 @@ not. Narration and results are also published to the ``scenarios`` telemetry top
 
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from controllers.clock import RealClock
 from controllers.scenarios import SCENARIOS, ScenarioContext
-from controllers.scenarios.base import KOPF_WORKER, DemoStandby, LeaseHolder, PidFileWorker
+from controllers.scenarios.base import DEMO_STATE, KOPF_WORKER, DemoStandby, LeaseHolder, PidFileWorker
 from controllers.scenarios.telemetry import TelemetryReader
 from controllers.schema import SCENARIOS_TOPIC, RecordKind
 from controllers.telemetry.publisher import RedisPublisher
@@ -26,8 +32,8 @@ class Command(BaseCommand):
         parser.add_argument("name", nargs="?", help="scenario name")
         parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
         parser.add_argument("--kubeconfig",
-                            default=settings.CTRLSCOPE_SIM_KUBECONFIG or str(settings.RUN_DIR / "kubeconfig-sim.yaml"),
-                            help="cluster to drive (default: the simulated cluster, CTRLSCOPE_SIM_KUBECONFIG)")
+                            help="cluster to drive (default: the running demo's cluster when it is the demo's own -- "
+                                 "the simulator or --real's --, else the simulated cluster, CTRLSCOPE_SIM_KUBECONFIG)")
         parser.add_argument("--speed", type=float, default=1.0, help="time scale; 0.25 runs 4x faster")
         parser.add_argument("--worker", default="demo", help="worker whose telemetry is counted (default: demo)")
         parser.add_argument("--kopf-worker", default=KOPF_WORKER,
@@ -48,11 +54,16 @@ class Command(BaseCommand):
         if opts["speed"] <= 0:
             raise CommandError("--speed must be positive")
         from controllers.informers.http_client import KubernetesClient
+        from controllers.informers.write_guard import ask_server
 
+        opts["kubeconfig"] = opts["kubeconfig"] or default_kubeconfig()
         try:
             client = KubernetesClient.from_kubeconfig(opts["kubeconfig"])
         except Exception as exc:  # any kubeconfig problem means: cannot reach the cluster
             raise CommandError(f"cannot load {opts['kubeconfig']}: {exc} (is `make demo` running?)") from exc
+        if scenario.needs_faults and ask_server(client)[0] is False:
+            raise CommandError(f"{scenario.name} injects the simulated cluster's faults, and {client.server} is not the "
+                               "simulated cluster: run it on `make demo`'s simulator")
         try:
             redis_handle = ensure_redis(settings.RUN_DIR)
         except RedisUnavailable as exc:
@@ -104,3 +115,17 @@ class Command(BaseCommand):
             redis_handle.stop()
         if not result.ok:
             raise CommandError("some claims did not hold")
+
+
+def default_kubeconfig() -> str:
+    """The running demo's cluster, if it is one the demo started (run/demo.json names it: scenarios
+    create, scale and delete PodSets and pods, so never a cluster given with --kubeconfig); else the
+    simulated cluster's kubeconfig."""
+    try:
+        demo = json.loads((settings.RUN_DIR / DEMO_STATE).read_text())
+    except (OSError, ValueError):
+        demo = {}
+    kubeconfig = demo.get("kubeconfig") if isinstance(demo, dict) else None
+    if isinstance(kubeconfig, str) and kubeconfig:
+        return kubeconfig
+    return settings.CTRLSCOPE_SIM_KUBECONFIG or str(settings.RUN_DIR / "kubeconfig-sim.yaml")
