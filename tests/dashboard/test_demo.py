@@ -36,14 +36,19 @@ class Demo:
     lines: list[str] = field(default_factory=list)
 
 
-def start_demo(tmp_path, redis_url: str, prefix: str, *, go: bool = False) -> Demo:
-    """Run `manage.py demo` and read its output up to the operator line (the last one printed).
-    With ``go`` it also builds and runs the Go samples (a cold build takes a minute or two)."""
-    env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
-           "CTRLSCOPE_RUN_DIR": str(tmp_path), "CTRLSCOPE_DB": str(tmp_path / "demo.sqlite3")}
-    argv = [sys.executable, "manage.py", "demo", "--port", str(free_port()), *([] if go else ["--no-go"])]
+def demo_env(tmp_path, redis_url: str, prefix: str) -> dict[str, str]:
+    return {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
+            "CTRLSCOPE_RUN_DIR": str(tmp_path), "CTRLSCOPE_DB": str(tmp_path / "demo.sqlite3")}
+
+
+def start_demo(tmp_path, redis_url: str, prefix: str, *, go: bool = False, args: tuple[str, ...] = (),
+               timeout: float | None = None) -> Demo:
+    """Run `manage.py demo` (with ``args``) and read its output up to the operator line (the last one
+    printed). With ``go`` it also builds and runs the Go samples (a cold build takes a minute or two)."""
+    env = demo_env(tmp_path, redis_url, prefix)
+    argv = [sys.executable, "manage.py", "demo", "--port", str(free_port()), *([] if go else ["--no-go"]), *args]
     demo = Demo(subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    deadline = time.monotonic() + (300 if go else 60)
+    deadline = time.monotonic() + (timeout or (300 if go else 60))
     while not demo.operator_password:
         assert time.monotonic() < deadline, "demo did not finish starting:\n" + "".join(demo.lines)
         line = demo.proc.stdout.readline()
