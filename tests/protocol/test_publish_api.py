@@ -135,6 +135,22 @@ def test_reconcile_results_errors_and_writes(api, redis_url, prefix):
     assert (stages["writes"], stages["write_errors"], stages["write_conflicts"]) == (1, 1, 1)
 
 
+def test_a_refused_write_is_published_as_refused_not_as_a_failed_write(api, redis_url, prefix):
+    pub = api(clock=FakeClock())
+    ctl = pub.controller("summary", watches=["apps/v1/Deployment"])
+    with ctl.reconcile("default/web") as attempt:
+        ctl.write_refused(method="POST", path="/api/v1/namespaces/default/configmaps")
+        attempt.terminal("read-only: POST /api/v1/namespaces/default/configmaps was not sent")
+    with pytest.raises(ValueError):
+        ctl.write_refused(method="POST", path="/x", reason="because")  # not a WriteRefusal
+    flush(pub.publisher)
+    writes = [r for r in records(redis_url, prefix, worker_topic("api-worker", TopicKind.CONTROLLER, "summary"))
+              if r["k"] == "write"]
+    assert [(w["method"], w["code"], w["duration"], w["refused"]) for w in writes] == [("POST", 0, 0.0, "read-only")]
+    stages = pub.telemetry.stages()["controllers"]["summary"]
+    assert (stages["writes"], stages["write_errors"], stages["writes_refused"]) == (0, 0, 1)
+
+
 def test_informer_cache_follows_list_and_watch_and_never_carries_object_data(api, redis_url, prefix):
     pub = api(clock=FakeClock())
     inf = pub.informer("v1/Secret")
