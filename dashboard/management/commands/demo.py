@@ -253,9 +253,10 @@ class Command(BaseCommand):
         supervisor.start(_SlowToStopChild("real cluster", [sys.executable, *MANAGE, "realcluster",
                                                            "--kubeconfig", kubeconfig], self.env, log,
                                           cwd=settings.BASE_DIR))
-        # Relayed until the kubeconfig appears; the demo then says what is ready itself, and if the
-        # child dies first, SupervisionError shows the end of its log.
-        supervisor.wait_ready(lambda: relay() or Path(kubeconfig).exists(),
+        # Relayed until the kubeconfig appears (not after: the child's own hints then, "Ctrl-C stops
+        # it", are not the demo's); the demo says what is ready itself, and if the child dies first,
+        # SupervisionError shows the end of its log.
+        supervisor.wait_ready(lambda: Path(kubeconfig).exists() or relay(),
                               f"the real control plane did not write {kubeconfig}", timeout=REAL_CLUSTER_TIMEOUT)
 
     def _kopf_supported(self) -> bool:
