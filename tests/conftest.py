@@ -242,3 +242,74 @@ def run_async(coro, timeout: float = 120.0):
 def artifacts() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
+
+
+# -- the real control plane -------------------------------------------------------------------------
+# Tests marked ``realcluster`` run against a real kube-apiserver (with etcd, controller-manager,
+# scheduler and kwok nodes) built from upstream by controllers/realcluster. The build (~15 min cold on
+# 2 cores, cached outside the clone by version) happens once, before any test runs, in the main
+# pytest process (not under a test's timeout); each xdist worker that needs a cluster starts its own.
+
+def _realcluster_unavailable() -> str | None:
+    from controllers import golang
+
+    if golang.skipped():
+        return "CTRLSCOPE_SKIP_GO=1: the real control plane builds with Go"
+    if golang.find_go() is None:
+        return "no Go toolchain to build the real control plane (make test gets one)"
+    return None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the controller process built it before handing out tests
+    if not any(item.get_closest_marker("realcluster") for item in session.items):
+        return
+    if _realcluster_unavailable():
+        return
+    from controllers.realcluster import ensure_built
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    ensure_built(say=say)
+
+
+@pytest.fixture(scope="session")
+def realcluster_binaries():
+    """The built control plane (``controllers.realcluster.Binaries``); skips or fails as ``realcluster`` does."""
+    why = _realcluster_unavailable()
+    if why:
+        if os.environ.get("CI") and not os.environ.get("CTRLSCOPE_SKIP_GO"):
+            pytest.fail(f"the real control plane is needed in CI: {why}")
+        pytest.skip(why)
+    from controllers.realcluster import ensure_built
+
+    return ensure_built(say=lambda line: None)
+
+
+@pytest.fixture(scope="session")
+def realcluster(realcluster_binaries, tmp_path_factory: pytest.TempPathFactory):
+    """A running real control plane for this worker's tests (a ``RealCluster``; its admin kubeconfig
+    is ``realcluster.kubeconfig``). Tests share it: each works in its own namespace."""
+    from controllers.realcluster import RealCluster
+
+    base = tmp_path_factory.mktemp("realcluster")
+    cluster = RealCluster(realcluster_binaries, base / "run", nodes=2, say=lambda line: None)
+    cluster.start(base / "kubeconfig.yaml")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def real_namespace(realcluster, request: pytest.FixtureRequest):
+    """A fresh namespace on the real cluster for one test, deleted afterwards (without waiting)."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    code, body = realcluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                               "metadata": {"name": name}})
+    assert code == 201, body
+    # Pods need the namespace's default ServiceAccount, which the controller-manager creates.
+    wait_until(lambda: realcluster.api("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")[0] == 200,
+               timeout=30, what=f"the default ServiceAccount in {name}")
+    yield name
+    realcluster.api("DELETE", f"/api/v1/namespaces/{name}")
