@@ -86,7 +86,7 @@ endif
 
 # The real control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) at the versions
 # go/controlplane pins, built into a cache outside the clone (controllers/realcluster/build.py says
-# where); a no-op once built. The first build takes ~15 min on 2 cores. `make realcluster` runs one.
+# where); a no-op once built. The first build takes ~11 min on 2 cores. `make realcluster` runs one.
 controlplane: venv
 ifdef GO_SKIP
 	@echo "controlplane: skipped, $(GO_SKIP)"

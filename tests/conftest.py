@@ -246,7 +246,7 @@ def artifacts() -> Path:
 
 # -- the real control plane -------------------------------------------------------------------------
 # Tests marked ``realcluster`` run against a real kube-apiserver (with etcd, controller-manager,
-# scheduler and kwok nodes) built from upstream by controllers/realcluster. The build (~15 min cold on
+# scheduler and kwok nodes) built from upstream by controllers/realcluster. The build (~11 min cold on
 # 2 cores, cached outside the clone by version) happens once, before any test runs, in the main
 # pytest process (not under a test's timeout); each xdist worker that needs a cluster starts its own.
 

@@ -21,9 +21,9 @@ Go version and the flags). A build goes into a temporary directory renamed into 
 under a file lock, so parallel test workers build once and a killed build leaves nothing half-made.
 Go's own build cache (``~/.cache/go-build``) makes a rebuild after a pin change incremental.
 
-Measured on 2 cores (2026-12-05): cold, the four binaries in ~13 min wall (most of it
-kube-apiserver's packages) and kwok in ~1.5 min; warm (Go's build cache kept, our cache directory
-removed) under a minute, mostly linking; cached, nothing runs (README, "A real control plane").
+Measured on 2 cores (2026-12-05): cold, the four binaries in 8 min 34 s wall (most of it
+kube-apiserver's packages) and kwok in ~2 min; warm (Go's build cache kept, our cache directory
+removed) 26 s for the four, mostly linking; cached, nothing runs (README, "A real control plane").
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def _build(go: str, go_version: str, key: str, directory: Path, say: Callable[[s
     kube = pinned_version("k8s.io/kubernetes")
     etcd = pinned_version("go.etcd.io/etcd/server/v3")
     say(f"controlplane: building Kubernetes {kube} (etcd {etcd}, kwok {KWOK_VERSION}) with {go_version} into "
-        f"{directory}; a first build takes about 15 minutes on 2 cores, later ones reuse Go's build cache")
+        f"{directory}; a first build takes about 11 minutes on 2 cores, later ones reuse Go's build cache")
     staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=directory.parent))
     try:
         bin_dir = staging / "bin"
