@@ -91,11 +91,11 @@ controlplane: venv
 ifdef GO_SKIP
 	@echo "controlplane: skipped, $(GO_SKIP)"
 else
-	CTRLSCOPE_GO='$(GO)' $(BIN)/python manage.py realcluster --build-only
+	CTRLSCOPE_DEMO=1 CTRLSCOPE_GO='$(GO)' $(BIN)/python manage.py realcluster --build-only
 endif
 
 realcluster: venv
-	CTRLSCOPE_GO='$(GO_FOUND)' $(BIN)/python manage.py realcluster
+	CTRLSCOPE_DEMO=1 CTRLSCOPE_GO='$(GO_FOUND)' $(BIN)/python manage.py realcluster
 
 # The module's commands (go/cmd/*) as run/go-bin/<name>; nothing to do while there is no go/cmd/.
 go-build: venv
