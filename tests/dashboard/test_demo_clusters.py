@@ -20,14 +20,12 @@ import redis
 import yaml
 
 from controllers.informers.http_client import KubernetesClient
-from controllers.sim import SimCluster
 from controllers.telemetry.streams import Keys
 from dashboard.management.commands.demo import LogRelay
 from tests.conftest import ROOT, wait_until
 from tests.dashboard.test_demo import demo_env, start_demo
 from tests.examples.test_deployments_end_to_end import DEPLOYMENT
-from tests.examples.test_read_only import RecordingProxy, cluster_entry
-from tests.sim.conftest import FAST
+from tests.examples.test_read_only import cluster_entry, simulator_behind_a_proxy
 
 
 @pytest.mark.parametrize(("args", "env", "says"), [
@@ -64,19 +62,11 @@ def test_log_relay_says_each_complete_line_once(tmp_path):
 @pytest.fixture
 def your_cluster(tmp_path: Path):
     """(the simulator, a proxy in front of it that says it is a real API server, a kubeconfig for the proxy)."""
-    sim = SimCluster(port=0, **FAST).start()
-    proxy = RecordingProxy(sim.url).start()
-    config = sim.kubeconfig()
-    config["clusters"][0]["cluster"]["server"] = proxy.url
     path = tmp_path / "yours.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    KubernetesClient.for_host(sim.url).send_json("POST", "/apis/apps/v1/namespaces/default/deployments",
-                                                 yaml.safe_load(DEPLOYMENT))
-    try:
+    with simulator_behind_a_proxy(path) as (sim, proxy):
+        KubernetesClient.for_host(sim.url).send_json("POST", "/apis/apps/v1/namespaces/default/deployments",
+                                                     yaml.safe_load(DEPLOYMENT))
         yield sim, proxy, path
-    finally:
-        proxy.stop()
-        sim.stop()
 
 
 def _stop(demo) -> str:

@@ -12,6 +12,7 @@ cluster entry says read-only); with ``--allow-writes`` the same worker acts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -101,6 +102,22 @@ class RecordingProxy:
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+
+@contextlib.contextmanager
+def simulator_behind_a_proxy(kubeconfig: Path):
+    """(the simulator, a ``RecordingProxy`` in front of it that says it is a real API server), with
+    ``kubeconfig`` written to reach the proxy; both stopped on exit."""
+    sim = SimCluster(port=0, **FAST).start()
+    proxy = RecordingProxy(sim.url).start()
+    config = sim.kubeconfig()
+    config["clusters"][0]["cluster"]["server"] = proxy.url
+    kubeconfig.write_text(yaml.safe_dump(config))
+    try:
+        yield sim, proxy
+    finally:
+        proxy.stop()
+        sim.stop()
 
 
 @pytest.fixture

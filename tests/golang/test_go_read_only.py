@@ -16,12 +16,10 @@ import pytest
 import yaml
 
 from controllers.informers.http_client import KubernetesClient
-from controllers.sim import SimCluster
 from tests.conftest import wait_until
 from tests.examples.test_deployments_end_to_end import DEPLOYMENT
-from tests.examples.test_read_only import RecordingProxy
+from tests.examples.test_read_only import simulator_behind_a_proxy
 from tests.golang.telemetry import Published
-from tests.sim.conftest import FAST
 
 CONTROLLER = "w/go-summary/controller/deployment-summary"
 
@@ -29,17 +27,9 @@ CONTROLLER = "w/go-summary/controller/deployment-summary"
 @pytest.fixture
 def proxied(tmp_path: Path):
     """(the simulator, the proxy in front of it, a kubeconfig pointing at the proxy)."""
-    sim = SimCluster(port=0, **FAST).start()
-    proxy = RecordingProxy(sim.url).start()
-    config = sim.kubeconfig()
-    config["clusters"][0]["cluster"]["server"] = proxy.url
     path = tmp_path / "real-cluster.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    try:
+    with simulator_behind_a_proxy(path) as (sim, proxy):
         yield sim, proxy, path
-    finally:
-        proxy.stop()
-        sim.stop()
 
 
 def test_the_go_reconciler_on_a_read_only_worker_refuses_its_write_once_and_is_terminal(
