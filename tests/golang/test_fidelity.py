@@ -2,8 +2,9 @@
 
 Both run the fidelity Reconciler (``controllers/examples/fidelity.py`` and ``go/cmd/fidelity``, the
 same logic: every reconcile takes WORK seconds; a ConfigMap annotated ``ctrlscope.dev/fail-first: N``
-fails its first N reconciles) at the same time, against one simulator, on the same objects: they
-see the same watch events. The comparison uses only what each published (protocol v1), so it holds
+fails its first N reconciles) at the same time, against one API server, on the same objects: they
+see the same watch events. Every test runs twice: on the simulator, and on the real kube-apiserver
+(``controllers/realcluster``), whose watch delivery is slower and whose timing is not ctrlscope's. The comparison uses only what each published (protocol v1), so it holds
 the Python runtime to upstream's per-key behaviour:
 
 - retries: the same results in the same order, the default controller rate limiter's delays (5 ms
@@ -51,9 +52,17 @@ def configmap(name: str, annotations: dict[str, str] | None = None) -> dict:
             "data": {"n": "0"}}
 
 
+@pytest.fixture(params=["simulator", pytest.param("real", marks=pytest.mark.realcluster)])
+def cluster_kubeconfig(request: pytest.FixtureRequest):
+    """The kubeconfig of the API server both controllers run against."""
+    if request.param == "real":
+        return request.getfixturevalue("realcluster").kubeconfig
+    return request.getfixturevalue("sim_kubeconfig")
+
+
 @pytest.fixture
-def both(go_process, sim_kubeconfig, redis_url, prefix, tmp_path):
-    client = KubernetesClient.from_kubeconfig(str(sim_kubeconfig))
+def both(go_process, cluster_kubeconfig, redis_url, prefix, tmp_path):
+    client = KubernetesClient.from_kubeconfig(str(cluster_kubeconfig))
     try:
         client.send_json("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
     except ApiError as exc:
@@ -63,10 +72,10 @@ def both(go_process, sim_kubeconfig, redis_url, prefix, tmp_path):
            "CTRLSCOPE_FIDELITY_NAMESPACE": NAMESPACE, "CTRLSCOPE_FIDELITY_WORK": str(WORK)}
     with open(tmp_path / "py-fidelity.log", "wb") as log:
         py = subprocess.Popen([sys.executable, "manage.py", "runcontrollers", "--controller",
-                               "controllers.examples.fidelity:setup", "--kubeconfig", str(sim_kubeconfig),
+                               "controllers.examples.fidelity:setup", "--kubeconfig", str(cluster_kubeconfig),
                                "--worker-name", WORKERS["python"], "--status-every", "0"],
                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    go = go_process("fidelity", "--kubeconfig", str(sim_kubeconfig), "--worker-name", WORKERS["go"],
+    go = go_process("fidelity", "--kubeconfig", str(cluster_kubeconfig), "--worker-name", WORKERS["go"],
                     "--namespace", NAMESPACE, "--work", f"{int(WORK * 1000)}ms")
     published = Published(redis_url, prefix)
     try:
