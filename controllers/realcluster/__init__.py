@@ -7,7 +7,7 @@ realcluster`` (``ctrlscope realcluster``) is the command; the tests' ``realclust
 benchmarks use the same classes. Nothing here imports the runtime, the simulator or Django.
 """
 
-from controllers.realcluster.build import Binaries, BuildError, cached, ensure_built
+from controllers.realcluster.build import Binaries, BuildError, ensure_built
 from controllers.realcluster.cluster import ClusterError, RealCluster, write_kubeconfig
 
-__all__ = ["Binaries", "BuildError", "ClusterError", "RealCluster", "cached", "ensure_built", "write_kubeconfig"]
+__all__ = ["Binaries", "BuildError", "ClusterError", "RealCluster", "ensure_built", "write_kubeconfig"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -109,15 +110,6 @@ def build_key(go: str, go_version: str) -> str:
     kube = pinned_version("k8s.io/kubernetes")
     digest.update(f"{KWOK_VERSION}\0{go_version}\0{version_ldflags(kube)}\0{KWOK_STAGES}".encode())
     return f"{kube}-{digest.hexdigest()[:12]}"
-
-
-def cached(go: str | None = None) -> Binaries | None:
-    """The binaries for the current pins if they are already built, else ``None`` (never builds)."""
-    go = go or golang.find_go()
-    if go is None or not (MODULE / "go.mod").is_file():
-        return None
-    directory = cache_root() / build_key(go, _go_version(go))
-    return _complete(directory)
 
 
 def ensure_built(*, go: str | None = None, say: Callable[[str], None] = print) -> Binaries:
@@ -258,8 +250,6 @@ def kwok_stages(go: str) -> str:
                           env=_go_env(), capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         raise BuildError(f"could not download {KWOK_MODULE}@{KWOK_VERSION}: {proc.stderr[-1000:]}")
-    import json
-
     module_dir = Path(json.loads(proc.stdout)["Dir"])
     docs: list[str] = []
     _collect_resources(module_dir / KWOK_STAGES, docs)
