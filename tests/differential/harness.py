@@ -84,6 +84,9 @@ class Response:
     status: int
     headers: dict[str, str]
     raw: bytes
+    # Every Warning header, in order: a server sends one per warning, which ``headers`` would fold
+    # into the last.
+    warnings: tuple[str, ...] = ()
 
     @property
     def content_type(self) -> str:
@@ -153,9 +156,8 @@ class Session:
     def describe(self, response: Response, fields: tuple[str, ...] = ()) -> dict[str, Any]:
         described: dict[str, Any] = {"status": response.status,
                                      "contentType": _content_type(response.content_type)}
-        warnings = [v for k, v in response.headers.items() if k == "warning"]
-        if warnings:
-            described["warnings"] = warnings
+        if response.warnings:
+            described["warnings"] = list(response.warnings)
         body = response.json
         if isinstance(body, dict) and body.get("kind") == "Status":
             described["body"] = status_gist(body)
