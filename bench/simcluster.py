@@ -25,11 +25,8 @@ import asyncio
 import multiprocessing as mp
 import os
 import socket
-import ssl
 import sys
 import time
-import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,31 +35,9 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.realpeer import UNSCHEDULED, Target, ensure_namespaces, real_cluster  # noqa: E402
+
 NS = "bench"
-UNSCHEDULED = "ctrlscope-bench-unscheduled"  # a scheduler nobody runs: seeded pods stay Pending, untouched
-
-
-@dataclass
-class Target:
-    """An API server under test: where it is and how a client authenticates (none for the simulator)."""
-
-    name: str
-    url: str
-    token: str = ""
-    cafile: str = ""
-    pids: list[int] = field(default_factory=list)  # server processes whose CPU counts
-
-    def ssl(self) -> ssl.SSLContext | None:
-        return ssl.create_default_context(cafile=self.cafile) if self.cafile else None
-
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
-
-    def get(self, path: str, timeout: float = 300) -> bytes:
-        request = urllib.request.Request(self.url + path, headers=self.headers())
-        with urllib.request.urlopen(request, timeout=timeout, context=self.ssl()) as resp:
-            return resp.read()
-
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -152,16 +127,7 @@ async def _seed(target: Target, namespaces: dict[str, int]) -> None:
     connector = aiohttp.TCPConnector(limit=32, ssl=target.ssl() or False)
     headers = {"Content-Type": "application/json", **target.headers()}
     async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
-        for ns in (NS, *namespaces):
-            async with session.post(f"{target.url}/api/v1/namespaces",
-                                    data=orjson.dumps({"metadata": {"name": ns}})) as resp:
-                assert resp.status in (201, 409), await resp.text()
-        for ns in namespaces:  # pods need the namespace's default ServiceAccount (the controller-manager's)
-            for _ in range(600):
-                async with session.get(f"{target.url}/api/v1/namespaces/{ns}/serviceaccounts/default") as resp:
-                    if resp.status == 200:
-                        break
-                await asyncio.sleep(0.1)
+        await ensure_namespaces(session, target, (NS, *namespaces))
         for ns, count in namespaces.items():
             queue = iter(range(count))
 
@@ -318,22 +284,13 @@ def measure(ctx: Any, target: Target, seconds: float, lists: dict[str, int]) -> 
 
 def measure_real(ctx: Any, seconds: float, tmp: Path) -> dict[str, Any]:
     """The peer: a real control plane from controllers/realcluster, seeded through its API."""
-    from controllers.realcluster import RealCluster, ensure_built
-
-    cluster = RealCluster(ensure_built(say=lambda line: print(line, flush=True)), tmp / "realcluster", nodes=0,
-                          say=lambda line: None)
-    cluster.start(tmp / "kubeconfig-real.yaml")
-    try:
-        target = Target("real", cluster.server, cluster.token, str(cluster.ca_file),
-                        [c.proc.pid for c in cluster.children if c.name in ("kube-apiserver", "etcd")])
+    with real_cluster(tmp, say=lambda line: print(line, flush=True)) as (_, target):
         t0 = time.perf_counter()
         asyncio.run(_seed(target, {"list10k": 10_000}))
         seeded = time.perf_counter() - t0
         out = measure(ctx, target, seconds, {"list10k": 10_000})
         out["seed_s"] = seeded
         return out
-    finally:
-        cluster.stop()
 
 
 def _cell(res: dict[str, Any] | None, fmt: Any) -> str:
