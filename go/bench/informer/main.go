@@ -4,12 +4,16 @@
 //
 //	informer -url http://127.0.0.1:PORT -n 10000 [-cached N] [-timed-from K] [-memory]
 //	         [-mode plain|ctrlscope] [-cpuprofile FILE]
+//	informer -kubeconfig FILE -namespace NS -n 10000 [-content-type json|protobuf]
+//	         (-replay-from RV | -phase TAG)
 //
 // By default the stream is half ADDED, half MODIFIED (bench/informer.py): -cached says how many
 // objects the cache holds at the end when it is not, and -timed-from times only the events after
 // the K-th (bench/informer_scale.py's MODIFIED-heavy streams fill the cache first, untimed).
 // -memory (mode plain only) replaces the workqueue by a handler that only counts and reports the
 // cache's cost: the live heap after GC and the resident set, before and after, per cached object.
+//
+// With -kubeconfig it reads a real API server's stream instead, in JSON or protobuf (real.go).
 //
 // Mode ctrlscope (instrumented.go; absent when built with -tags noctrlscope) is the same pipeline
 // observed by ctrlscope: ObserveInformer, Handlers and the observed workqueue, publishing to Redis.
@@ -78,8 +82,19 @@ func main() {
 	cached := flag.Int("cached", -1, "objects cached at the end (default n/2)")
 	timedFrom := flag.Int("timed-from", 0, "time only the handler calls after this many")
 	memory := flag.Bool("memory", false, "report the cache's heap and RSS per object (mode count)")
+	var real realFlags
+	flag.StringVar(&real.kubeconfig, "kubeconfig", "", "a real API server instead of -url (real.go)")
+	flag.StringVar(&real.namespace, "namespace", "", "with -kubeconfig: the Pods of this namespace")
+	flag.StringVar(&real.contentType, "content-type", "json", "with -kubeconfig: json or protobuf")
+	flag.StringVar(&real.replayFrom, "replay-from", "", "with -kubeconfig: LIST answers empty at this RV")
+	flag.StringVar(&real.phase, "phase", "", "with -kubeconfig: count objects annotated bench/phase=PHASE")
 	f := benchkit.CommonFlags("plain, count, ctrlscope")
 	flag.Parse()
+	if real.kubeconfig != "" {
+		real.n = *n
+		runReal(real)
+		return
+	}
 	if *cached < 0 {
 		*cached = *n / 2
 	}
