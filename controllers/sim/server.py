@@ -40,6 +40,7 @@ from controllers.sim.discovery import Discovery
 from controllers.sim.events import EventRecorder
 from controllers.sim.faults import FaultHook, FaultInjector
 from controllers.sim.gc import GarbageCollector
+from controllers.sim.rootca import RootCAPublisher
 from controllers.sim.gctuning import GcFreezer
 from controllers.sim.kubelet import Kubelet
 from controllers.sim.nodes import LEASE_RENEW_INTERVAL
@@ -74,7 +75,7 @@ class SimCluster:
                  history_limit: int = 50_000, seed: int = 0, on_fault: FaultHook | None = None,
                  control_plane: bool = True, git_version: str = "v1.32.0", watch_flush_delay: float = 0.002,
                  gc_freeze: bool = False, nodes: int = 3, lease_interval: float = LEASE_RENEW_INTERVAL,
-                 first_resource_version: int = 1, record_access: bool = False) -> None:
+                 first_resource_version: int = 1, record_access: bool = False, publish_root_ca: bool = True) -> None:
         self.host = host
         self.port = port
         self.clock = clock or RealClock()
@@ -93,6 +94,8 @@ class SimCluster:
                                log_interval=log_interval, events=self.events, nodes=nodes,
                                kubelet_version=git_version, lease_interval=lease_interval)
         self.control_plane = ControlPlane(self.store, events=self.events) if control_plane else None
+        # kube-root-ca.crt in every namespace, as a real controller-manager publishes it (see rootca.py).
+        self.root_ca = RootCAPublisher(self.store) if control_plane and publish_root_ca else None
         self.faults = FaultInjector(self.store, self.kubelet, seed=seed, on_fault=on_fault, reset=self._reset)
         self.discovery = Discovery(self.registry, git_version=git_version)
         self.api = KubeAPI(store=self.store, discovery=self.discovery, faults=self.faults, kubelet=self.kubelet,
@@ -204,6 +207,9 @@ class SimCluster:
         if self.control_plane is not None:
             self.control_plane.start()
             self.control_plane.resync()
+        if self.root_ca is not None:
+            self.root_ca.start()
+            self.root_ca.resync()
         if self.gc_freezer is not None:
             self.gc_freezer.start()
 
@@ -214,6 +220,8 @@ class SimCluster:
         await self.kubelet.stop()
         if self.control_plane is not None:
             await self.control_plane.stop()
+        if self.root_ca is not None:
+            await self.root_ca.stop()
         if self.gc_freezer is not None:
             await self.gc_freezer.stop()
         self.save_state()

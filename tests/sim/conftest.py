@@ -27,8 +27,10 @@ KUBECTL = "/usr/bin/kubectl"
 # Short kubelet delays and bookmark interval keep the suite fast without sleeping in tests. Node
 # leases renew hourly instead of every 10 s, so that no background write races a test comparing the
 # global resourceVersion before and after a rejected request (test_sim_nodes covers renewal).
+# The root-CA publisher is off: these tests count a namespace's objects exactly (tests/differential
+# and the demo run the simulator with it, as a real cluster has it).
 FAST = {"schedule_delay": 0.02, "start_delay": 0.05, "bookmark_interval": 0.2, "log_interval": 0.05,
-        "lease_interval": 3600.0}
+        "lease_interval": 3600.0, "publish_root_ca": False}
 
 
 @pytest.fixture(scope="session")

@@ -78,7 +78,7 @@ def test_state_file_survives_restart_and_old_watches_get_410(tmp_path: Path) -> 
     with SimCluster(port=0, state_file=state) as sim, api_client_for(sim, tmp_path) as api:
         v1 = client.CoreV1Api(api)
         listed = v1.list_namespaced_config_map("default")
-        assert [c.metadata.name for c in listed.items] == ["kept"]
+        assert [c.metadata.name for c in listed.items] == ["kept", "kube-root-ca.crt"]  # published, as on a real cluster
         crons = client.CustomObjectsApi(api).list_namespaced_custom_object("demo.io", "v1", "default", "crons")
         assert [c["metadata"]["name"] for c in crons["items"]] == ["saved"]
         assert int(listed.metadata.resource_version) >= int(old_rv)
