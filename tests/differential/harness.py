@@ -141,7 +141,8 @@ class Session:
             conn.request(method, path, body=data, headers=sent)
             response = conn.getresponse()
             raw = response.read()
-            return Response(response.status, {k.lower(): v for k, v in response.getheaders()}, raw)
+            return Response(response.status, {k.lower(): v for k, v in response.getheaders()}, raw,
+                            tuple(v for k, v in response.getheaders() if k.lower() == "warning"))
         finally:
             conn.close()
 
@@ -215,8 +216,6 @@ class Session:
     # -- clients -------------------------------------------------------------------------------
     def normalize(self, value: Any, key: str = "") -> Any:
         """Replace what differs between any two servers by placeholders (see the module docstring)."""
-        if isinstance(value, list):
-            value = [v for v in value if not _published_by_the_control_plane(v)]
         if isinstance(value, dict):
             return {k: self.normalize(v, k) for k, v in value.items()}
         if isinstance(value, list):
@@ -238,19 +237,6 @@ class Session:
     def generated_name(self, name: str) -> None:
         """A server-chosen name (``generateName``), compared as a placeholder from now on."""
         self.generated[name] = f"<generated-{len(self.generated)}>"
-
-
-ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
-
-
-def _published_by_the_control_plane(item: Any) -> bool:
-    """The ``kube-root-ca.crt`` ConfigMap that a real controller-manager puts in every namespace (the
-    simulator has no cluster CA to publish): left out of lists and watches on both sides, as
-    docs/simulator-differences.md says."""
-    if isinstance(item, dict):
-        meta = item.get("metadata") or (item.get("object") or {}).get("metadata") or {}
-        return meta.get("name") == ROOT_CA_CONFIGMAP
-    return isinstance(item, list) and len(item) == 3 and item[2] == ROOT_CA_CONFIGMAP
 
 
 def status_gist(status: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 from controllers.sim import SimCluster
+from tests.differential import clients  # noqa: F401 -- registers the client conversations
 from tests.differential.cases import CASES, setup_cluster
 from tests.differential.harness import Session, Target, differences, load_known, play_all
 

@@ -13,6 +13,7 @@ import pytest
 
 from controllers.sim import SimCluster
 from tests.conftest import ROOT
+from tests.differential import clients  # noqa: F401 -- registers the client conversations
 from tests.differential.cases import CASES, setup_cluster
 from tests.differential.harness import Known, Session, Target, differences, load_known, play_all
 
