@@ -40,11 +40,11 @@ from controllers.sim.discovery import Discovery
 from controllers.sim.events import EventRecorder
 from controllers.sim.faults import FaultHook, FaultInjector
 from controllers.sim.gc import GarbageCollector
-from controllers.sim.rootca import RootCAPublisher
 from controllers.sim.gctuning import GcFreezer
 from controllers.sim.kubelet import Kubelet
 from controllers.sim.nodes import LEASE_RENEW_INTERVAL
 from controllers.sim.resources import Registry
+from controllers.sim.rootca import RootCAPublisher
 from controllers.sim.store import Store, copy_obj
 from controllers.sim.watch import CloseReason
 
