@@ -14,7 +14,12 @@ MODIFIED) over real HTTP from a local server:
 
 With two or more CPUs the server process gets the last CPU and the contenders the others.
 
-Run: ``python bench/informer.py [-n EVENTS]``.
+Then, in the same run, the same informers on a real kube-apiserver v1.37.2 with etcd
+(``controllers/realcluster``): ctrlscope's, client-go's in JSON and in protobuf, and the official
+client's, each replaying a real server's watch stream of Pods and following live writes
+(bench/informer_real.py says how). ``--no-real`` skips it.
+
+Run: ``python bench/informer.py [--quick] [-n EVENTS] [--real-pods PODS] [--no-real]``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import informer_real  # noqa: E402
 from controllers.informers import SharedInformer  # noqa: E402
 from controllers.informers.http_client import KubernetesClient  # noqa: E402
 from controllers.observer import Observer  # noqa: E402
@@ -370,12 +376,32 @@ def go_informer_rate(server: ServerProcess, n: int) -> float | str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke-test size: 2,000 canned events, 1 run, 1,000 real Pods, 3 s paced")
     parser.add_argument("-n", type=int, default=10_000, help="watch events in the canned stream")
     parser.add_argument("--skip-official", action="store_true", help="skip the two kubernetes-client runs")
     parser.add_argument("--runs", type=int, default=3, help="best of N for the ctrlscope and floor rows")
     parser.add_argument("--framing", choices=("event", "64k"), default="event",
                         help="HTTP chunk per event (kube-apiserver's way, default) or 64 KiB chunks")
+    parser.add_argument("--no-real", action="store_true", help="skip the real kube-apiserver section")
+    parser.add_argument("--no-canned", action="store_true", help="only the real kube-apiserver section")
+    parser.add_argument("--real-pods", type=int, default=5_000,
+                        help="Pods created and patched on the real server (2x as many replayed events)")
+    parser.add_argument("--paced-rate", type=float, default=200.0, help="writes/s of the real section's paced run")
+    parser.add_argument("--paced-seconds", type=float, default=10.0, help="length of the paced run")
     args = parser.parse_args()
+    if args.quick:
+        args.n, args.runs, args.real_pods, args.paced_seconds = 2_000, 1, 1_000, 3.0
+    print(f"informer benchmark; {informer_real.uptime()}", flush=True)
+    if not args.no_canned:
+        canned(args)
+    if not args.no_real:
+        informer_real.run_section(pods=args.real_pods, runs=args.runs, paced_rate=args.paced_rate,
+                                  paced_seconds=args.paced_seconds)
+
+
+def canned(args: argparse.Namespace) -> None:
+    """The canned-stream matrix: every contender on the same stream from a local HTTP server."""
     data, pod_size = canned_stream(args.n)
     server = ServerProcess(data, args.framing)
     rows: list[tuple[str, Callable[[], float | str]]] = [
@@ -426,6 +452,7 @@ def main() -> None:
         verdict += (f"; vs official informer {ours / official:.1f}x default, {frozen / official:.1f}x with "
                     f"freeze_gc_after_sync (target >= 10x)")
     print(f"target >= 35,000 events/s: {verdict}")
+    print(f"load: {informer_real.uptime()}", flush=True)
 
 
 if __name__ == "__main__":
