@@ -38,7 +38,7 @@ from controllers.sim.negotiation import Representation, negotiate
 from controllers.sim.patch import json_patch, merge_patch
 from controllers.sim.resources import ResourceType
 from controllers.sim.selectors import parse_field_selector, parse_label_selector, selector_from_label_selector
-from controllers.sim.store import Store, copy_obj, rfc3339
+from controllers.sim.store import Store, copy_obj, parse_resource_version, rfc3339
 from controllers.sim.strategic import StrategicMerge
 from controllers.sim.tables import jsonpath_value, partial_object_metadata, table
 from controllers.sim.validation import check_name_match, check_namespace_match, check_type, too_large
@@ -63,6 +63,8 @@ class ResourceRequest:
     sub: str | None
     # What the response carries, negotiated from Accept before any work is done.
     representation: Representation = Representation.OBJECT
+    # Reached through the deprecated /watch/ path prefix: a watch whatever the query says.
+    legacy_watch: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,10 +119,64 @@ def _int(request: web.Request, name: str) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise bad_request(f"invalid value for {name}: {raw!r}") from None
+        # The query parameter's conversion to int64 fails before anything else is looked at.
+        raise bad_request(f'strconv.ParseInt: parsing "{raw}": invalid syntax') from None
     if value < 0:
         raise bad_request(f"{name} must be non-negative")
     return value
+
+
+def _list_options_invalid(errors: list[tuple[str, str, str]]) -> StatusError:
+    """422 for ListOptions that apimachinery's ValidateListOptions refuses: (reason, field, detail)."""
+    texts = [f"{field}: {detail}" for _, field, detail in errors]
+    text = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+    return StatusError(422, f'ListOptions.meta.k8s.io "" is invalid: {text}', reason="Invalid",
+                       group="meta.k8s.io", kind="ListOptions",
+                       causes=[{"reason": reason, "message": detail, "field": field}
+                               for reason, field, detail in errors])
+
+
+def validate_list_options(query: Any, *, watch: bool) -> None:
+    """What the API server checks of a list's or watch's options before it reads anything
+    (k8s.io/apimachinery .../meta/internalversion/validation ValidateListOptions)."""
+    match = query.get("resourceVersionMatch", "")
+    rv = query.get("resourceVersion", "")
+    cont = query.get("continue", "")
+    initial = "sendInitialEvents" in query
+    errors: list[tuple[str, str, str]] = []
+    forbidden, unsupported = "FieldValueForbidden", "FieldValueNotSupported"
+    if watch:
+        if initial and match != "NotOlderThan":
+            errors.append((forbidden, "resourceVersionMatch", "Forbidden: sendInitialEvents requires setting "
+                                                              "resourceVersionMatch to NotOlderThan"))
+        if match:
+            if not initial:
+                errors.append((forbidden, "resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden "
+                                                                  "for watch unless sendInitialEvents is provided"))
+            if match != "NotOlderThan":
+                errors.append((unsupported, "resourceVersionMatch",
+                               f'Unsupported value: "{match}": supported values: "NotOlderThan"'))
+            if cont:
+                errors.append((forbidden, "resourceVersionMatch",
+                               "Forbidden: resourceVersionMatch is forbidden when continue is provided"))
+    else:
+        if match:
+            if not rv:
+                errors.append((forbidden, "resourceVersionMatch",
+                               "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"))
+            if cont:
+                errors.append((forbidden, "resourceVersionMatch",
+                               "Forbidden: resourceVersionMatch is forbidden when continue is provided"))
+            if match not in ("Exact", "NotOlderThan"):
+                errors.append((unsupported, "resourceVersionMatch", f'Unsupported value: "{match}": supported '
+                                                                    'values: "Exact", "NotOlderThan", ""'))
+            if match == "Exact" and rv == "0":
+                errors.append((forbidden, "resourceVersionMatch",
+                               'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"'))
+        if initial:
+            errors.append((forbidden, "sendInitialEvents", "Forbidden: sendInitialEvents is forbidden for list"))
+    if errors:
+        raise _list_options_invalid(errors)
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -224,7 +280,13 @@ class KubeAPI:
                 raise _not_found_path()
             negotiate(accept)
             return _raw_json(rl)
+        legacy_watch = rest[0] == "watch" and len(rest) > 1
+        if legacy_watch:
+            # The deprecated /watch/ prefix (…/watch/namespaces/{ns}/{plural}[/{name}]), still served:
+            # a watch as if ?watch=true were given.
+            rest = rest[1:]
         req = self._parse(group, version, rest)
+        req.legacy_watch = legacy_watch
         return await self._dispatch(request, req)
 
     def _openapi(self, path: str) -> web.Response:
@@ -265,7 +327,9 @@ class KubeAPI:
 
     async def _dispatch(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
         method = request.method
-        watching = method == "GET" and _bool(request.query.get("watch"))
+        if req.legacy_watch and method != "GET":
+            raise _method_not_allowed()
+        watching = method == "GET" and (req.legacy_watch or _bool(request.query.get("watch")))
         if method == "GET":
             verb = "watch" if watching else ("get" if req.name else "list")
         else:
@@ -348,11 +412,23 @@ class KubeAPI:
         rt = req.rt
         if req.representation is Representation.PARTIAL:
             raise _a_list(rt)
-        match, filtered = self._matcher(request, rt)
+        query = request.query
         limit = _int(request, "limit")
+        validate_list_options(query, watch=False)
+        match, filtered = self._matcher(request, rt)
+        rv = query.get("resourceVersion", "")
+        token_in = query.get("continue") or None
+        if rv:
+            try:
+                parse_resource_version(rv)
+            except ValueError as e:
+                raise bad_request(f"invalid resource version: {e}") from None
+        if rv == "0" and not token_in:
+            # Served from the watch cache, which does not page: the whole list, no continue.
+            limit = 0
         items, list_rv, token, remaining = self.store.list(
-            rt, req.namespace, match if filtered else None, limit=limit,
-            continue_token=request.query.get("continue") or None)
+            rt, req.namespace, match if filtered else None, limit=limit, continue_token=token_in,
+            resource_version=rv)
         if req.representation is Representation.TABLE:
             return _json(table(rt, items, now=self.store.clock.wall(), resource_version=str(list_rv),
                                include_object=request.query.get("includeObject", "Metadata"),
@@ -360,7 +436,8 @@ class KubeAPI:
         meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
         if token:
             meta["continue"] = token
-            meta["remainingItemCount"] = remaining
+            if remaining is not None:
+                meta["remainingItemCount"] = remaining
         if req.representation is Representation.PARTIAL_LIST:
             return _json({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
                           "items": [partial_object_metadata(o) for o in items]})
@@ -374,14 +451,15 @@ class KubeAPI:
         label_match = parse_label_selector(q.get("labelSelector"))
         field_match = parse_field_selector(q.get("fieldSelector"), rt.plural, rt.builtin)
         filtered = bool(q.get("labelSelector") or q.get("fieldSelector"))
+        if req.name is not None:
+            # A watch of one object (legacy /watch/.../{name} or ?watch on an item): by its name.
+            by_field, name = field_match, req.name
+            field_match = lambda o: by_field(o) and o["metadata"].get("name") == name  # noqa: E731
+            filtered = True
         timeout = _int(request, "timeoutSeconds")
         bookmarks = _bool(q.get("allowWatchBookmarks"))
-        send_initial: bool | None = None
-        if "sendInitialEvents" in q:
-            send_initial = _bool(q.get("sendInitialEvents"))
-            if send_initial and q.get("resourceVersionMatch") != "NotOlderThan":
-                raise StatusError(422, "resourceVersionMatch: Forbidden: sendInitialEvents requires setting "
-                                       "resourceVersionMatch to NotOlderThan", reason="Invalid")
+        validate_list_options(q, watch=True)
+        send_initial = _bool(q.get("sendInitialEvents")) if "sendInitialEvents" in q else None
         if req.representation is Representation.PARTIAL_LIST:
             raise _not_a_list(rt)  # each event's object is one object
         as_table = req.representation is Representation.TABLE
@@ -402,8 +480,12 @@ class KubeAPI:
             await response.write(codec.dumps({"type": WatchEventType.ERROR, "object": e.status()}) + b"\n")
             await response.write_eof()
             return response
-        if send_initial:
-            watcher.pending.append((WatchEventType.BOOKMARK, None, self._bookmark(rt, self.store.rv, initial_end=True)))
+        if watcher.initial_events and bookmarks:
+            # The current state ends with a bookmark at its RV, annotated initial-events-end: for a
+            # watch from RV 0 or none as for sendInitialEvents=true (the API server's cacher sends
+            # it to every watch that starts with the state, when bookmarks are allowed).
+            watcher.pending.append((WatchEventType.BOOKMARK, None,
+                                    self._bookmark(rt, watcher.start_rv, initial_end=True)))
             watcher.wake.set()
         self.streams.add(response)
         try:
@@ -418,10 +500,21 @@ class KubeAPI:
         return response
 
     def _bookmark(self, rt: ResourceType, rv: int, initial_end: bool = False) -> dict[str, Any]:
-        meta: dict[str, Any] = {"resourceVersion": str(rv), "creationTimestamp": None}
+        """An empty object of the watched kind carrying only a resourceVersion (and the annotation):
+        ObjectMeta's zero creationTimestamp is omitted (omitzero), as the API server writes it."""
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if initial_end:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
         return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
+
+    def _next_bookmark(self, now: float, deadline: float | None) -> float | None:
+        """When the next periodic bookmark is due (the API server's cacheWatcher.nextBookmarkTime):
+        ``bookmark_interval`` from now (a minute by default, as on a real server), or 2 s before the
+        watch's timeout if that comes first; none once that moment is past."""
+        due = now + self.bookmark_interval
+        if deadline is not None:
+            due = min(due, deadline - 2.0)
+        return None if due < now else due
 
     def _encode(self, rt: ResourceType, type: WatchEventType, event: WatchEvent | None, obj: dict[str, Any],
                 as_table: bool, first: bool, as_partial: bool = False) -> bytes:
@@ -440,6 +533,7 @@ class KubeAPI:
                     timeout: int, bookmarks: bool, as_table: bool, as_partial: bool = False) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout else None
+        next_bookmark = self._next_bookmark(loop.time(), deadline) if bookmarks else None
         first = True
         faults = self.faults
         while True:
@@ -466,13 +560,19 @@ class KubeAPI:
                     return
                 await response.write_eof()
                 return
-            wait = self.bookmark_interval if bookmarks else None
-            if deadline is not None:
-                left = deadline - loop.time()
-                if left <= 0:
-                    await response.write_eof()
-                    return
-                wait = left if wait is None else min(wait, left)
+            now = loop.time()
+            if deadline is not None and deadline <= now:
+                await response.write_eof()
+                return
+            if next_bookmark is not None and next_bookmark <= now:
+                # Only a revision past the watch's start is worth a bookmark (the cacher's process()
+                # drops older ones): a watch on a quiet cluster gets none.
+                if self.store.rv > w.start_rv:
+                    await response.write(codec.dumps({"type": WatchEventType.BOOKMARK,
+                                                      "object": self._bookmark(rt, self.store.rv)}) + b"\n")
+                next_bookmark = self._next_bookmark(now, deadline)
+                continue
+            wait = min((t - now for t in (deadline, next_bookmark) if t is not None), default=None)
             w.wake.clear()
             try:
                 if wait is None:
@@ -480,12 +580,7 @@ class KubeAPI:
                 else:
                     await asyncio.wait_for(w.wake.wait(), wait)
             except TimeoutError:
-                if faults.stall_until:
-                    continue  # no bookmark through a stall either: held at the top of the loop
-                if bookmarks and not w.pending and not w.closed:
-                    await response.write(codec.dumps({"type": WatchEventType.BOOKMARK,
-                                                      "object": self._bookmark(rt, self.store.rv)}) + b"\n")
-                continue
+                continue  # a bookmark or the deadline is due (a stall holds both at the top)
             if self.flush_delay and not w.closed:
                 # Coalesce: under load, one wake-up and one socket write per watcher carry many
                 # events instead of one each, at the cost of at most flush_delay of latency.

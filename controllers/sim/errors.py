@@ -47,7 +47,7 @@ class StatusError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-        self.reason = reason or _REASONS.get(code, "Unknown")
+        self.reason = _REASONS.get(code, "Unknown") if reason is None else reason
         self.details: dict[str, Any] = {}
         if name is not None:
             self.details["name"] = name
@@ -57,17 +57,20 @@ class StatusError(Exception):
             self.details["kind"] = kind
         if causes:
             self.details["causes"] = causes
+        # A Status's ListMeta.continue: an expired continue token is answered with one that goes on.
+        self.list_continue: str | None = None
 
     def status(self) -> dict[str, Any]:
         """The ``Status`` object a real API server would send for this failure."""
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": {"continue": self.list_continue} if self.list_continue else {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
         }
+        if self.reason:  # "" (StatusReasonUnknown): a plain Go error turned into a 500 has none
+            body["reason"] = self.reason
         if self.details:
             body["details"] = self.details
         body["code"] = self.code

@@ -54,28 +54,41 @@ def _path_getter(path: str) -> Callable[[dict[str, Any]], str]:
 
 
 _COMMON_FIELDS = {"metadata.name", "metadata.namespace"}
+# Kinds that register their own field label conversion with the API server (k8s.io/kubernetes
+# pkg/apis/*/v1/conversion.go): exactly these fields, and "field label not supported" for others.
+# Every other built-in kind takes only the common two, refused with apimachinery's
+# DefaultMetaV1FieldSelectorConversion message. (apps/v1 registers none: a ReplicaSet's indexed
+# status.replicas is not selectable through apps/v1.)
 _KIND_FIELDS: dict[str, set[str]] = {
     "events": {
         "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
         "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
-        "reason", "reportingComponent", "source", "type",
+        "reason", "reportingComponent", "source", "type", *_COMMON_FIELDS,
     },
     "pods": {
         "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-        "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName",
+        "spec.hostNetwork", "status.phase", "status.podIP", "status.podIPs", "status.nominatedNodeName",
+        *_COMMON_FIELDS,
     },
-    "secrets": {"type"},
-    "nodes": {"spec.unschedulable"},
-    "namespaces": {"status.phase"},
-    "replicasets": {"status.replicas"},
+    "secrets": {"type", *_COMMON_FIELDS},
+    "services": {"spec.clusterIP", "spec.type", *_COMMON_FIELDS},
+    "jobs": {"status.successful", *_COMMON_FIELDS},
+    "nodes": {"metadata.name", "spec.unschedulable"},
+    "namespaces": {"metadata.name", "status.phase"},
 }
+
+
+def _unsupported(field: str, plural: str, builtin: bool) -> StatusError:
+    if builtin and plural not in _KIND_FIELDS:
+        return bad_request(f'"{field}" is not a known field selector: only "metadata.name", "metadata.namespace"')
+    return bad_request(f"field label not supported: {field}")
 
 
 def parse_field_selector(text: str | None, plural: str, builtin: bool = True) -> Matcher:
     """Compile a field selector for ``plural``; unsupported fields are a 400 like the real server."""
     if not text or not text.strip():
         return everything
-    allowed = _COMMON_FIELDS | (_KIND_FIELDS.get(plural, set()) if builtin else set())
+    allowed = _KIND_FIELDS.get(plural, _COMMON_FIELDS) if builtin else _COMMON_FIELDS
     preds: list[Matcher] = []
     for raw in text.split(","):
         req = raw.strip()
@@ -88,8 +101,10 @@ def parse_field_selector(text: str | None, plural: str, builtin: bool = True) ->
                 break
         else:
             raise bad_request(f"invalid selector: '{text}'; can't understand '{req}'")
+        if field == "spec.host" and plural == "pods":
+            field = "spec.nodeName"  # what old v1 clients send, converted as the API server does
         if field not in allowed:
-            raise StatusError(400, f'field label not supported: {field}')
+            raise _unsupported(field, plural, builtin)
         getter = _path_getter(field)
         if field == "source" and plural == "events":
             getter = _path_getter("source.component")

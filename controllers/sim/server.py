@@ -71,7 +71,7 @@ class SimCluster:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, clock: Clock | None = None,
                  state_file: str | os.PathLike[str] | None = None, schedule_delay: float = 0.2,
-                 start_delay: float = 1.0, log_interval: float = 1.0, bookmark_interval: float = 5.0,
+                 start_delay: float = 1.0, log_interval: float = 1.0, bookmark_interval: float = 60.0,
                  history_limit: int = 50_000, seed: int = 0, on_fault: FaultHook | None = None,
                  control_plane: bool = True, git_version: str = "v1.32.0", watch_flush_delay: float = 0.002,
                  gc_freeze: bool = False, nodes: int = 3, lease_interval: float = LEASE_RENEW_INTERVAL,
@@ -118,6 +118,9 @@ class SimCluster:
             self.store.load(orjson.loads(self.state_file.read_bytes()))
             loaded = True
         self._seed()
+        # The API server's watch cache starts at the revision it first listed: a watch from any
+        # older resourceVersion (1, say) is "too old" at once, not a replay of the bootstrap.
+        self.store.compact()
         if loaded:
             self.kubelet.adopt()
 

@@ -49,6 +49,15 @@ _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _NODE_PORT_RANGE = 2768  # 30000-32767, the API server's default --service-node-port-range
 
 
+def parse_resource_version(rv: str) -> int:
+    """A resourceVersion as the API server's versioner parses it (strconv.ParseUint): ValueError,
+    with Go's text, for anything but digits."""
+    if not rv.isascii() or not rv.isdigit():
+        raise ValueError(f'resourceVersion: Invalid value: "{rv}": strconv.ParseUint: parsing "{rv}": '
+                         "invalid syntax")
+    return int(rv)
+
+
 def copy_obj(obj: Any) -> Any:
     """Deep copy through orjson: stored objects are never mutated in place, writers copy first."""
     return orjson.loads(orjson.dumps(obj))
@@ -135,12 +144,32 @@ class Store:
         return obj
 
     def list(self, rt: ResourceType, ns: str | None, match: Matcher | None = None, *, limit: int = 0,
-             continue_token: str | None = None) -> tuple[list[dict[str, Any]], int, str | None, int | None]:
-        """Objects in key order: (items, list RV, continue token or None, remainingItemCount)."""
+             continue_token: str | None = None, resource_version: str = "",
+             ) -> tuple[list[dict[str, Any]], int, str | None, int | None]:
+        """Objects in key order: (items, list RV, continue token or None, remainingItemCount).
+
+        remainingItemCount is None with a selector (``match``): like etcd's store, the count is only
+        known without a predicate to apply to the rest.
+        """
         list_rv = self.rv
         start: ObjKey | None = None
         if continue_token:
             list_rv, start = self._decode_continue(continue_token)
+            if resource_version not in ("", "0"):
+                raise bad_request("specifying resource version is not allowed when using continue")
+            if list_rv < 0:
+                list_rv = self.rv  # the token an expired one was answered with: go on at the latest
+            elif list_rv < self.compacted_rv:
+                # The revision this list was read at is compacted away: no consistent continuation.
+                # Like the API server, offer a token that goes on at the latest revision instead.
+                err = expired("The provided continue parameter is too old to display a consistent list result. "
+                              "You can start a new list without the continue parameter, or use the continue "
+                              "token in this response to retrieve the remainder of the results. Continuing "
+                              "with the provided token results in an inconsistent list - objects that were "
+                              "created, modified, or deleted between the time the first chunk was returned "
+                              "and now may show up in the list.")
+                err.list_continue = self._encode_continue(-1, start)
+                raise err
         b = self.buckets.get(rt.key)
         if b is None:
             return [], list_rv, None, None
@@ -163,11 +192,14 @@ class Store:
                     break
         if limit and len(items) >= limit and i < hi:
             rest = keys[i:hi]
-            remaining = len(rest) if match is None else sum(1 for k in rest if match(objects[k]))
-            if remaining:
+            if match is None:
                 last = items[-1]["metadata"]
                 token = self._encode_continue(list_rv, (last.get("namespace", ""), last["name"]))
-                return items, list_rv, token, remaining
+                return items, list_rv, token, len(rest)
+            if any(match(objects[k]) for k in rest):
+                last = items[-1]["metadata"]
+                token = self._encode_continue(list_rv, (last.get("namespace", ""), last["name"]))
+                return items, list_rv, token, None
         return items, list_rv, None, None
 
     def _encode_continue(self, rv: int, start: ObjKey) -> str:
@@ -179,10 +211,7 @@ class Store:
             data = orjson.loads(base64.urlsafe_b64decode(token.encode()))
             rv, start = int(data["rv"]), (str(data["start"][0]), str(data["start"][1]))
         except Exception as e:
-            raise bad_request(f"continue key is not valid: {e}") from None
-        if rv < self.compacted_rv:
-            raise expired("The provided continue parameter is too old to display a consistent list result. "
-                          "You can start a new list without the continue parameter.")
+            raise bad_request(f"invalid continue token: continue key is not valid: {e}") from None
         return rv, start
 
     # ---- write helpers -----------------------------------------------------------------------
@@ -573,16 +602,24 @@ class Store:
         w = Watcher(key=rt.key, namespace=ns or None, label_match=label_match, field_match=field_match,
                     filtered=filtered, max_backlog=self.watch_backlog)
         w.raw_lines = raw_lines
-        initial = send_initial_events if send_initial_events is not None else resource_version in (None, "", "0")
+        from_any = resource_version in (None, "", "0")
+        initial = send_initial_events if send_initial_events is not None else from_any
+        w.initial_events = initial
         if initial:
             items, _, _, _ = self.list(rt, ns, w.matches if filtered else None)
             for obj in items:
                 w.pending.append((WatchEventType.ADDED, None, obj))
+            w.start_rv = self.rv
+        elif from_any:
+            w.start_rv = self.rv  # sendInitialEvents=false from "any" revision: from now on
         else:
             try:
-                since = int(resource_version or "0")
-            except ValueError:
-                raise bad_request(f"invalid resource version: {resource_version}") from None
+                since = parse_resource_version(resource_version or "")
+            except ValueError as e:
+                # The watch cache's versioner fails with a plain error, which the API server turns
+                # into a 500 without a reason.
+                raise StatusError(500, str(e), reason="") from None
+            w.start_rv = since
             if since < self.compacted_rv:
                 raise expired(f"too old resource version: {since} ({self.compacted_rv})")
             if since > self.rv:

@@ -82,6 +82,12 @@ class Watcher:
         self.closed = False
         # Set with ``closed``.
         self.close_reason: CloseReason | None = None
+        # The resourceVersion the watch starts at (its list's, with initial events): a bookmark is
+        # only sent once the server has moved past it, as the API server's cacheWatcher does.
+        self.start_rv = 0
+        # Whether the watch began with the current state as ADDED events (RV 0 or unset, or
+        # sendInitialEvents=true): those end with the initial-events-end bookmark, when asked for.
+        self.initial_events = False
 
     def matches(self, obj: dict[str, Any]) -> bool:
         return self.label_match(obj) and self.field_match(obj)
