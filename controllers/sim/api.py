@@ -86,6 +86,13 @@ def _not_found_path() -> StatusError:
     return StatusError(404, "the server could not find the requested resource", reason="NotFound")
 
 
+def _page_not_found() -> web.Response:
+    """What kube-apiserver's mux answers for a path no API handler claims (outside /api and /apis,
+    or under a group it does not serve): Go's http.NotFound, plain text, not a Status."""
+    return web.Response(status=404, text="404 page not found\n", charset="utf-8", content_type="text/plain",
+                        headers={"X-Content-Type-Options": "nosniff"})
+
+
 def _method_not_allowed() -> StatusError:
     return StatusError(405, "the server does not allow this method on the requested resource",
                        reason="MethodNotAllowed")
@@ -255,7 +262,7 @@ class KubeAPI:
             return self._openapi(path)
         segs = [s for s in path.split("/") if s]
         if not segs or segs[0] not in ("api", "apis"):
-            raise _not_found_path()
+            return _page_not_found()
         accept = request.headers.get("Accept", "")
         if segs in (["api"], ["apis"]):
             core = segs == ["api"]
@@ -269,11 +276,13 @@ class KubeAPI:
         elif len(segs) == 2:
             doc = self.discovery.api_group(segs[1])
             if doc is None:
-                raise _not_found_path()
+                return _page_not_found()
             negotiate(accept)  # legacy discovery documents are JSON only: anything else is a 406
             return _raw_json(doc)
         else:
             group, version, rest = segs[1], segs[2], segs[3:]
+        if group and group not in self.registry.groups:
+            return _page_not_found()  # no handler for the group at all, unlike an unknown version
         if not rest:
             rl = self.discovery.resource_list(group, version)
             if rl is None:

@@ -22,6 +22,7 @@ Documents are rebuilt only when the registry's generation changes (a CRD came or
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from typing import Any
 
@@ -49,6 +50,27 @@ def _sub_kind(rt: ResourceType, sub: str) -> tuple[str, str, str]:
     return (rt.group, rt.version, rt.kind)
 
 
+def _subresources(rt: ResourceType) -> list[str]:
+    """In the order the API server lists them: a built-in type's sorted by name (its storage map is
+    walked in order), a CRD's as its handler adds them (status, then scale)."""
+    return sorted(rt.subresources()) if rt.builtin else rt.subresources()
+
+
+def storage_version_hash(group: str, version: str, kind: str) -> str:
+    """The API server's discovery.StorageVersionHash: the first 8 bytes of sha256("group/version/kind")
+    of the version objects are stored in, base64. Clients (the storage-version migrator) only compare
+    it for changes."""
+    return base64.b64encode(hashlib.sha256(f"{group}/{version}/{kind}".encode()).digest()[:8]).decode()
+
+
+# kube-apiserver's group priority order (how /apis lists built-in groups); CRD groups follow.
+_GROUP_ORDER = ("apiregistration.k8s.io", "apps", "events.k8s.io", "authentication.k8s.io", "authorization.k8s.io",
+                "autoscaling", "batch", "certificates.k8s.io", "networking.k8s.io", "policy",
+                "rbac.authorization.k8s.io", "storage.k8s.io", "admissionregistration.k8s.io", "apiextensions.k8s.io",
+                "scheduling.k8s.io", "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io", "resource.k8s.io",
+                "flowcontrol.apiserver.k8s.io", "storagemigration.k8s.io")
+
+
 class Discovery:
     """Discovery and OpenAPI documents for the current registry, cached per registry generation."""
 
@@ -69,9 +91,25 @@ class Discovery:
 
     def version(self) -> dict[str, Any]:
         major, minor = self.git_version.lstrip("v").split(".")[:2]
-        return {"major": major, "minor": minor, "gitVersion": self.git_version, "gitCommit": SIMULATOR_GIT_COMMIT,
+        # Since 1.31 the server also says which version it emulates (itself, without
+        # --emulated-version) and the oldest it stays compatible with (one minor back).
+        return {"major": major, "minor": minor, "emulationMajor": major, "emulationMinor": minor,
+                "minCompatibilityMajor": major, "minCompatibilityMinor": str(max(0, int(minor) - 1)),
+                "gitVersion": self.git_version, "gitCommit": SIMULATOR_GIT_COMMIT,
                 "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.23.0",
                 "compiler": "gc", "platform": "linux/amd64"}
+
+    def _groups(self) -> list[tuple[str, list[str]]]:
+        """Served groups and their versions, as the API server orders them: built-in groups by
+        priority, then CRD groups as they came."""
+        groups = list(self.registry.group_versions().items())
+        rank = {g: i for i, g in enumerate(_GROUP_ORDER)}
+        return sorted(groups, key=lambda gv: rank.get(gv[0], len(rank) if gv[0] else -1))
+
+    def _types(self, group: str, version: str) -> list[ResourceType]:
+        """A group version's types in discovery order: built-in ones sorted by resource name."""
+        types = self.registry.types_in(group, version)
+        return sorted(types, key=lambda rt: (not rt.builtin, rt.plural if rt.builtin else ""))
 
     # ---- legacy ------------------------------------------------------------------------------
 
@@ -82,7 +120,7 @@ class Discovery:
     def api_group_list(self) -> bytes:
         def build() -> dict[str, Any]:
             groups = []
-            for group, versions in self.registry.group_versions().items():
+            for group, versions in self._groups():
                 if group:
                     groups.append(self._api_group(group, versions))
             return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
@@ -101,7 +139,7 @@ class Discovery:
         return orjson.dumps({"kind": "APIGroup", "apiVersion": "v1", **self._api_group(group, versions)})
 
     def resource_list(self, group: str, version: str) -> bytes | None:
-        types = self.registry.types_in(group, version)
+        types = self._types(group, version)
         if not types:
             return None
 
@@ -114,9 +152,10 @@ class Discovery:
                     entry["shortNames"] = list(rt.short_names)
                 if rt.categories:
                     entry["categories"] = list(rt.categories)
-                entry["storageVersionHash"] = hashlib.sha256(f"{rt.group}/{rt.plural}".encode()).hexdigest()[:12]
+                storage = self.registry.storage_type(rt.key) or rt
+                entry["storageVersionHash"] = storage_version_hash(storage.group, storage.version, storage.kind)
                 resources.append(entry)
-                for sub in rt.subresources():
+                for sub in _subresources(rt):
                     g, v, k = _sub_kind(rt, sub)
                     sub_entry: dict[str, Any] = {"name": f"{rt.plural}/{sub}", "singularName": "",
                                                  "namespaced": rt.namespaced, "kind": k, "verbs": _SUB_VERBS[sub]}
@@ -133,13 +172,12 @@ class Discovery:
     def aggregated(self, core: bool) -> bytes:
         def build() -> dict[str, Any]:
             items = []
-            for group, versions in self.registry.group_versions().items():
+            for group, versions in self._groups():
                 if bool(group) == core:
                     continue
                 items.append({
                     "metadata": {"name": group, "creationTimestamp": None},
-                    "versions": [{"version": v, "resources": [self._agg_resource(rt) for rt in
-                                                               self.registry.types_in(group, v)],
+                    "versions": [{"version": v, "resources": [self._agg_resource(rt) for rt in self._types(group, v)],
                                   "freshness": "Current"} for v in versions],
                 })
             return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
@@ -149,9 +187,17 @@ class Discovery:
 
     @staticmethod
     def _agg_resource(rt: ResourceType) -> dict[str, Any]:
+        def response_kind(group: str, version: str, kind: str) -> dict[str, str]:
+            # A built-in resource's own kind is named without group and version (the aggregated
+            # discovery handler leaves them empty when they are the group version's own); a CRD's
+            # handler fills them in.
+            if rt.builtin and (group, version) == (rt.group, rt.version):
+                group = version = ""
+            return {"group": group, "version": version, "kind": kind}
+
         entry: dict[str, Any] = {
             "resource": rt.plural,
-            "responseKind": {"group": rt.group, "version": rt.version, "kind": rt.kind},
+            "responseKind": response_kind(rt.group, rt.version, rt.kind),
             "scope": rt.scope,
             "singularResource": rt.singular,
             "verbs": list(rt.verbs),
@@ -161,9 +207,8 @@ class Discovery:
         if rt.categories:
             entry["categories"] = list(rt.categories)
         subs = []
-        for sub in rt.subresources():
-            g, v, k = _sub_kind(rt, sub)
-            subs.append({"subresource": sub, "responseKind": {"group": g, "version": v, "kind": k},
+        for sub in _subresources(rt):
+            subs.append({"subresource": sub, "responseKind": response_kind(*_sub_kind(rt, sub)),
                          "verbs": _SUB_VERBS[sub]})
         if subs:
             entry["subresources"] = subs

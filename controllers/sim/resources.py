@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+# What the API server lists for a custom resource, in the order its CRD handler lists them.
+CRD_VERBS = ("delete", "deletecollection", "get", "list", "patch", "create", "update", "watch")
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,10 @@ def _core(plural: str, kind: str, namespaced: bool = True, **kw: Any) -> Resourc
 
 
 BUILTINS: tuple[ResourceType, ...] = (
-    _core("namespaces", "Namespace", namespaced=False, short_names=("ns",), status=True, dns_label_names=True),
+    # No deletecollection: the namespace registry does not offer it (a namespace goes one at a time,
+    # through its finalizers).
+    _core("namespaces", "Namespace", namespaced=False, short_names=("ns",), status=True, dns_label_names=True,
+          verbs=tuple(v for v in ALL_VERBS if v != "deletecollection")),
     _core("nodes", "Node", namespaced=False, short_names=("no",), status=True),
     _core("pods", "Pod", short_names=("po",), categories=("all",), status=True, log=True),
     _core("configmaps", "ConfigMap", short_names=("cm",)),
@@ -161,6 +166,8 @@ class Registry:
     crd_owner: dict[tuple[str, str], str] = field(default_factory=dict)
     # Bumped on every change so discovery/OpenAPI caches (and their hashes) know to rebuild.
     generation: int = 0
+    _groups: frozenset[str] = field(default=frozenset(), repr=False)
+    _groups_at: int = field(default=-1, repr=False)
 
     @classmethod
     def with_builtins(cls) -> Registry:
@@ -173,6 +180,15 @@ class Registry:
         self.by_gvr[(rt.group, rt.version, rt.plural)] = rt
         self.by_key.setdefault(rt.key, []).append(rt)
         self.generation += 1
+
+    @property
+    def groups(self) -> frozenset[str]:
+        """Every API group served ("" for the core group); kept per generation, as routing asks on
+        every request."""
+        if self._groups_at != self.generation:
+            self._groups = frozenset(g for g, _ in self.by_key)
+            self._groups_at = self.generation
+        return self._groups
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self.by_gvr.get((group, version, plural))
@@ -240,6 +256,7 @@ class Registry:
                 builtin=False,
                 generation=True,
                 printer_columns=columns,
+                verbs=CRD_VERBS,
             )
             self._add(rt)
         self.crd_owner[(group, plural)] = name
