@@ -34,7 +34,7 @@ from controllers.sim import codec, reviews
 from controllers.sim.apply import server_side_apply
 from controllers.sim.discovery import AGGREGATED_CONTENT_TYPE, Discovery
 from controllers.sim.errors import StatusError, bad_request, qualified
-from controllers.sim.negotiation import Representation, negotiate
+from controllers.sim.negotiation import Representation, negotiate, not_acceptable, parse_accept
 from controllers.sim.patch import json_patch, merge_patch
 from controllers.sim.resources import ResourceType
 from controllers.sim.selectors import parse_field_selector, parse_label_selector, selector_from_label_selector
@@ -253,11 +253,8 @@ class KubeAPI:
             return web.Response(text="ok")
         if path == "/version":
             return _json(self.discovery.version())
-        if path == "/openapi/v2" and "protobuf" in request.headers.get("Accept", ""):
-            # kubectl <= 1.28 insists on OpenAPI v2 (protobuf only) before apply; an empty document
-            # makes it skip client-side schema validation, as for unknown kinds.
-            return web.Response(body=self.discovery.openapi_v2_protobuf(),
-                                headers={"Content-Type": "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"})
+        if path == "/openapi/v2":
+            return self._openapi_v2(request.headers.get("Accept", ""))
         if path.startswith("/openapi/"):
             return self._openapi(path)
         segs = [s for s in path.split("/") if s]
@@ -298,6 +295,19 @@ class KubeAPI:
         req.legacy_watch = legacy_watch
         return await self._dispatch(request, req)
 
+    def _openapi_v2(self, accept: str) -> web.Response:
+        """The Swagger 2.0 document, in the first of JSON or gnostic protobuf that Accept names."""
+        for media in parse_accept(accept or "*/*"):
+            if media.type == "application" and "proto-openapi" in media.subtype:
+                # kubectl <= 1.28 insists on OpenAPI v2 (protobuf only) before apply; an empty
+                # document makes it skip client-side schema validation, as for unknown kinds.
+                return web.Response(body=self.discovery.openapi_v2_protobuf(), headers={
+                    "Content-Type": "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", "Vary": "Accept"})
+            if media.covers_json():
+                return web.Response(body=self.discovery.openapi_v2(),
+                                    headers={"Content-Type": "application/json", "Vary": "Accept"})
+        raise not_acceptable()
+
     def _openapi(self, path: str) -> web.Response:
         if path in ("/openapi/v3", "/openapi/v3/"):
             return _raw_json(self.discovery.openapi_index())
@@ -310,7 +320,6 @@ class KubeAPI:
                 doc = self.discovery.openapi_doc_bytes(segs[1], segs[2])
             if doc is not None:
                 return _raw_json(doc)
-        # No OpenAPI v2: kubectl expects protobuf there, and a 404 makes it fall back cleanly.
         raise _not_found_path()
 
     def _parse(self, group: str, version: str, rest: list[str]) -> ResourceRequest:

@@ -216,6 +216,28 @@ class Discovery:
 
     # ---- OpenAPI v2 ----
 
+    def openapi_v2(self) -> bytes:
+        """The Swagger 2.0 document of everything served, as ``/openapi/v2`` answers JSON: the v3
+        documents' paths and schemas in v2's shape (``definitions``, body parameters, response
+        schemas), built-in kinds under their Go names (``io.k8s.api.core.v1.ConfigMap``)."""
+
+        def build() -> dict[str, Any]:
+            paths: dict[str, Any] = {}
+            definitions: dict[str, Any] = {}
+            for _, group, version in self._gv_paths():
+                raw = self.openapi_doc_bytes(group, version)
+                if raw is None:
+                    continue
+                doc = orjson.loads(raw.replace(b"#/components/schemas/", b"#/definitions/"))
+                definitions.update(doc["components"]["schemas"])
+                for path, ops in doc["paths"].items():
+                    paths[path] = {verb: _v2_operation(op) for verb, op in ops.items()}
+            major, minor = self.git_version.lstrip("v").split(".")[:2]
+            return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": f"{major}.{minor}"},
+                    "paths": paths, "definitions": definitions}
+
+        return self._cached("openapi/v2", build)
+
     def openapi_v2_protobuf(self) -> bytes:
         """A minimal gnostic ``openapi_v2.Document``: swagger "2.0", info, no paths or definitions."""
 
@@ -293,6 +315,29 @@ class Discovery:
                 paths[scoped]["get"] = {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "list"}
         return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": self.git_version},
                 "paths": paths, "components": {"schemas": {**builder.components, **schemas}}}
+
+
+def _v2_operation(op: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAPI v3 operation in Swagger 2.0's shape: the request body as a ``body`` parameter,
+    media types as ``consumes``/``produces``, response schemas without their media type."""
+    out = {k: v for k, v in op.items() if k not in ("requestBody", "responses", "parameters")}
+    params = [{"name": p["name"], "in": p["in"], "type": p["schema"]["type"], "uniqueItems": True}
+              for p in op.get("parameters") or []]
+    body = (op.get("requestBody") or {}).get("content") or {}
+    if body:
+        out["consumes"] = list(body)
+        params.insert(0, {"name": "body", "in": "body", "required": True, "schema": next(iter(body.values()))["schema"]})
+    if params:
+        out["parameters"] = params
+    responses: dict[str, Any] = {}
+    for code, response in (op.get("responses") or {}).items():
+        content = response.get("content") or {}
+        out.setdefault("produces", list(content))
+        responses[code] = {"description": "OK" if code == "200" else "Created",
+                           **({"schema": next(iter(content.values()))["schema"]} if content else {})}
+    if responses:
+        out["responses"] = responses
+    return out
 
 
 def _schema_prefix(rt: ResourceType) -> str:
