@@ -30,9 +30,12 @@ The Pods are bench/informer.py's canned Pod as a client creates it; the server's
    contender's CPU per event, and kube-apiserver's + etcd's. Every replay runs before any other write,
    so the watch cache still holds the events.
 2. **Live, full speed**: the informer LISTs and WATCHes normally; once synced, the driver patches P
-   Pods once each with 32 connections as fast as the server takes them. Each patch carries the
-   writer's clock (annotation ``bench/ts``) and the run's tag (``bench/phase``); the handler counts
-   the run's events and takes write -> handler latency from the clock (one machine, one clock).
+   Pods once each with 32 connections as fast as the server takes them. Each patch carries the run's
+   tag (annotation ``bench/phase``); the handler counts the run's events and notes each one's Pod
+   and time. The writer notes when it sent each patch and when the server answered (one machine,
+   one clock): write -> handler is the latency a controller sees; response -> handler leaves out
+   the server committing the write (to etcd), so it is the watch path alone -- the watch cache's
+   fan-out, the wire and the contender (it can be negative: the event may beat the response).
    Delivered events/s is counted from the first write sent to the last handler call; the lag is the
    time from the last write's response to its handler call: under a second, the contender kept up.
 3. **Live, paced**: the same at a fixed rate the server sustains, for the latency a contender adds
@@ -83,15 +86,15 @@ def real_pod(i: int) -> dict[str, Any]:
 
 # -- writes ---------------------------------------------------------------------------------------------
 async def _send(target: Target, count: int, request: Callable[[int], tuple[str, str, bytes, str]], *,
-                rate: float | None = None) -> dict[str, float]:
+                rate: float | None = None) -> dict[str, Any]:
     """``count`` requests (``request(i)`` -> method, path, body, content type; called when the request
     is sent), CONCURRENCY at a time, optionally paced to ``rate``/s; the first send and last response
-    times (Unix seconds) and the successes."""
+    times (Unix seconds), the successes, and when each request was sent and answered (by ``i``)."""
     import aiohttp
 
     todo = iter(range(count))
     interval = CONCURRENCY / rate if rate else 0.0
-    out = {"t_first": 0.0, "t_last": 0.0, "ok": 0}
+    out: dict[str, Any] = {"t_first": 0.0, "t_last": 0.0, "ok": 0, "sent": {}, "answered": {}}
 
     async def worker(session: aiohttp.ClientSession, wid: int) -> None:
         next_at = time.monotonic() + interval * wid / CONCURRENCY
@@ -100,13 +103,15 @@ async def _send(target: Target, count: int, request: Callable[[int], tuple[str, 
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
                 next_at += interval
             method, path, body, ctype = request(i)
-            out["t_first"] = out["t_first"] or time.time()
+            sent = time.time()
+            out["t_first"] = out["t_first"] or sent
             async with session.request(method, target.url + path, data=body,
                                        headers={"Content-Type": ctype}) as resp:
                 text = await resp.read()
                 assert resp.status in (200, 201), (resp.status, text[:300])
                 out["ok"] += 1
             out["t_last"] = time.time()
+            out["sent"][i], out["answered"][i] = sent, out["t_last"]
 
     connector = aiohttp.TCPConnector(limit=CONCURRENCY, ssl=target.ssl() or False)
     async with aiohttp.ClientSession(connector=connector, headers=target.headers()) as session:
@@ -187,21 +192,24 @@ CONTENDERS = [
 
 class _Recorder:
     """In a Python contender: counts the run's handler calls (all of them in a replay; those tagged
-    ``phase`` in a live run), their latencies, and the time and process CPU of the last one."""
+    ``phase`` in a live run, noting each one's Pod and time), and the time and process CPU of the
+    last one."""
 
     def __init__(self, n: int, phase: str) -> None:
         import threading
 
         self.n, self.phase, self.count = n, phase, 0
-        self.latencies: list[float] = []
+        self.seen_names: list[str] = []
+        self.seen_at: list[float] = []
         self.done = threading.Event()
         self.t_last = self.cpu_last = 0.0
 
-    def hit(self, annotations: dict[str, str] | None) -> None:
+    def hit(self, name: str, annotations: dict[str, str] | None) -> None:
         if self.phase:
             if not annotations or annotations.get("bench/phase") != self.phase:
                 return
-            self.latencies.append(time.time() - float(annotations["bench/ts"]))
+            self.seen_names.append(name)
+            self.seen_at.append(time.time())
         self.count += 1
         if self.count == self.n:
             self.t_last, self.cpu_last = time.time(), time.process_time()
@@ -238,7 +246,7 @@ def _python_contender(kind: str, kubeconfig: str, n: int, cached: int, replay_fr
         lw = KubernetesClient.from_kubeconfig(kubeconfig).list_watch("v1", "Pod", NS)
         cpu0, start = time.process_time(), time.time()
         for event in lw.watch(resource_version=replay_from, timeout_seconds=600):
-            recorder.hit(event.obj["metadata"].get("annotations"))
+            recorder.hit(event.obj["metadata"]["name"], event.obj["metadata"].get("annotations"))
             if recorder.done.is_set():
                 break
     elif kind == "ctrlscope":
@@ -255,7 +263,7 @@ def _python_contender(kind: str, kubeconfig: str, n: int, cached: int, replay_fr
         def enqueue(obj: Any, new: Any = None) -> None:
             obj = new if new is not None else obj
             queue.add(Request.for_object(obj))
-            recorder.hit(obj["metadata"].get("annotations"))
+            recorder.hit(obj["metadata"]["name"], obj["metadata"].get("annotations"))
 
         informer.add_event_handler(on_add=enqueue, on_update=enqueue)
         cpu0, start = time.process_time(), time.time()
@@ -291,7 +299,7 @@ def _python_contender(kind: str, kubeconfig: str, n: int, cached: int, replay_fr
                 if listed[0] >= cached:
                     synced.set()
                 return
-            recorder.hit(pod.metadata.annotations)
+            recorder.hit(pod.metadata.name, pod.metadata.annotations)
 
         if not phase:
             synced.set()
@@ -308,7 +316,7 @@ def _python_contender(kind: str, kubeconfig: str, n: int, cached: int, replay_fr
         conn.send({"error": f"timeout: {recorder.count} of {n} handler calls"})
     else:
         conn.send({"events": n, "elapsed_s": recorder.t_last - start, "cpu_s": recorder.cpu_last - cpu0,
-                   "t_last": recorder.t_last, "latencies": recorder.latencies})
+                   "t_last": recorder.t_last, "seen_names": recorder.seen_names, "seen_at": recorder.seen_at})
     conn.close()
     os._exit(0)  # informer threads blocked on an open watch need not be joined
 
@@ -376,18 +384,24 @@ def live(contender: Contender, target: Target, kubeconfig: Path, count: int, pod
     running = Running(contender, kubeconfig, count, pods, phase=tag, go_binary=go_binary)
     running.synced()
     time.sleep(0.5)  # the watch opened after the LIST: let it connect before the first write
-    writes = asyncio.run(_send(target, count, _patch(lambda: {"bench/ts": repr(time.time()), "bench/phase": tag}),
-                               rate=rate))
+    writes = asyncio.run(_send(target, count, _patch(lambda: {"bench/phase": tag}), rate=rate))
     result = running.result()
     if "error" in result:
         return result
-    lat = sorted(result["latencies"])
+    index = [int(name.rpartition("-")[2]) for name in result["seen_names"]]
+    write = sorted(at - writes["sent"][i] for i, at in zip(index, result["seen_at"], strict=True))
+    after = sorted(at - writes["answered"][i] for i, at in zip(index, result["seen_at"], strict=True))
     return {"writes_per_s": writes["ok"] / (writes["t_last"] - writes["t_first"]),
             "delivered_per_s": result["events"] / (result["t_last"] - writes["t_first"]),
             "lag_s": result["t_last"] - writes["t_last"], "cpu_us": result["cpu_s"] / result["events"] * 1e6,
             "cpu_share": result["cpu_s"] / result["elapsed_s"],
-            "p50_ms": lat[len(lat) // 2] * 1000, "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000,
-            "events": result["events"]}
+            "p50_ms": _pct(write, 0.5), "p99_ms": _pct(write, 0.99), "after_p50_ms": _pct(after, 0.5),
+            "after_p99_ms": _pct(after, 0.99), "events": result["events"]}
+
+
+def _pct(ordered: list[float], q: float) -> float:
+    """The q-quantile of ``ordered`` seconds, in ms."""
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000
 
 
 def _go_binary() -> tuple[Path | None, str]:
@@ -478,16 +492,18 @@ def print_tables(*, pods: int, runs: int, rv: str, seed_s: float, sizes: dict[st
                          f"{r['server_us']:,.1f}", vs])
     _table(header, rows)
     print(f"\nlive: once the informer synced ({pods:,} Pods listed), {pods:,} patches with {CONCURRENCY} connections "
-          f"as fast as the server takes them, then {paced_count:,} at {paced_rate:,.0f}/s; latency = patch sent "
-          f"-> handler call; kept up = handler saw the last patch < {KEPT_UP_LAG:.0f} s after its response\n")
+          f"as fast as the server takes them, then {paced_count:,} at {paced_rate:,.0f}/s; write->handler = patch "
+          f"sent -> its handler call, response->handler = the server's answer -> the handler call (the watch path "
+          f"alone); kept up = handler saw the last patch < {KEPT_UP_LAG:.0f} s after its response\n")
     header = ["contender", "wire", "full speed: writes/s", "delivered events/s", "write->handler p50 / p99",
-              "CPU µs/event", f"paced {paced_rate:,.0f}/s: p50 / p99", "CPU, % of a core"]
+              "CPU µs/event", f"paced {paced_rate:,.0f}/s: achieved", "write->handler p50 / p99",
+              "response->handler p50 / p99", "CPU, % of a core"]
     rows = []
 
-    def latency(r: dict[str, Any]) -> str:
+    def latency(r: dict[str, Any], key: str = "") -> str:
         if r["lag_s"] > KEPT_UP_LAG:
             return f"behind: {r['lag_s']:.1f} s at the end (p99 {r['p99_ms']:,.0f} ms)"
-        return f"{r['p50_ms']:,.1f} / {r['p99_ms']:,.1f} ms"
+        return f"{r[key + 'p50_ms']:,.1f} / {r[key + 'p99_ms']:,.1f} ms"
 
     for c in CONTENDERS:
         if c.kind == FLOOR:
@@ -503,9 +519,10 @@ def print_tables(*, pods: int, runs: int, rv: str, seed_s: float, sizes: dict[st
             cells += [f"{full['writes_per_s']:,.0f}", f"{full['delivered_per_s']:,.0f}", latency(full),
                       f"{full['cpu_us']:,.1f}"]
         if "error" in paced:
-            cells += [f"failed: {paced['error']}", ""]
+            cells += [f"failed: {paced['error']}", "", "", ""]
         else:
-            cells += [latency(paced), f"{paced['cpu_share'] * 100:.0f} %"]
+            cells += [f"{paced['writes_per_s']:,.0f}/s", latency(paced), latency(paced, "after_"),
+                      f"{paced['cpu_share'] * 100:.0f} %"]
         rows.append(cells)
     _table(header, rows)
     cpu = {c: r["cpu_s"] / r["events"] * 1e6 for c, r in replays.items() if "error" not in r}

@@ -10,13 +10,13 @@ package main
 //     to the -n-th handler call.
 //   - live (-phase TAG): a normal LIST + WATCH; once the cache has synced it prints "synced" and
 //     the driver starts writing. Handler calls for objects annotated bench/phase=TAG are counted,
-//     and each one's bench/ts (the writer's clock when it sent the write, Unix seconds) gives the
-//     write -> handler latency. Timed from the sync to the -n-th counted call.
+//     each with the Pod's name and the time of the call (Unix seconds): the driver, which knows when
+//     it sent each write and when the server answered, makes the latencies. Timed from the sync to
+//     the -n-th counted call.
 
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,16 +70,14 @@ func runReal(f realFlags) {
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bench"})
 	counter := benchkit.NewCounter(f.n)
 	// Only the handler goroutine appends: client-go calls a handler's functions one at a time.
-	latencies := make([]float64, 0, f.n)
+	seenNames, seenAt := make([]string, 0, f.n), make([]float64, 0, f.n)
 	handle := func(obj any) {
 		pod := obj.(*corev1.Pod)
 		if f.phase != "" {
 			if pod.Annotations["bench/phase"] != f.phase {
 				return
 			}
-			if ts, err := strconv.ParseFloat(pod.Annotations["bench/ts"], 64); err == nil {
-				latencies = append(latencies, float64(time.Now().UnixNano())/1e9-ts)
-			}
+			seenNames, seenAt = append(seenNames, pod.Name), append(seenAt, float64(time.Now().UnixNano())/1e9)
 		}
 		key, err := cache.MetaNamespaceKeyFunc(obj)
 		if err != nil {
@@ -113,6 +111,7 @@ func runReal(f realFlags) {
 	q.ShutDown()
 	benchkit.Emit("plain", map[string]any{
 		"events": f.n, "elapsed_s": time.Duration(at - start.UnixNano()).Seconds(), "cpu_s": cpu,
-		"t_last": float64(at) / 1e9, "latencies": latencies, "cached": len(inf.GetStore().ListKeys()),
+		"t_last": float64(at) / 1e9, "seen_names": seenNames, "seen_at": seenAt,
+		"cached": len(inf.GetStore().ListKeys()),
 	})
 }
