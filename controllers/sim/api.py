@@ -30,11 +30,20 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from controllers.schema import WatchEventType
-from controllers.sim import codec, reviews
+from controllers.sim import codec, output, protoenc, reviews
 from controllers.sim.apply import server_side_apply
 from controllers.sim.discovery import AGGREGATED_CONTENT_TYPE, Discovery
 from controllers.sim.errors import StatusError, bad_request, qualified
-from controllers.sim.negotiation import Representation, negotiate, not_acceptable, parse_accept
+from controllers.sim.negotiation import (
+    COLLECTION_ROUTE,
+    ITEM_ROUTE,
+    SERIALIZERS,
+    Media,
+    Representation,
+    negotiate_output,
+    not_acceptable,
+    parse_accept,
+)
 from controllers.sim.patch import json_patch, merge_patch
 from controllers.sim.resources import ResourceType
 from controllers.sim.selectors import parse_field_selector, parse_label_selector, selector_from_label_selector
@@ -49,6 +58,10 @@ if TYPE_CHECKING:
     from controllers.sim.kubelet import Kubelet
 
 log = logging.getLogger(__name__)
+
+# Request keys: the serializer the response is written with, and whether its objects are as stored.
+_MEDIA = web.RequestKey("media", Media)
+_STORED = web.RequestKey("stored", bool)
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
@@ -65,6 +78,8 @@ class ResourceRequest:
     representation: Representation = Representation.OBJECT
     # Reached through the deprecated /watch/ path prefix: a watch whatever the query says.
     legacy_watch: bool = False
+    # The serializer the response is written with (negotiated with the representation).
+    media: Media = Media.JSON
 
 
 @dataclass(frozen=True)
@@ -214,7 +229,8 @@ class KubeAPI:
     """aiohttp handlers for the Kubernetes API paths served by one simulated cluster."""
 
     def __init__(self, *, store: Store, discovery: Discovery, faults: FaultInjector, kubelet: Kubelet,
-                 bookmark_interval: float, server_address: Callable[[], str], flush_delay: float = 0.0) -> None:
+                 bookmark_interval: float, server_address: Callable[[], str], flush_delay: float = 0.0,
+                 protobuf: bool = True) -> None:
         self.store = store
         self.registry = store.registry
         self.discovery = discovery
@@ -222,6 +238,8 @@ class KubeAPI:
         self.kubelet = kubelet
         self.bookmark_interval = bookmark_interval
         self.flush_delay = flush_delay
+        # Answer built-in kinds in protobuf to clients that prefer it, as a real API server does.
+        self.protobuf = protobuf
         self.server_address = server_address
         self.streams: set[web.StreamResponse] = set()
         # Every distinct Access served, when a caller asks for it (SimCluster(record_access=True)):
@@ -234,9 +252,10 @@ class KubeAPI:
         try:
             if self.faults.stall_until:
                 await self.faults.hold()  # a network stall: nothing is answered until it ends
-            return await self._route(request)
+            response = await self._route(request)
         except StatusError as e:
-            return _json(e.status(), e.code)
+            # An error is written like the answer would have been (a protobuf Status for a Go client).
+            return output.transcode(_json(e.status(), e.code), request.get(_MEDIA))
         except web.HTTPRequestEntityTooLarge:
             e = too_large()
             return _json(e.status(), e.code)
@@ -246,6 +265,7 @@ class KubeAPI:
             log.exception("internal error serving %s %s", request.method, request.path_qs)
             err = StatusError(500, f"Internal error occurred: {e}")
             return _json(err.status(), 500)
+        return output.transcode(response, request.get(_MEDIA), stored=request.get(_STORED, False))
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path
@@ -263,7 +283,8 @@ class KubeAPI:
         accept = request.headers.get("Accept", "")
         if segs in (["api"], ["apis"]):
             core = segs == ["api"]
-            if negotiate(accept, aggregated=True) is Representation.AGGREGATED:
+            representation, request[_MEDIA] = negotiate_output(accept, aggregated=True, produces=SERIALIZERS)
+            if representation is Representation.AGGREGATED:
                 return _raw_json(self.discovery.aggregated(core=core), content_type=AGGREGATED_CONTENT_TYPE)
             if core:
                 return _raw_json(self.discovery.api_versions(self.server_address()))
@@ -274,7 +295,8 @@ class KubeAPI:
             doc = self.discovery.api_group(segs[1])
             if doc is None:
                 return _page_not_found()
-            negotiate(accept)  # legacy discovery documents are JSON only: anything else is a 406
+            # Discovery documents have no protobuf form here: JSON or YAML.
+            request[_MEDIA] = negotiate_output(accept, produces=SERIALIZERS)[1]
             return _raw_json(doc)
         else:
             group, version, rest = segs[1], segs[2], segs[3:]
@@ -284,7 +306,7 @@ class KubeAPI:
             rl = self.discovery.resource_list(group, version)
             if rl is None:
                 raise _not_found_path()
-            negotiate(accept)
+            request[_MEDIA] = negotiate_output(accept, produces=SERIALIZERS)[1]
             return _raw_json(rl)
         legacy_watch = rest[0] == "watch" and len(rest) > 1
         if legacy_watch:
@@ -359,7 +381,17 @@ class KubeAPI:
         if self.accesses is not None:  # before faults: an injected failure was still asked for
             self.accesses.add(Access(verb, req.rt.group, req.rt.plural, req.sub or "", req.namespace or "",
                                      "" if verb == "create" else req.name or ""))
-        req.representation = negotiate(request.headers.get("Accept"), table=verb in ("get", "list", "watch"))
+        rt = req.rt
+        req.representation, req.media = negotiate_output(
+            request.headers.get("Accept"), table=verb in ("get", "list", "watch"), watch=verb == "watch",
+            protobuf=self.protobuf and rt.builtin and protoenc.encodable(rt.api_version, rt.kind),
+            # Built-in resources are go-restful routes (a collection's GET also streams watches);
+            # custom resources are served by the CRD handler, which has no route-level check.
+            produces=(COLLECTION_ROUTE if req.name is None and verb in ("list", "watch") else ITEM_ROUTE)
+            if rt.builtin else None)
+        if verb != "watch":
+            request[_MEDIA] = req.media
+            request[_STORED] = verb in ("get", "list")  # objects as stored: their messages may be cached
         await self.faults.before_request(verb, req.rt.plural)
         dry_run = request.query.getall("dryRun", [])
         if any(v != "All" for v in dry_run):
@@ -482,22 +514,27 @@ class KubeAPI:
             raise _not_a_list(rt)  # each event's object is one object
         as_table = req.representation is Representation.TABLE
         as_partial = req.representation is Representation.PARTIAL
-        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json",
-                                                           "Cache-Control": "no-cache, private"})
+        as_protobuf = req.media is Media.PROTOBUF
+        response = web.StreamResponse(status=200, headers={
+            "Content-Type": protoenc.WATCH_MEDIA_TYPE if as_protobuf else "application/json",
+            "Cache-Control": "no-cache, private"})
         response.enable_chunked_encoding()
         try:
             watcher = self.store.watch(rt, req.namespace, resource_version=q.get("resourceVersion"),
                                        label_match=label_match, field_match=field_match, filtered=filtered,
                                        send_initial_events=send_initial,
-                                       raw_lines=not (as_table or as_partial) and self.registry.storage_type(rt.key) is rt)
+                                       raw_lines=not (as_table or as_partial or as_protobuf)
+                                       and self.registry.storage_type(rt.key) is rt)
         except StatusError as e:
             if e.code != 410:
                 raise
             # A real API server answers an expired watch with 200 and one ERROR event.
             await response.prepare(request)
-            await response.write(codec.dumps({"type": WatchEventType.ERROR, "object": e.status()}) + b"\n")
+            await response.write(self._encode(rt, WatchEventType.ERROR, None, e.status(), False, False,
+                                              protobuf=as_protobuf))
             await response.write_eof()
             return response
+        watcher.protobuf = as_protobuf
         if watcher.initial_events and bookmarks:
             # The current state ends with a bookmark at its RV, annotated initial-events-end: for a
             # watch from RV 0 or none as for sendInitialEvents=true (the API server's cacher sends
@@ -535,7 +572,12 @@ class KubeAPI:
         return None if due < now else due
 
     def _encode(self, rt: ResourceType, type: WatchEventType, event: WatchEvent | None, obj: dict[str, Any],
-                as_table: bool, first: bool, as_partial: bool = False) -> bytes:
+                as_table: bool, first: bool, as_partial: bool = False, protobuf: bool = False) -> bytes:
+        if protobuf:  # Table and PartialObjectMetadata are JSON only (negotiation): a plain object
+            if event is not None and event.type == type and obj.get("apiVersion") == rt.api_version:
+                return event.frame()
+            return protoenc.watch_frame(type, obj if type is WatchEventType.ERROR else self.present(rt, obj),
+                                        protoenc.CACHE)
         if as_partial and type is not WatchEventType.ERROR:
             # Every object event and the bookmarks too, as the API server converts them.
             return codec.dumps({"type": type, "object": partial_object_metadata(obj)}) + b"\n"
@@ -566,7 +608,7 @@ class KubeAPI:
                         chunk.append(item)
                         continue
                     type, event, obj = item
-                    chunk.append(self._encode(rt, type, event, obj, as_table, first, as_partial))
+                    chunk.append(self._encode(rt, type, event, obj, as_table, first, as_partial, w.protobuf))
                     if type is not WatchEventType.BOOKMARK:
                         first = False
                 await response.write(b"".join(chunk))
@@ -586,8 +628,9 @@ class KubeAPI:
                 # Only a revision past the watch's start is worth a bookmark (the cacher's process()
                 # drops older ones): a watch on a quiet cluster gets none.
                 if self.store.rv > w.start_rv:
-                    await response.write(codec.dumps({"type": WatchEventType.BOOKMARK,
-                                                      "object": self._bookmark(rt, self.store.rv)}) + b"\n")
+                    await response.write(self._encode(rt, WatchEventType.BOOKMARK, None,
+                                                      self._bookmark(rt, self.store.rv), as_table, False, as_partial,
+                                                      w.protobuf))
                 next_bookmark = self._next_bookmark(now, deadline)
                 continue
             wait = min((t - now for t in (deadline, next_bookmark) if t is not None), default=None)

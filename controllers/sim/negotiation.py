@@ -14,17 +14,23 @@ informers) on get, list and watch. As on the API server, negotiation only checks
 conversion exists; asking for ``PartialObjectMetadata`` of a list (or ``...List`` of one object) is
 then a 406 from the handler, not a fall back to the next media range.
 
-The simulator writes JSON only. So ``application/vnd.kubernetes.protobuf,application/json`` (what
-client-go 0.37's typed clients send) and ``application/vnd.kubernetes.protobuf, */*``
-(controller-runtime) get JSON, which client-go decodes by the response's Content-Type; a client
-that accepts *only* protobuf or CBOR gets the same 406 a real API server gives for a media type it
-does not serve, instead of JSON it did not ask for. Empty ``Accept`` means JSON.
+Serializers: JSON, YAML (get and list; a watch streams JSON or protobuf only) and Kubernetes
+protobuf for built-in kinds (``protoenc``) -- what client-go's typed clients
+(``application/vnd.kubernetes.protobuf,application/json``) and controller-runtime
+(``application/vnd.kubernetes.protobuf, */*``) get from a real API server. Custom resources have no
+protobuf form: those clients get JSON, and a client accepting only protobuf a 406. Conversions
+(Table, PartialObjectMetadata) are written as JSON. Two 406s, as on the API server: go-restful's
+``406: Not Acceptable ... Available representations: ...`` (empty details) when no range names
+anything a built-in resource's route produces (text/html, CBOR), and the negotiation's ``only the
+following media types are accepted: ...`` when a range matched but nothing it asks for is served.
+Empty ``Accept`` means JSON.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from controllers.sim.errors import StatusError
 
@@ -83,23 +89,104 @@ def not_acceptable() -> StatusError:
 
 def negotiate(accept: str | None, *, table: bool = False, aggregated: bool = False) -> Representation:
     """The representation to answer ``accept`` with; ``table``/``aggregated`` say what the endpoint offers."""
+    return negotiate_output(accept, table=table, aggregated=aggregated)[0]
+
+
+class Media(Enum):
+    """The serializer a negotiated response is written with."""
+
+    JSON = JSON
+    YAML = "application/yaml"
+    PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
+# What the API server can write: its serializers, and for watches their streaming forms.
+SERIALIZERS = (JSON, Media.YAML.value, Media.PROTOBUF.value)
+STREAMS = (f"{JSON};stream=watch", f"{Media.PROTOBUF.value};stream=watch")
+# What a go-restful route (built-in resources, legacy discovery) produces: a collection's GET also
+# serves watches.
+ITEM_ROUTE = SERIALIZERS
+COLLECTION_ROUTE = SERIALIZERS + STREAMS
+
+
+class _RouteNotAcceptable(StatusError):
+    """go-restful's own error, which the API server writes as a generic Status: empty details."""
+
+    def status(self) -> dict[str, Any]:
+        body = super().status()
+        code = body.pop("code")
+        body.setdefault("details", {})
+        body["code"] = code
+        return body
+
+
+def route_not_acceptable(produces: tuple[str, ...]) -> StatusError:
+    """go-restful's 406, before the API server's own negotiation: no media range of Accept names
+    anything the route produces (text/html, CBOR)."""
+    return _RouteNotAcceptable(406, "406: Not Acceptable\n\nAvailable representations: " + ", ".join(produces),
+                               reason="NotAcceptable")
+
+
+def serializer_not_acceptable(accepted: tuple[str, ...]) -> StatusError:
+    """The API server's own 406 (handlers/negotiation errNotAcceptable): a range matched, but no
+    serializer and conversion it offers does (YAML for a watch, only a conversion not offered)."""
+    return StatusError(406, "only the following media types are accepted: " + ", ".join(accepted),
+                       reason="NotAcceptable")
+
+
+def _route_matches(media: MediaRange, produces: tuple[str, ...]) -> bool:
+    if media.type == "*":
+        return True
+    for produced in produces:
+        kind, _, sub = produced.split(";")[0].partition("/")
+        if media.type == kind and media.subtype in ("*", sub):
+            return True
+    return False
+
+
+def _serializer(media: MediaRange) -> Media | None:
+    if media.covers_json():
+        return Media.JSON
+    if media.type == "application" and media.subtype == "yaml":
+        return Media.YAML
+    if media.type == "application" and media.subtype == "vnd.kubernetes.protobuf":
+        return Media.PROTOBUF
+    return None
+
+
+def negotiate_output(accept: str | None, *, table: bool = False, aggregated: bool = False, protobuf: bool = False,
+                     watch: bool = False, produces: tuple[str, ...] | None = None) -> tuple[Representation, Media]:
+    """The representation and serializer to answer ``accept`` with, or a 406.
+
+    ``table``/``aggregated`` say which conversions the endpoint offers, ``protobuf`` whether its
+    objects have a protobuf form (built-in kinds), ``watch`` that it streams (no YAML), and
+    ``produces`` what its go-restful route declares (None: not a go-restful route, as custom
+    resources are not). Conversions are written as JSON only.
+    """
     if not accept or not accept.strip():
-        return Representation.OBJECT
-    for media in parse_accept(accept):
-        if not media.covers_json():
+        return Representation.OBJECT, Media.JSON
+    ranges = parse_accept(accept)
+    if produces is not None and not any(_route_matches(m, produces) for m in ranges):
+        raise route_not_acceptable(produces)
+    for media in ranges:
+        serializer = _serializer(media)
+        if serializer is None or (serializer is Media.PROTOBUF and not protobuf) or \
+                (serializer is Media.YAML and watch):
             continue
         conversion = media.params.get("as")
         if conversion is None:
-            return Representation.OBJECT
+            return Representation.OBJECT, serializer
+        if serializer is not Media.JSON:
+            continue
         group, version = media.params.get("g"), media.params.get("v")
         if table and conversion == "Table" and (group, version) == ("meta.k8s.io", "v1"):
-            return Representation.TABLE
+            return Representation.TABLE, serializer
         if table and (group, version) == ("meta.k8s.io", "v1"):
             # Offered wherever a Table is (get, list, watch of a resource).
             if conversion == "PartialObjectMetadata":
-                return Representation.PARTIAL
+                return Representation.PARTIAL, serializer
             if conversion == "PartialObjectMetadataList":
-                return Representation.PARTIAL_LIST
+                return Representation.PARTIAL_LIST, serializer
         if aggregated and conversion == "APIGroupDiscoveryList" and (group, version) == ("apidiscovery.k8s.io", "v2"):
-            return Representation.AGGREGATED
-    raise not_acceptable()
+            return Representation.AGGREGATED, serializer
+    raise serializer_not_acceptable(STREAMS if watch else SERIALIZERS)

@@ -75,7 +75,8 @@ class SimCluster:
                  history_limit: int = 50_000, seed: int = 0, on_fault: FaultHook | None = None,
                  control_plane: bool = True, git_version: str = "v1.32.0", watch_flush_delay: float = 0.002,
                  gc_freeze: bool = False, nodes: int = 3, lease_interval: float = LEASE_RENEW_INTERVAL,
-                 first_resource_version: int = 1, record_access: bool = False, publish_root_ca: bool = True) -> None:
+                 first_resource_version: int = 1, record_access: bool = False, publish_root_ca: bool = True,
+                 protobuf_responses: bool = True) -> None:
         self.host = host
         self.port = port
         self.clock = clock or RealClock()
@@ -100,7 +101,7 @@ class SimCluster:
         self.discovery = Discovery(self.registry, git_version=git_version)
         self.api = KubeAPI(store=self.store, discovery=self.discovery, faults=self.faults, kubelet=self.kubelet,
                            bookmark_interval=bookmark_interval, server_address=lambda: f"{self.host}:{self.port}",
-                           flush_delay=watch_flush_delay)
+                           flush_delay=watch_flush_delay, protobuf=protobuf_responses)
         if record_access:
             self.api.accesses = set()
         # Process-wide GC tuning: only for a process that runs nothing but the simulator.

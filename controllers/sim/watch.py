@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from controllers.schema import WatchEventType
+from controllers.sim import protoenc
 from controllers.sim.selectors import Matcher
 
 
@@ -35,7 +36,7 @@ class CloseReason(Enum):
 class WatchEvent:
     """One committed change: the object after the change and, for updates, the object before."""
 
-    __slots__ = ("rv", "type", "key", "obj", "old", "namespace", "_line")
+    __slots__ = ("rv", "type", "key", "obj", "old", "namespace", "_line", "_frame")
 
     def __init__(self, rv: int, type: WatchEventType, key: tuple[str, str], obj: dict[str, Any],
                  old: dict[str, Any] | None) -> None:
@@ -46,12 +47,19 @@ class WatchEvent:
         self.old = old
         self.namespace: str = obj["metadata"].get("namespace", "")
         self._line: bytes | None = None
+        self._frame: bytes | None = None
 
     def line(self) -> bytes:
         """The event as a watch stream line, encoded once and shared by all watchers."""
         if self._line is None:
             self._line = orjson.dumps({"type": self.type, "object": self.obj}) + b"\n"
         return self._line
+
+    def frame(self) -> bytes:
+        """The event as a protobuf watch frame, likewise encoded once (``protoenc``)."""
+        if self._frame is None:
+            self._frame = protoenc.watch_frame(self.type, self.obj, protoenc.CACHE)
+        return self._frame
 
 
 class Watcher:
@@ -88,6 +96,8 @@ class Watcher:
         # Whether the watch began with the current state as ADDED events (RV 0 or unset, or
         # sendInitialEvents=true): those end with the initial-events-end bookmark, when asked for.
         self.initial_events = False
+        # Set by the HTTP layer: events go out as protobuf frames, not JSON lines.
+        self.protobuf = False
 
     def matches(self, obj: dict[str, Any]) -> bool:
         return self.label_match(obj) and self.field_match(obj)

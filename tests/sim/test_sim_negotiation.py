@@ -1,7 +1,8 @@
-"""Accept negotiation over real HTTP, with the headers Go clients send: JSON whenever the header
-allows it (protobuf-first from client-go 0.37, ``*/*`` from controller-runtime), the most preferred
-conversion the endpoint offers, and a 406 NotAcceptable Status — before any write — otherwise.
-Also the watch-list exchange client-go's reflector runs by default (WatchListClient is on in 0.37)."""
+"""Accept negotiation over real HTTP, with the headers Go clients send: protobuf for built-in kinds
+when the header prefers it (client-go 0.37's typed clients, controller-runtime), JSON for custom
+resources and conversions, YAML when asked, the most preferred conversion the endpoint offers, and a
+406 NotAcceptable Status — before any write — otherwise, in the API server's two wordings. Also the
+watch-list exchange client-go's reflector runs by default (WatchListClient is on in 0.37)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,27 @@ import urllib.request
 from typing import Any
 
 import pytest
+import yaml
 
-from controllers.sim import SimCluster
+from controllers.sim import SimCluster, protobuf, protoenc
 from controllers.sim.negotiation import Representation, negotiate, parse_accept
 
+PROTOBUF = "application/vnd.kubernetes.protobuf"
 CLIENT_GO = "application/vnd.kubernetes.protobuf,application/json"
 CONTROLLER_RUNTIME = "application/vnd.kubernetes.protobuf, */*"
 DYNAMIC_CBOR = "application/json;q=0.9,application/cbor;q=1"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def _decoded(ctype: str, raw: bytes) -> Any:
+    """The body as JSON, whatever the server wrote it in (protobuf read back by the simulator's own
+    decoder, which reads what Go clients send)."""
+    if ctype == PROTOBUF:
+        return protoenc.decode_response(raw)
+    if ctype == "application/yaml":
+        return yaml.safe_load(raw)
+    return json.loads(raw)
 
 
 def http(sim: SimCluster, method: str, path: str, accept: str | None, body: Any = None) -> tuple[int, str, Any]:
@@ -28,9 +41,11 @@ def http(sim: SimCluster, method: str, path: str, accept: str | None, body: Any 
                                  headers={"Content-Type": "application/json", **({"Accept": accept} if accept else {})})
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, resp.headers.get("Content-Type", ""), json.loads(resp.read())
+            ctype = resp.headers.get("Content-Type", "")
+            return resp.status, ctype, _decoded(ctype, resp.read())
     except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Content-Type", ""), json.loads(e.read())
+        ctype = e.headers.get("Content-Type", "")
+        return e.code, ctype, _decoded(ctype, e.read())
 
 
 def test_q_weights_order_ranges_and_zero_drops_them() -> None:
@@ -54,18 +69,48 @@ def test_negotiate_picks_the_most_preferred_offer(accept: str | None, offers: di
     assert negotiate(accept, **offers) is expected
 
 
-@pytest.mark.parametrize("accept", [CLIENT_GO, CONTROLLER_RUNTIME, DYNAMIC_CBOR, "*/*", "application/*"])
-def test_go_client_accept_headers_get_json(sim: SimCluster, ns: str, accept: str) -> None:
-    status, ctype, body = http(sim, "GET", f"/api/v1/namespaces/{ns}/configmaps", accept)
-    assert (status, ctype, body["kind"]) == (200, "application/json", "ConfigMapList")
+@pytest.mark.parametrize(("accept", "ctype"), [(CLIENT_GO, PROTOBUF), (CONTROLLER_RUNTIME, PROTOBUF),
+                                               (DYNAMIC_CBOR, "application/json"), ("*/*", "application/json"),
+                                               ("application/*", "application/json"), (PROTOBUF, PROTOBUF),
+                                               ("application/yaml", "application/yaml")])
+def test_go_client_accept_headers(sim: SimCluster, ns: str, accept: str, ctype: str) -> None:
+    http(sim, "POST", f"/api/v1/namespaces/{ns}/configmaps", None, {"metadata": {"name": "a"}, "data": {"k": "v"}})
+    status, got, body = http(sim, "GET", f"/api/v1/namespaces/{ns}/configmaps", accept)
+    assert (status, got, body["kind"]) == (200, ctype, "ConfigMapList")
+    assert [(c["metadata"]["name"], c.get("data")) for c in body["items"]] == [("a", {"k": "v"})]
 
 
-@pytest.mark.parametrize("accept", ["application/vnd.kubernetes.protobuf", "application/cbor", "application/yaml",
-                                    "text/plain", "application/json;as=Table;v=v1beta1;g=meta.k8s.io"])
-def test_only_unservable_media_types_is_406_not_acceptable(sim: SimCluster, ns: str, accept: str) -> None:
+def test_custom_resources_have_no_protobuf_form(sim: SimCluster, ns: str) -> None:
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "things.neg.example.com"},
+           "spec": {"group": "neg.example.com", "scope": "Namespaced",
+                    "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                                                 "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    assert http(sim, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", None, crd)[0] == 201
+    path = f"/apis/neg.example.com/v1/namespaces/{ns}/things"
+    assert http(sim, "GET", path, CLIENT_GO)[:2] == (200, "application/json")
+    status, _, body = http(sim, "GET", path, PROTOBUF)
+    assert (status, body["message"]) == (406, "only the following media types are accepted: application/json, "
+                                              "application/yaml, application/vnd.kubernetes.protobuf")
+
+
+@pytest.mark.parametrize("accept", ["application/cbor", "text/plain", "text/html"])
+def test_nothing_the_route_produces_is_go_restfuls_406(sim: SimCluster, ns: str, accept: str) -> None:
     status, _, body = http(sim, "GET", f"/api/v1/namespaces/{ns}/configmaps", accept)
     assert status == 406 and body["kind"] == "Status" and body["reason"] == "NotAcceptable", body
-    assert body["message"] == "only the following media types are accepted: application/json"
+    assert body["message"] == ("406: Not Acceptable\n\nAvailable representations: application/json, "
+                               "application/yaml, application/vnd.kubernetes.protobuf, application/json;stream=watch, "
+                               "application/vnd.kubernetes.protobuf;stream=watch")
+    assert body["details"] == {}
+
+
+def test_a_watch_has_no_yaml_form(sim: SimCluster, ns: str) -> None:
+    status, _, body = http(sim, "GET", f"/api/v1/namespaces/{ns}/configmaps?watch=1", "application/yaml")
+    assert (status, body["message"]) == (406, "only the following media types are accepted: "
+                                              "application/json;stream=watch, "
+                                              "application/vnd.kubernetes.protobuf;stream=watch")
 
 
 def test_406_comes_before_the_write(sim: SimCluster, ns: str) -> None:
@@ -82,19 +127,30 @@ def test_discovery_negotiates_too(sim: SimCluster) -> None:
                                                     "as=APIGroupDiscoveryList,application/json")
     assert (status, ctype, body["kind"]) == (200, "application/json", "APIGroupList")
     for path in ("/api", "/apis", "/api/v1", "/apis/apps", "/apis/apps/v1"):
+        # Discovery documents have no protobuf form here (a real server has one): JSON or YAML.
         assert http(sim, "GET", path, "application/vnd.kubernetes.protobuf")[0] == 406, path
-        assert http(sim, "GET", path, CLIENT_GO)[0] == 200, path
+        assert http(sim, "GET", path, CLIENT_GO)[:2] == (200, "application/json"), path
+        assert http(sim, "GET", path, "application/yaml")[:2] == (200, "application/yaml"), path
 
 
 def _watch_lines(sim: SimCluster, path: str, accept: str, until: int) -> list[dict[str, Any]]:
+    """The first ``until`` events of a watch: JSON lines, or protobuf frames (a 4-byte big-endian
+    length, then a WatchEvent whose object is an enveloped object) read back as JSON."""
     req = urllib.request.Request(sim.url + path, headers={"Accept": accept})
     events = []
     with urllib.request.urlopen(req, timeout=10) as resp:
-        assert resp.headers["Content-Type"] == "application/json"
-        for line in resp:
-            events.append(json.loads(line))
-            if len(events) == until:
-                break
+        if resp.headers["Content-Type"] == "application/json":
+            for line in resp:
+                events.append(json.loads(line))
+                if len(events) == until:
+                    break
+            return events
+        assert resp.headers["Content-Type"] == "application/vnd.kubernetes.protobuf;stream=watch"
+        while len(events) < until:
+            frame = resp.read(int.from_bytes(resp.read(4), "big"))
+            fields = {number: value for number, _, value in protobuf.read_fields(frame)}
+            raw = next(value for number, _, value in protobuf.read_fields(fields[2]) if number == 1)
+            events.append({"type": fields[1].decode(), "object": protoenc.decode_response(raw)})
     return events
 
 
