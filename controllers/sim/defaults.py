@@ -51,8 +51,9 @@ def _workload_defaults(obj: dict[str, Any], deployment: bool) -> None:
     if not isinstance(spec, dict):
         return  # validation reports it
     spec.setdefault("replicas", 1)
-    spec.setdefault("revisionHistoryLimit", 10)
     if deployment:
+        # A Deployment's own (the ReplicaSets it keeps); ReplicaSetSpec has no such field.
+        spec.setdefault("revisionHistoryLimit", 10)
         spec.setdefault("progressDeadlineSeconds", 600)
         strategy = spec.setdefault("strategy", {})
         if isinstance(strategy, dict):
