@@ -13,6 +13,7 @@ import calendar
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -141,49 +142,59 @@ def _node_cells(obj: dict[str, Any], now: float) -> Row:
 
 
 def _event_cells(obj: dict[str, Any], now: float) -> Row:
+    """printEvent's wide row (the API server's Tables are wide): last seen, type, reason, object,
+    subobject, source, message, first seen, count, name."""
     io = obj.get("involvedObject") or {}
-    last = parse_time(obj.get("lastTimestamp") or obj.get("eventTime") or obj["metadata"].get("creationTimestamp"))
-    return [human_duration(now - last) if last else "<unknown>", obj.get("type", ""), obj.get("reason", ""),
-            f"{(io.get('kind') or '').lower()}/{io.get('name', '')}", obj.get("message", "")]
+    source = obj.get("source") or {}
+
+    def since(ts: str | None) -> str:
+        at = parse_time(ts)
+        return human_duration(now - at) if at is not None else "<unknown>"
+
+    first = since(obj.get("firstTimestamp") or obj.get("eventTime"))
+    last = since(obj["lastTimestamp"]) if obj.get("lastTimestamp") else first
+    count = obj.get("count") or 1
+    series = obj.get("series")
+    if isinstance(series, dict):
+        last, count = since(series.get("lastObservedTime")), series.get("count", count)
+    component = source.get("component") or obj.get("reportingComponent") or ""
+    instance = source.get("host") or obj.get("reportingInstance") or ""
+    target = f"{(io.get('kind') or '').lower()}/{io['name']}" if io.get("name") else (io.get("kind") or "").lower()
+    return [last, obj.get("type", ""), obj.get("reason", ""), target, io.get("fieldPath", ""),
+            f"{component}, {instance}" if instance else component, (obj.get("message") or "").strip(), first, count,
+            obj["metadata"]["name"]]
+
+
+# kube-apiserver's column definitions for the kinds printed here (names, types, priorities and the
+# descriptions it takes from the API documentation), generated from the Go types by go/tools/printcols.
+_COLUMNS: dict[str, list[dict[str, Any]]] = orjson.loads(
+    Path(__file__).with_name("printer_columns.json").read_bytes())["columns"]
+
+
+def _columns(plural: str) -> list[Column]:
+    return [(c["name"], c["type"], c["format"], c["priority"], c["description"]) for c in _COLUMNS[plural]]
 
 
 _BUILTIN: dict[str, tuple[list[Column], Callable[[dict[str, Any], float], Row]]] = {
-    "pods": ([("Name", "string", "name", 0, ""), ("Ready", "string", "", 0, ""), ("Status", "string", "", 0, ""),
-              ("Restarts", "string", "", 0, ""), ("Age", "string", "", 0, ""), ("IP", "string", "", 1, ""),
-              ("Node", "string", "", 1, ""), ("Nominated Node", "string", "", 1, ""),
-              ("Readiness Gates", "string", "", 1, "")], _pod_cells),
-    "deployments": ([("Name", "string", "name", 0, ""), ("Ready", "string", "", 0, ""),
-                     ("Up-to-date", "integer", "", 0, ""), ("Available", "integer", "", 0, ""),
-                     ("Age", "string", "", 0, ""), ("Containers", "string", "", 1, ""),
-                     ("Images", "string", "", 1, ""), ("Selector", "string", "", 1, "")], _deployment_cells),
-    "replicasets": ([("Name", "string", "name", 0, ""), ("Desired", "integer", "", 0, ""),
-                     ("Current", "integer", "", 0, ""), ("Ready", "integer", "", 0, ""),
-                     ("Age", "string", "", 0, ""), ("Containers", "string", "", 1, ""),
-                     ("Images", "string", "", 1, ""), ("Selector", "string", "", 1, "")], _replicaset_cells),
-    "services": ([("Name", "string", "name", 0, ""), ("Type", "string", "", 0, ""),
-                  ("Cluster-IP", "string", "", 0, ""), ("External-IP", "string", "", 0, ""),
-                  ("Port(s)", "string", "", 0, ""), ("Age", "string", "", 0, ""),
-                  ("Selector", "string", "", 1, "")], _service_cells),
-    "nodes": ([("Name", "string", "name", 0, ""), ("Status", "string", "", 0, ""), ("Roles", "string", "", 0, ""),
-               ("Age", "string", "", 0, ""), ("Version", "string", "", 0, ""), ("Internal-IP", "string", "", 1, ""),
-               ("External-IP", "string", "", 1, ""), ("OS-Image", "string", "", 1, ""),
-               ("Kernel-Version", "string", "", 1, ""), ("Container-Runtime", "string", "", 1, "")], _node_cells),
-    "configmaps": ([("Name", "string", "name", 0, ""), ("Data", "string", "", 0, ""), ("Age", "string", "", 0, "")],
+    "pods": (_columns("pods"), _pod_cells),
+    "deployments": (_columns("deployments"), _deployment_cells),
+    "replicasets": (_columns("replicasets"), _replicaset_cells),
+    "services": (_columns("services"), _service_cells),
+    "nodes": (_columns("nodes"), _node_cells),
+    "configmaps": (_columns("configmaps"),
                    lambda o, now: [o["metadata"]["name"], len(o.get("data") or {}) + len(o.get("binaryData") or {}),
                                    _age(o, now)]),
-    "secrets": ([("Name", "string", "name", 0, ""), ("Type", "string", "", 0, ""), ("Data", "string", "", 0, ""),
-                 ("Age", "string", "", 0, "")],
+    "secrets": (_columns("secrets"),
                 lambda o, now: [o["metadata"]["name"], o.get("type", "Opaque"), len(o.get("data") or {}),
                                 _age(o, now)]),
-    "namespaces": ([("Name", "string", "name", 0, ""), ("Status", "string", "", 0, ""), ("Age", "string", "", 0, "")],
+    "namespaces": (_columns("namespaces"),
                    lambda o, now: [o["metadata"]["name"], (o.get("status") or {}).get("phase", "Active"),
                                    _age(o, now)]),
-    "events": ([("Last Seen", "string", "", 0, ""), ("Type", "string", "", 0, ""), ("Reason", "string", "", 0, ""),
-                ("Object", "string", "", 0, ""), ("Message", "string", "", 0, "")], _event_cells),
-    "leases": ([("Name", "string", "name", 0, ""), ("Holder", "string", "", 0, ""), ("Age", "string", "", 0, "")],
+    "events": (_columns("events"), _event_cells),
+    "leases": (_columns("leases"),
                lambda o, now: [o["metadata"]["name"], (o.get("spec") or {}).get("holderIdentity", ""),
                                _age(o, now)]),
-    "customresourcedefinitions": ([("Name", "string", "name", 0, ""), ("Created At", "date", "", 0, "")],
+    "customresourcedefinitions": ([_columns("")[0], ("Created At", "date", "", 0, _columns("")[1][4])],
                                   lambda o, now: [o["metadata"]["name"], o["metadata"].get("creationTimestamp")]),
 }
 
@@ -242,8 +253,7 @@ def printer(rt: ResourceType) -> tuple[list[Column], Callable[[dict[str, Any], f
     if rt.builtin and rt.plural in _BUILTIN:
         return _BUILTIN[rt.plural]
     if rt.builtin:
-        return [("Name", "string", "name", 0, ""), ("Age", "string", "", 0, "")], \
-            lambda o, now: [o["metadata"]["name"], _age(o, now)]
+        return [_columns("pods")[0], _columns("pods")[4]], lambda o, now: [o["metadata"]["name"], _age(o, now)]
     return _custom(rt)
 
 

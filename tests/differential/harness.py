@@ -367,6 +367,13 @@ def play(target: Target, case: str, fn: Callable[[Session], None], token: str, w
                                                              "metadata": {"name": ns}})
     if created.status != 201:
         return {"<harness>": f"namespace {ns}: {created.status} {created.raw[:200]!r}"}
+    # A namespace has settled once the control plane has published kube-root-ca.crt in it (a real
+    # controller-manager does so a moment after the create, the simulator at once): a case that
+    # lists or watches configmaps before then would race it.
+    deadline = time.monotonic() + 15
+    while session.request("GET", f"/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt").status != 200 \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
     try:
         fn(session)
     except Exception as exc:  # noqa: BLE001 -- a case that breaks is itself a difference to report
