@@ -4,9 +4,12 @@ One catch-all route parses ``/api/v1/...`` and ``/apis/{group}/{version}/...`` i
 ``ResourceRequest`` (type, namespace, name, subresource), asks the fault injector whether to delay
 or fail it, and dispatches on the HTTP method:
 
-* GET → get, list (optionally paged or as a ``Table``) or, with ``watch=true``, a chunked stream of
-  JSON lines fed by a ``Watcher``; POST → create; PUT → update; PATCH → one of four patch types
-  computed against the live object, then an update; DELETE → delete or deletecollection.
+* GET → get, list (optionally paged or as a ``Table``) or, with ``watch=true`` (or the legacy
+  ``/watch/`` prefix), a chunked stream of JSON lines (protobuf frames for Go clients) fed by a
+  ``Watcher``; POST → create; PUT → update; PATCH → one of four patch types computed against the live
+  object, then an update; DELETE → delete or deletecollection.
+* Handlers answer JSON; a request that negotiated YAML or protobuf (``negotiation``) has the finished
+  response rewritten once on its way out (``output``).
 * ``/status`` writes touch only ``.status``; ``/scale`` translates to and from ``autoscaling/v1``
   Scale; ``pods/{name}/log`` reads the simulated kubelet's log buffer.
 
