@@ -1,9 +1,20 @@
-"""Defaulting: the fields a real API server fills in when an object is written.
+"""Defaulting, admission and allocation: the fields a real API server fills in when an object is written.
 
 Clients compare what they sent with what they read back (``kubectl apply`` three-way diffs, controllers
-checking ``observedGeneration``), so the simulator stores what a real cluster would store: a pod gets
-``restartPolicy: Always`` and a ``Pending`` status, a deployment gets its rolling-update strategy, a
-service gets a ClusterIP. Defaulting only adds fields that are absent; it never overrides the client.
+checking ``observedGeneration``), so the simulator stores what a real cluster would store. Three
+stages fill fields in, and which one does matters, because only the first is owned by the writer in
+``managedFields``:
+
+1. ``apply_defaults`` -- the defaulting functions run when the body is decoded: a pod gets
+   ``restartPolicy: Always`` and ``enableServiceLinks: true``, a deployment its rolling-update
+   strategy, a service ``type: ClusterIP``. The writer owns these like the fields it sent.
+2. ``prepare_for_create`` -- what the registry and the admission plugins add after field tracking:
+   a pod's service account (``default``), its projected ``kube-api-access-xxxxx`` token volume
+   mounted in every container, the not-ready/unreachable tolerations (300 s) and its priority; a
+   namespace's ``spec.finalizers``.
+3. ``allocate_service_ips`` -- a service's cluster IP and IP families, allocated by the registry.
+
+None of them ever overrides what the client set.
 """
 
 from __future__ import annotations
@@ -62,14 +73,11 @@ def _workload_defaults(obj: dict[str, Any], deployment: bool) -> None:
                 strategy.setdefault("rollingUpdate", {"maxUnavailable": "25%", "maxSurge": "25%"})
     template = spec.get("template")
     if isinstance(template, dict):
-        meta = template.setdefault("metadata", {})
-        if isinstance(meta, dict):
-            meta.setdefault("creationTimestamp", None)
         if isinstance(template.get("spec"), dict):
             pod_spec_defaults(template["spec"])
 
 
-def _service_defaults(obj: dict[str, Any], cluster_ip: str) -> None:
+def _service_defaults(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     if not isinstance(spec, dict):
         return
@@ -77,11 +85,6 @@ def _service_defaults(obj: dict[str, Any], cluster_ip: str) -> None:
     spec.setdefault("sessionAffinity", "None")
     if kind != "ExternalName":
         # An ExternalName service is only a DNS alias: no cluster IP, no IP families, no traffic policy.
-        if spec.get("clusterIP") != "None":
-            spec.setdefault("clusterIP", cluster_ip)
-            spec.setdefault("clusterIPs", [spec["clusterIP"]])
-        spec.setdefault("ipFamilies", ["IPv4"])
-        spec.setdefault("ipFamilyPolicy", "SingleStack")
         spec.setdefault("internalTrafficPolicy", "Cluster")
     if kind in ("NodePort", "LoadBalancer"):
         spec.setdefault("externalTrafficPolicy", "Cluster")
@@ -96,20 +99,36 @@ def _service_defaults(obj: dict[str, Any], cluster_ip: str) -> None:
                 port["targetPort"] = port["port"]
 
 
-def apply_defaults(rt: ResourceType, obj: dict[str, Any], cluster_ip: str) -> None:
-    """Fill absent fields of a built-in kind in place (create and update alike)."""
+def allocate_service_ips(obj: dict[str, Any], cluster_ip: str) -> None:
+    """A service's cluster IP (``cluster_ip``, or the one it holds) and IP families, as the service
+    registry allocates them; nothing for an ExternalName service."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or spec.get("type") == "ExternalName":
+        return
+    if spec.get("clusterIP") != "None" and cluster_ip:
+        spec.setdefault("clusterIP", cluster_ip)
+    if spec.get("clusterIP"):
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+    spec.setdefault("ipFamilies", ["IPv4"])
+    spec.setdefault("ipFamilyPolicy", "SingleStack")
+
+
+def apply_defaults(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Fill absent fields of a built-in kind in place (create and update alike), as the defaulting
+    functions do when a body is decoded."""
     if not rt.builtin:
         return
     if rt.plural == "pods":
         spec = obj.get("spec")
         if isinstance(spec, dict):
             pod_spec_defaults(spec)
+            spec.setdefault("enableServiceLinks", True)  # a Pod's default, not a template's
     elif rt.plural == "deployments":
         _workload_defaults(obj, deployment=True)
     elif rt.plural == "replicasets":
         _workload_defaults(obj, deployment=False)
     elif rt.plural == "services":
-        _service_defaults(obj, cluster_ip)
+        _service_defaults(obj)
     elif rt.plural == "secrets":
         obj.setdefault("type", "Opaque")
         string_data = obj.get("stringData")
@@ -119,9 +138,6 @@ def apply_defaults(rt: ResourceType, obj: dict[str, Any], cluster_ip: str) -> No
             for k, v in string_data.items():
                 data[k] = base64.b64encode(str(v).encode()).decode()
     elif rt.plural == "namespaces":
-        spec = obj.setdefault("spec", {})
-        if isinstance(spec, dict):
-            spec.setdefault("finalizers", ["kubernetes"])
         labels = obj.setdefault("metadata", {}).setdefault("labels", {})
         if isinstance(labels, dict):
             labels.setdefault("kubernetes.io/metadata.name", obj["metadata"].get("name", ""))
@@ -132,6 +148,64 @@ def apply_defaults(rt: ResourceType, obj: dict[str, Any], cluster_ip: str) -> No
             if isinstance(ver, dict):
                 ver.setdefault("served", True)
                 ver.setdefault("storage", True)
+
+
+TOKEN_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+# What the DefaultTolerationSeconds admission plugin adds: evicted 5 minutes after the node goes.
+_DEFAULT_TOLERATIONS = tuple({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                             for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"))
+
+
+def _token_volume(name: str) -> dict[str, Any]:
+    return {"name": name, "projected": {"defaultMode": 420, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace",
+                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}
+
+
+def _tolerates(tolerations: list[Any], key: str) -> bool:
+    return any(isinstance(t, dict) and t.get("effect") in (None, "", "NoExecute")
+               and (t.get("key") == key or (not t.get("key") and t.get("operator") == "Exists"))
+               for t in tolerations)
+
+
+def _admit_pod(spec: dict[str, Any], suffix: str) -> None:
+    """The ServiceAccount, DefaultTolerationSeconds and Priority admission plugins, on create."""
+    spec.setdefault("serviceAccountName", "default")
+    spec["serviceAccount"] = spec["serviceAccountName"]  # the deprecated alias always mirrors it
+    if spec.get("automountServiceAccountToken") is not False:
+        needing = [c for field in ("initContainers", "containers") for c in spec.get(field) or []
+                   if isinstance(c, dict) and not any(isinstance(m, dict) and m.get("mountPath") == TOKEN_MOUNT_PATH
+                                                      for m in c.get("volumeMounts") or [])]
+        if needing:
+            name = f"kube-api-access-{suffix}"
+            spec["volumes"] = [*(spec.get("volumes") or []), _token_volume(name)]
+            for c in needing:
+                c["volumeMounts"] = [*(c.get("volumeMounts") or []),
+                                     {"name": name, "readOnly": True, "mountPath": TOKEN_MOUNT_PATH}]
+    tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+    added = [dict(t) for t in _DEFAULT_TOLERATIONS if not _tolerates(tolerations, t["key"])]
+    if added:
+        spec["tolerations"] = [*tolerations, *added]
+    if not spec.get("priorityClassName"):
+        spec.setdefault("priority", 0)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+
+def prepare_for_create(rt: ResourceType, obj: dict[str, Any], suffix: str) -> None:
+    """What a create gets after field tracking: admission for pods (``suffix`` names the token
+    volume), the namespace finalizer (see the module docstring)."""
+    if not rt.builtin:
+        return
+    if rt.plural == "pods":
+        spec = obj.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("containers"), list):
+            _admit_pod(spec, suffix)
+    elif rt.plural == "namespaces":
+        spec = obj.setdefault("spec", {})
+        if isinstance(spec, dict):
+            spec.setdefault("finalizers", ["kubernetes"])
 
 
 def initial_status(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any] | None:

@@ -3,8 +3,9 @@
 These are the two schema-free patch types: a merge patch recursively merges maps, replaces lists
 whole and deletes keys set to ``null``; a JSON patch is a list of pointer operations applied in
 order, all or nothing. A malformed patch document is a 400; a well-formed patch that cannot be
-applied (a missing path, a failed ``test``) is a 422, as on a real API server. Neither ever mutates
-its input: the store only sees the finished object.
+applied (a missing path, a failed ``test``) is a 422, as on a real API server -- where, too, a
+``replace`` of a key an existing object lacks adds it. Neither ever mutates its input: the store
+only sees the finished object.
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ def _add(doc: Any, tokens: list[str], value: Any, replace: bool = False) -> Any:
     parent = _parent(doc, tokens)
     last = tokens[-1]
     if isinstance(parent, dict):
-        if replace and last not in parent:
-            raise _unprocessable(f"replace operation does not apply: doc is missing key: /{'/'.join(tokens)}")
+        # A replace of a key the object lacks adds it: the API server's json-patch (evanphx v4)
+        # only checks that the parent exists.
         parent[last] = value
     elif isinstance(parent, list):
         if replace:

@@ -609,6 +609,12 @@ class _Decoder:
 _DECODER = _Decoder(MESSAGES)
 
 
+def zero_value(name: str) -> Any:
+    """The JSON of the Go zero value of message ``name`` (a fresh copy): ``{}``-like for a struct,
+    the custom form's zero (``null`` Time, ``0`` IntOrString, ``"0"`` Quantity) otherwise."""
+    return _DECODER.zero(name)
+
+
 def _envelope(body: bytes) -> tuple[str, str, bytes]:
     """(apiVersion, kind, raw) of a ``k8s\\x00`` + ``runtime.Unknown`` body."""
     if body[:4] != MAGIC:

@@ -106,7 +106,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     _core("namespaces", "Namespace", namespaced=False, short_names=("ns",), status=True, dns_label_names=True,
           verbs=tuple(v for v in ALL_VERBS if v != "deletecollection")),
     _core("nodes", "Node", namespaced=False, short_names=("no",), status=True),
-    _core("pods", "Pod", short_names=("po",), categories=("all",), status=True, log=True),
+    # A pod counts spec changes in metadata.generation since Kubernetes 1.33 (PodObservedGenerationTracking).
+    _core("pods", "Pod", short_names=("po",), categories=("all",), status=True, log=True, generation=True),
     _core("configmaps", "ConfigMap", short_names=("cm",)),
     _core("secrets", "Secret"),
     _core("services", "Service", short_names=("svc",), categories=("all",), status=True, dns_label_names=True),

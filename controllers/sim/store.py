@@ -34,7 +34,7 @@ import orjson
 
 from controllers.clock import Clock, RealClock
 from controllers.schema import WatchEventType
-from controllers.sim import defaults, managedfields
+from controllers.sim import defaults, gojson, managedfields
 from controllers.sim.errors import StatusError, already_exists, bad_request, conflict, expired, not_found
 from controllers.sim.resources import Registry, ResourceType
 from controllers.sim.selectors import Matcher
@@ -67,8 +67,14 @@ def rfc3339(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def _spec_part(obj: dict[str, Any], with_status: bool) -> dict[str, Any]:
-    return {k: v for k, v in obj.items() if k not in _SPEC_EXCLUDED or (k == "status" and not with_status)}
+def _spec_part(obj: dict[str, Any], rt: ResourceType) -> dict[str, Any]:
+    """What ``metadata.generation`` counts changes of: everything but metadata (and the status of a
+    kind with a status subresource). A pod's binding to a node is no change of its spec: the
+    binding subresource sets ``spec.nodeName`` without one, and nothing else may change it."""
+    part = {k: v for k, v in obj.items() if k not in _SPEC_EXCLUDED or (k == "status" and not rt.status)}
+    if rt.key == ("", "pods") and isinstance(part.get("spec"), dict):
+        part["spec"] = {k: v for k, v in part["spec"].items() if k != "nodeName"}
+    return part
 
 
 class Bucket:
@@ -277,14 +283,17 @@ class Store:
             self._run_deferred()
         return result
 
-    def _generate_name(self, prefix: str, rt: ResourceType, ns: str) -> str:
+    @staticmethod
+    def _random_suffix() -> str:
+        """Five characters of the alphabet the API server's random names use (utilrand.String)."""
         rng = uuid.uuid4().int
+        return "".join(_NAME_CHARS[(rng >> (5 * i)) % len(_NAME_CHARS)] for i in range(5))
+
+    def _generate_name(self, prefix: str, rt: ResourceType, ns: str) -> str:
         for _ in range(8):
-            suffix = "".join(_NAME_CHARS[(rng >> (5 * i)) % len(_NAME_CHARS)] for i in range(5))
-            name = (prefix[:58] if len(prefix) > 58 else prefix) + suffix
+            name = (prefix[:58] if len(prefix) > 58 else prefix) + self._random_suffix()
             if self.find(rt.key, ns, name) is None:
                 return name
-            rng = uuid.uuid4().int
         raise StatusError(409, f"unable to generate a unique name for {prefix}", reason="AlreadyExists")
 
     def _check_namespace(self, ns: str) -> None:
@@ -353,6 +362,8 @@ class Store:
 
     def _create(self, rt: ResourceType, ns: str | None, obj: dict[str, Any], manager: str,
                 managed: list[dict[str, Any]] | None, dry_run: bool = False) -> dict[str, Any]:
+        if rt.builtin:
+            obj = gojson.encode(rt.api_version, rt.kind, obj)
         meta = obj.get("metadata")
         if not isinstance(meta, dict):
             meta = obj["metadata"] = {}
@@ -367,8 +378,14 @@ class Store:
         # Stored in the first served version, like etcd's storage version; reads convert back.
         obj["apiVersion"] = self._storage_version(rt)
         obj["kind"] = rt.kind
-        defaults.apply_defaults(rt, obj, self._allocate_ip() if rt.plural == "services" else "")
+        defaults.apply_defaults(rt, obj)
+        now = rfc3339(self.clock.wall())
+        # Ownership is settled before the registry and admission add their fields: those are nobody's.
+        managed_fields = managed if managed is not None else managedfields.track_update(
+            None, obj, rt=rt, manager=manager, now=now, zero=gojson.zero(rt.api_version, rt.kind))
+        defaults.prepare_for_create(rt, obj, self._random_suffix())
         if rt.plural == "services":
+            defaults.allocate_service_ips(obj, self._allocate_ip())
             self._allocate_node_ports(obj, None)
         validate_object(rt, obj)
         if rt.namespaced:
@@ -389,9 +406,10 @@ class Store:
                 obj.pop("status", None)
             else:
                 obj["status"] = status
-        now = rfc3339(self.clock.wall())
-        meta["managedFields"] = managed if managed is not None else managedfields.track_update(
-            None, obj, manager=manager, api_version=rt.api_version, now=now, key=rt.key, builtin=rt.builtin)
+        if managed_fields:
+            meta["managedFields"] = managed_fields
+        else:
+            meta.pop("managedFields", None)  # omitempty
         if dry_run:
             return obj
         meta["resourceVersion"] = str(self._next_rv())
@@ -401,14 +419,17 @@ class Store:
     def update(self, rt: ResourceType, ns: str | None, name: str, obj: dict[str, Any], *,
                subresource: str | None = None, manager: str = "",
                managed: list[dict[str, Any]] | None = None, create_if_missing: bool = False,
-               dry_run: bool = False) -> tuple[dict[str, Any], bool]:
-        """Replace an object (PUT, and every patch after it is computed): (stored object, created)."""
+               dry_run: bool = False, tracked_as: str | None = None) -> tuple[dict[str, Any], bool]:
+        """Replace an object (PUT, and every patch after it is computed): (stored object, created).
+
+        ``tracked_as`` names the subresource a write of the main object is owned through in
+        managedFields (``scale``: a /scale write changes the object's replicas)."""
         return self._write(lambda: self._update(rt, ns, name, obj, subresource, manager, managed,
-                                                create_if_missing, dry_run))
+                                                create_if_missing, dry_run, tracked_as))
 
     def _update(self, rt: ResourceType, ns: str | None, name: str, obj: dict[str, Any], subresource: str | None,
                 manager: str, managed: list[dict[str, Any]] | None, create_if_missing: bool,
-                dry_run: bool = False) -> tuple[dict[str, Any], bool]:
+                dry_run: bool = False, tracked_as: str | None = None) -> tuple[dict[str, Any], bool]:
         ns = (ns or "default") if rt.namespaced else ""
         current = self.find(rt.key, ns, name)
         if current is None:
@@ -441,14 +462,18 @@ class Store:
                                   reason="Invalid", name=name, group=rt.group, kind=rt.kind)
         if subresource == "status":
             new = copy_obj(current)
-            if "status" in obj:
+            if rt.builtin:
+                new["status"] = gojson.encode_field(rt.api_version, rt.kind, "status", obj.get("status"))
+            elif "status" in obj:
                 new["status"] = obj["status"]
             else:
                 new.pop("status", None)
             new_meta = new["metadata"]
         else:
-            new = obj
-            new_meta = meta
+            new = gojson.encode(rt.api_version, rt.kind, obj) if rt.builtin else obj
+            new_meta = new.get("metadata")
+            if not isinstance(new_meta, dict):
+                new_meta = new["metadata"] = {}
             new["apiVersion"] = self._storage_version(rt)
             new["kind"] = rt.kind
             if rt.status:
@@ -456,11 +481,10 @@ class Store:
                     new["status"] = current["status"]
                 else:
                     new.pop("status", None)
+            defaults.apply_defaults(rt, new)
             if rt.plural == "services":
-                defaults.apply_defaults(rt, new, self._kept_cluster_ip(new, current))
+                defaults.allocate_service_ips(new, self._kept_cluster_ip(new, current))
                 self._allocate_node_ports(new, current)
-            else:
-                defaults.apply_defaults(rt, new, "")
             # Server-owned metadata survives whatever the client sent.
             for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                           "generation"):
@@ -482,22 +506,24 @@ class Store:
                                            f'"{spec.get("clusterIP")}": field is immutable',
                                       reason="Invalid", name=name, kind="Service")
         if rt.generation and subresource is None:
-            with_status = rt.status
-            if _spec_part(new, with_status) != _spec_part(current, with_status):
+            if _spec_part(new, rt) != _spec_part(current, rt):
                 new_meta["generation"] = int(cur_meta.get("generation", 1)) + 1
         new_meta["resourceVersion"] = cur_meta["resourceVersion"]
         if managed is not None:
             new_meta["managedFields"] = managed
         elif explicit_managed:
-            new_meta["managedFields"] = obj["metadata"]["managedFields"]
+            new_meta["managedFields"] = managedfields.explicit_base(obj["metadata"]["managedFields"])
         else:
             new_meta["managedFields"] = cur_meta.get("managedFields") or []
         if not explicit_managed and _same_ignoring_managed(new, current):
             return current, False
-        if managed is None and not explicit_managed:
+        if managed is None:
             new_meta["managedFields"] = managedfields.track_update(
-                current, new, manager=manager, api_version=rt.api_version, now=rfc3339(self.clock.wall()),
-                key=rt.key, builtin=rt.builtin, subresource=subresource)
+                current, new, rt=rt, manager=manager, now=rfc3339(self.clock.wall()),
+                zero=gojson.zero(rt.api_version, rt.kind), base=new_meta["managedFields"],
+                subresource=tracked_as or subresource)
+        if not new_meta["managedFields"]:
+            del new_meta["managedFields"]  # omitempty
         if dry_run:
             return new, False
         new_meta["resourceVersion"] = str(self._next_rv())
@@ -569,6 +595,9 @@ class Store:
             new_meta = new["metadata"]
             new_meta["deletionTimestamp"] = rfc3339(self.clock.wall() + grace)
             new_meta["deletionGracePeriodSeconds"] = grace
+            if new_meta.get("generation"):
+                # Marking an object as deleting is a change of its intent (rest.BeforeDelete).
+                new_meta["generation"] = int(new_meta["generation"]) + 1
             if finalizers:
                 new_meta["finalizers"] = finalizers
             if namespace_pending:

@@ -9,7 +9,8 @@ patch from three versions (last-applied, file, live) and uses these directives:
 * ``{"$patch": "delete", "name": "x"}`` in a keyed list removes item ``x``; ``{"$patch": "replace"}``
   in a list or map replaces it whole; ``$patch: delete`` in a map deletes that map;
 * ``$setElementOrder/<list>`` gives the final order of a keyed list (items only on the server keep
-  their place after the ordered ones);
+  their place relative to the ordered ones); without it the patch's own items set the order, so an
+  item a patch adds comes first, as on a real API server;
 * ``$deleteFromPrimitiveList/<list>`` removes values from a set of strings (finalizers);
 * ``$retainKeys`` lists the keys of a map that survive (a union type such as a deployment strategy
   or a volume source switching members).
@@ -103,8 +104,9 @@ class StrategicMerge:
             for x in patch:
                 if x not in merged:
                     merged.append(x)
-            return self._order(merged, order, None)
+            return _normalize_order(merged, order if order is not None else patch, original, None)
         merged = list(original)
+        kept: list[Any] = []  # the patch's items other than deletions: the order the result takes
         for item in patch:
             if not isinstance(item, dict):
                 raise bad_request(f"{path}: expected an object with merge key {strategy!r}, got {item!r}")
@@ -117,6 +119,7 @@ class StrategicMerge:
                 if idx is not None:
                     merged.pop(idx)
                 continue
+            kept.append(item)
             if idx is None:
                 merged.append(self._merge_map({}, dict(item), path))
             else:
@@ -125,21 +128,7 @@ class StrategicMerge:
                     merged.pop(idx)
                 else:
                     merged[idx] = result
-        return self._order(merged, order, strategy)
-
-    @staticmethod
-    def _order(items: list[Any], order: list[Any] | None, key: str | None) -> list[Any]:
-        if not order:
-            return items
-
-        def ident(x: Any) -> Any:
-            return x.get(key) if key is not None and isinstance(x, dict) else x
-
-        wanted = [ident(o) for o in order]
-        rank = {repr(w): i for i, w in enumerate(wanted)}
-        ordered = sorted((x for x in items if repr(ident(x)) in rank), key=lambda x: rank[repr(ident(x))])
-        rest = [x for x in items if repr(ident(x)) not in rank]
-        return ordered + rest
+        return _normalize_order(merged, order if order is not None else kept, original, strategy)
 
     def _strip(self, value: Any, path: str) -> Any:
         """A value taken whole from the patch, with any directives inside it applied."""
@@ -147,3 +136,36 @@ class StrategicMerge:
             result = self._merge_map({}, dict(value), path)
             return result if result is not None else {}
         return value
+
+
+def _normalize_order(merged: list[Any], order: list[Any], original: list[Any], key: str | None) -> list[Any]:
+    """The order the API server gives a merged list (strategicpatch ``normalizeElementOrder``): the
+    items the patch (or its ``$setElementOrder``) names, in that order, interleaved with the items
+    only the server had, which keep their live order and go before a patch item only when the live
+    list had them before it. A patch that adds an item therefore puts it first."""
+
+    def ident(x: Any) -> str:
+        return repr(x.get(key) if key is not None and isinstance(x, dict) else x)
+
+    wanted = {ident(o): i for i, o in reversed(list(enumerate(order)))}
+    live = {ident(o): i for i, o in reversed(list(enumerate(original)))}
+    patched = sorted((x for x in merged if ident(x) in wanted), key=lambda x: wanted[ident(x)])
+    server_only = sorted((x for x in merged if ident(x) not in wanted), key=lambda x: live.get(ident(x), len(live)))
+    out: list[Any] = []
+    i = j = 0
+    while i < len(server_only) or j < len(patched):
+        if j >= len(patched):
+            out.append(server_only[i])
+            i += 1
+        elif i >= len(server_only):
+            out.append(patched[j])
+            j += 1
+        else:
+            left, right = live.get(ident(server_only[i])), live.get(ident(patched[j]))
+            if left is not None and right is not None and left < right:
+                out.append(server_only[i])
+                i += 1
+            else:
+                out.append(patched[j])
+                j += 1
+    return out

@@ -218,6 +218,12 @@ class Session:
         """Replace what differs between any two servers by placeholders (see the module docstring)."""
         if isinstance(value, dict):
             return {k: self.normalize(v, k) for k, v in value.items()}
+        if isinstance(value, list) and key == "managedFields":
+            # The server sorts entries by operation, then time (to the second), manager, apiVersion,
+            # subresource. Times are placeholders here, so whether two writes fell into the same
+            # second must not decide the order either: the entries are compared in the order they
+            # would have if they had (an entry without a time still comes first).
+            return sorted((self.normalize(v, key) for v in value), key=_entry_order)
         if isinstance(value, list):
             return [self.normalize(v, key) for v in value]
         if isinstance(value, tuple):
@@ -237,6 +243,13 @@ class Session:
     def generated_name(self, name: str) -> None:
         """A server-chosen name (``generateName``), compared as a placeholder from now on."""
         self.generated[name] = f"<generated-{len(self.generated)}>"
+
+
+def _entry_order(entry: Any) -> tuple[str, bool, str, str, str]:
+    if not isinstance(entry, dict):
+        return ("", False, "", "", "")
+    return (str(entry.get("operation", "")), "time" in entry, str(entry.get("manager", "")),
+            str(entry.get("apiVersion", "")), str(entry.get("subresource", "")))
 
 
 def status_gist(status: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 
 import pytest
@@ -227,7 +228,8 @@ def test_describe_shows_pod_state_and_events(kubectl: Kubectl, ns: str) -> None:
              "source": {"component": "kubelet"}, "count": 1}
     kubectl.run("apply", "-f", "-", input=json.dumps(event))
     out = kubectl.run("describe", "pod", pod, "-n", ns).stdout
-    assert "Status:       Running" in out
+    # The labels' column width follows the longest label (Service Account, with admission's defaults).
+    assert re.search(r"^Status:\s+Running$", out, re.MULTILINE), out
     assert "Controlled By:  ReplicaSet/web-" in out
     assert "Pulled" in out and "Container image already present" in out
     assert "Started container app" in out and "default-scheduler" in out  # the simulated kubelet's own events

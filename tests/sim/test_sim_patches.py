@@ -60,9 +60,10 @@ def test_null_deletes_map_key_and_replace_directive_replaces_map() -> None:
 def test_primitive_set_merge_and_delete_from_primitive_list() -> None:
     live = {"metadata": {"finalizers": ["a", "b"]}}
     added = StrategicMerge(POD).apply(live, {"metadata": {"finalizers": ["c"]}})
-    assert added["metadata"]["finalizers"] == ["a", "b", "c"]
+    # The API server puts what the patch names first (strategicpatch normalizeElementOrder).
+    assert added["metadata"]["finalizers"] == ["c", "a", "b"]
     removed = StrategicMerge(POD).apply(added, {"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}})
-    assert removed["metadata"]["finalizers"] == ["b", "c"]
+    assert removed["metadata"]["finalizers"] == ["c", "b"]
 
 
 def test_atomic_list_is_replaced_whole() -> None:
@@ -77,8 +78,10 @@ def test_merge_patch_and_json_patch_basics() -> None:
                                      {"op": "move", "from": "/a/0", "path": "/b"},
                                      {"op": "copy", "from": "/b", "path": "/c"}])
     assert doc == {"a": [2, 3], "b": 1, "c": 1}
+    # As on a real API server: replacing a key the object lacks adds it; a missing parent is a 422.
+    assert json_patch({"a": 1}, [{"op": "replace", "path": "/zzz", "value": 1}]) == {"a": 1, "zzz": 1}
     with pytest.raises(StatusError) as err:
-        json_patch({"a": 1}, [{"op": "replace", "path": "/zzz", "value": 1}])
+        json_patch({"a": 1}, [{"op": "replace", "path": "/zzz/y", "value": 1}])
     assert err.value.code == 422
 
 
