@@ -4,7 +4,7 @@ kubectl asks for ``application/json;as=Table;v=v1;g=meta.k8s.io`` and prints wha
 server defines; without Table support it can only show NAME and AGE. Each row carries the cells and
 the object's metadata as ``PartialObjectMetadata`` (kubectl takes NAMESPACE for ``-A`` from there).
 Columns mirror kube-apiserver's printers for the built-in kinds; CRDs get their
-``additionalPrinterColumns`` (a small JSONPath subset: ``.a.b``, ``.a[0].b``) plus Age.
+``additionalPrinterColumns`` (a small JSONPath subset: ``.a.b``, ``.a[0].b``), or Age when they have none.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from controllers.sim.resources import ResourceType
+from controllers.sim.resources import PrinterColumn, ResourceType
 
 Row = list[Any]
 Column = tuple[str, str, str, int, str]  # name, type, format, priority, description
@@ -224,13 +224,28 @@ def _column_defs(columns: list[Column]) -> list[dict[str, Any]]:
     return [{"name": n, "type": t, "format": f, "description": d or n, "priority": p} for n, t, f, p, d in columns]
 
 
+# metav1.ObjectMeta's field docs, which a custom resource's default columns are described by.
+_NAME_DOC = ("Name must be unique within a namespace. Is required when creating resources, although some resources "
+             "may allow a client to request the generation of an appropriate name automatically. Name is primarily "
+             "intended for creation idempotence and configuration definition. Cannot be updated. More info: "
+             "https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names")
+_CREATED_DOC = ("CreationTimestamp is a timestamp representing the server time when this object was created. It is "
+                "not guaranteed to be set in happens-before order across separate operations. Clients may not set "
+                "this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. "
+                "Null for lists. More info: "
+                "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")
+_DEFAULT_CR_COLUMNS = (PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp",
+                                     description=_CREATED_DOC),)
+
+
 def _custom(rt: ResourceType) -> tuple[list[Column], Callable[[dict[str, Any], float], Row]]:
-    columns: list[Column] = [("Name", "string", "name", 0, "")]
-    printers = list(rt.printer_columns)
-    columns += [(c.name, c.type, c.format, c.priority, c.description) for c in printers]
-    has_age = any(c.json_path == ".metadata.creationTimestamp" for c in printers)
-    if not has_age:
-        columns.append(("Age", "date", "", 0, ""))
+    """A custom resource's columns: Name, then its ``additionalPrinterColumns`` -- or, when it has
+    none, Age (apiextensions' serveDefaultColumnsIfEmpty)."""
+    printers = list(rt.printer_columns) or list(_DEFAULT_CR_COLUMNS)
+    columns: list[Column] = [("Name", "string", "name", 0, _NAME_DOC)]
+    columns += [(c.name, c.type, c.format, c.priority,
+                 c.description or f"Custom resource definition column (in JSONPath format): {c.json_path}")
+                for c in printers]
 
     def cells(obj: dict[str, Any], now: float) -> Row:
         row: Row = [obj["metadata"]["name"]]
@@ -242,8 +257,6 @@ def _custom(rt: ResourceType) -> tuple[list[Column], Callable[[dict[str, Any], f
             if isinstance(value, dict | list):
                 value = orjson.dumps(value).decode()
             row.append(value)
-        if not has_age:
-            row.append(_age(obj, now))
         return row
 
     return columns, cells
@@ -257,14 +270,9 @@ def printer(rt: ResourceType) -> tuple[list[Column], Callable[[dict[str, Any], f
     return _custom(rt)
 
 
-def partial_metadata(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
-    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
-
-
 def partial_object_metadata(obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` as the API server's ``as=PartialObjectMetadata`` conversion answers it: all of its
-    metadata (``managedFields`` too, unlike a Table row's), nothing else."""
+    """``obj`` as the API server's ``as=PartialObjectMetadata`` conversion answers it, and as a
+    Table row embeds it: all of its metadata (``managedFields`` too), nothing else."""
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
 
 
@@ -280,7 +288,7 @@ def table(rt: ResourceType, objects: list[dict[str, Any]], *, now: float, resour
         elif include_object == "Object":
             embedded = obj
         else:
-            embedded = partial_metadata(obj)
+            embedded = partial_object_metadata(obj)
         try:
             row_cells = cells(obj, now)
         except (AttributeError, TypeError, ValueError, KeyError):
