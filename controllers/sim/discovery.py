@@ -11,7 +11,9 @@ kubectl learns what exists from discovery before every command with a cold cache
 kind (then it validates server-side instead of refusing to run). The stubs publish, per resource, a
 ``patch`` operation with ``x-kubernetes-group-version-kind`` and that parameter, and for built-in
 kinds the field schemas ``kubectl explain`` reads (``openapi_models``: from the ``kubernetes``
-package's models, without patch extensions). They deliberately
+package's models, without patch extensions), for custom resources their CRD version's
+``openAPIV3Schema`` with apiVersion, kind and metadata added, as the API server publishes it. They
+deliberately
 do not advertise strategic merge patch in the request body: kubectl then builds its apply patch from
 the merge keys compiled into it for built-in kinds (exactly what it sends to a real cluster), and
 falls back to a JSON merge patch for custom resources, as it does against real CRDs.
@@ -281,7 +283,7 @@ class Discovery:
             schema_name = f"{_schema_prefix(rt)}.{rt.kind}"
             gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
             ref = {"$ref": f"#/components/schemas/{schema_name}"}
-            schema = builder.kind(rt.group, rt.version, rt.kind) if rt.builtin else None
+            schema = builder.kind(rt.group, rt.version, rt.kind) if rt.builtin else _crd_schema(rt, builder)
             if schema is None:
                 schemas[schema_name] = {"type": "object", "description": f"{rt.kind}. {_STUB_NOTE}",
                                         "x-kubernetes-group-version-kind": [gvk],
@@ -315,6 +317,31 @@ class Discovery:
                 paths[scoped]["get"] = {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "list"}
         return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": self.git_version},
                 "paths": paths, "components": {"schemas": {**builder.components, **schemas}}}
+
+
+_TYPE_META_DOCS = {
+    "apiVersion": "APIVersion defines the versioned schema of this representation of an object. Servers should "
+                  "convert recognized schemas to the latest internal value, and may reject unrecognized values. More "
+                  "info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+    "kind": "Kind is a string value representing the REST resource this object represents. Servers may infer this "
+            "from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: "
+            "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+}
+_METADATA_DOC = ("Standard object's metadata. More info: "
+                 "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")
+
+
+def _crd_schema(rt: ResourceType, builder: SchemaBuilder) -> dict[str, Any] | None:
+    """A custom resource's schema as the API server publishes it: the CRD version's openAPIV3Schema,
+    with apiVersion, kind and metadata (ObjectMeta) filled in -- what ``kubectl explain`` reads."""
+    crd = rt.schema
+    if not isinstance(crd, dict):
+        return None
+    properties = {name: {"description": doc, "type": "string"} for name, doc in _TYPE_META_DOCS.items()}
+    metadata = builder.type_schema("V1ObjectMeta")
+    properties["metadata"] = {"description": _METADATA_DOC, "allOf": metadata.get("allOf", [metadata])}
+    properties.update({k: v for k, v in (crd.get("properties") or {}).items() if k not in properties})
+    return {**{k: v for k, v in crd.items() if k != "properties"}, "type": "object", "properties": properties}
 
 
 def _v2_operation(op: dict[str, Any]) -> dict[str, Any]:

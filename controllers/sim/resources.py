@@ -66,6 +66,8 @@ class ResourceType:
     dns_label_names: bool = False
     # Reviews (``kubectl auth can-i``) are answered per request and never stored (see ``reviews``).
     stored: bool = True
+    # A CRD version's openAPIV3Schema: what ``structural`` prunes, defaults and validates against.
+    schema: dict[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -258,6 +260,7 @@ class Registry:
                 generation=True,
                 printer_columns=columns,
                 verbs=CRD_VERBS,
+                schema=(ver.get("schema") or {}).get("openAPIV3Schema"),
             )
             self._add(rt)
         self.crd_owner[(group, plural)] = name

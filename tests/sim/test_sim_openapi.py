@@ -1,5 +1,6 @@
 """The OpenAPI v3 documents kubectl explain reads: built-in kinds get field schemas from the
-kubernetes package's models, every reference resolves, custom resources keep their stub."""
+kubernetes package's models, every reference resolves, custom resources get their CRD's schema (a
+CRD without one keeps a stub); /openapi/v2 is the same in Swagger 2.0 form."""
 
 from __future__ import annotations
 
@@ -65,3 +66,25 @@ def test_custom_resources_keep_the_stub_and_names_drop_the_version_prefix(fresh_
     props = builder.components["io.k8s.model.JSONSchemaProps"]["properties"]
     assert props["properties"]["additionalProperties"]["allOf"][0]["$ref"].endswith("/io.k8s.model.JSONSchemaProps"), \
         "a model that refers to itself becomes a recursive reference, not an endless one"
+
+
+def test_custom_resources_publish_their_crd_schema(fresh_sim: SimCluster) -> None:
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "gizmos.oa.example.com"},
+           "spec": {"group": "oa.example.com", "scope": "Namespaced",
+                    "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "properties": {"spec": {"type": "object", "required": ["size"],
+                                                                  "properties": {"size": {"type": "integer"}}}}}}}]}}
+    request = urllib.request.Request(fresh_sim.url + "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                                     data=json.dumps(crd).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=10).read()
+    doc = get(fresh_sim, "/openapi/v3/apis/oa.example.com/v1")
+    schema = doc["components"]["schemas"]["com.example.oa.v1.Gizmo"]
+    assert list(schema["properties"]) == ["apiVersion", "kind", "metadata", "spec"]
+    assert schema["properties"]["spec"] == crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert resolve(doc, schema["properties"]["metadata"])["properties"]["name"]["type"] == "string"
+    swagger = get(fresh_sim, "/openapi/v2")
+    assert swagger["swagger"] == "2.0" and swagger["definitions"]["com.example.oa.v1.Gizmo"]["properties"]["spec"] == \
+        schema["properties"]["spec"]
