@@ -25,6 +25,7 @@ a ``Status`` body; anything else would be a bug and is reported as a 500 Status,
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -33,10 +34,10 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from controllers.schema import WatchEventType
-from controllers.sim import codec, output, protoenc, reviews
+from controllers.sim import codec, health, output, protoenc, reviews
 from controllers.sim.apply import server_side_apply
 from controllers.sim.discovery import AGGREGATED_CONTENT_TYPE, Discovery
-from controllers.sim.errors import StatusError, bad_request, qualified
+from controllers.sim.errors import StatusError, bad_request, internal, invalid, qualified
 from controllers.sim.negotiation import (
     COLLECTION_ROUTE,
     ITEM_ROUTE,
@@ -53,7 +54,7 @@ from controllers.sim.selectors import parse_field_selector, parse_label_selector
 from controllers.sim.store import Store, copy_obj, parse_resource_version, rfc3339
 from controllers.sim.strategic import StrategicMerge
 from controllers.sim.tables import jsonpath_value, partial_object_metadata, table
-from controllers.sim.validation import check_name_match, check_namespace_match, check_type, too_large
+from controllers.sim.validation import check_apply_type, check_name_match, check_namespace_match, check_type, too_large
 from controllers.sim.watch import CloseReason, Watcher, WatchEvent
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class Access:
 
 
 def _not_found_path() -> StatusError:
-    return StatusError(404, "the server could not find the requested resource", reason="NotFound")
+    return StatusError(404, "the server could not find the requested resource", reason="NotFound", generic=True)
 
 
 def _page_not_found() -> web.Response:
@@ -113,7 +114,7 @@ def _page_not_found() -> web.Response:
 
 def _method_not_allowed() -> StatusError:
     return StatusError(405, "the server does not allow this method on the requested resource",
-                       reason="MethodNotAllowed")
+                       reason="MethodNotAllowed", generic=True)
 
 
 def _go_type(rt: ResourceType, list_: bool) -> str:
@@ -220,6 +221,85 @@ def _dry_run(request: web.Request) -> bool:
     return "All" in request.query.getall("dryRun", [])
 
 
+# fieldManager's limit (apimachinery's FieldManagerMaxLength).
+_FIELD_MANAGER_MAX = 128
+
+
+def _dry_run_errors(values: list[str]) -> list[tuple[str, str]]:
+    """ValidateDryRun: "All" is the only value (the whole list is shown when another is there)."""
+    if all(v == "All" for v in values):
+        return []
+    return [("dryRun", f'Unsupported value: {json.dumps(values, separators=(",", ":"))}: supported values: "All"')]
+
+
+def _field_manager_errors(manager: str) -> list[tuple[str, str]]:
+    """ValidateFieldManager: at most 128 bytes, every character printable."""
+    errors: list[tuple[str, str]] = []
+    if len(manager.encode()) > _FIELD_MANAGER_MAX:
+        errors.append(("fieldManager", f"Too long: may not be more than {_FIELD_MANAGER_MAX} bytes"))
+    for i, char in enumerate(manager):
+        if not char.isprintable():
+            errors.append(("fieldManager", f"Invalid value: {json.dumps(manager)}: invalid character "
+                                           f"U+{ord(char):04X} (at position {i})"))
+    return errors
+
+
+def validate_write_options(request: web.Request, options_kind: str, *, patch_type: str | None = None) -> None:
+    """422 on ``CreateOptions``/``UpdateOptions``/``PatchOptions`` (group meta.k8s.io) for query
+    parameters the API server refuses before it decodes the body: an unsupported ``dryRun``, an
+    unprintable or overlong ``fieldManager``, ``force`` on anything but an apply patch, an apply
+    patch without a ``fieldManager``."""
+    query = request.query
+    errors: list[tuple[str, str]] = []
+    if patch_type is not None and patch_type != codec.APPLY_PATCH:
+        if query.get("force"):
+            errors.append(("force", "Forbidden: may not be specified for non-apply patch"))
+    elif patch_type is not None and not query.get("fieldManager"):
+        errors.append(("fieldManager", "Required value: is required for apply patch"))
+    errors += _field_manager_errors(query.get("fieldManager", "")) + _dry_run_errors(query.getall("dryRun", []))
+    if errors:
+        raise invalid(options_kind, "meta.k8s.io", "", errors)
+
+
+_PROPAGATION = ("Foreground", "Background", "Orphan")
+
+
+def validate_delete_options(opts: dict[str, Any]) -> None:
+    """422 on ``DeleteOptions`` (ValidateDeleteOptions): a propagationPolicy that is none of the
+    three (an empty one included), one given together with the deprecated orphanDependents, an
+    unsupported dryRun."""
+    errors: list[tuple[str, str]] = []
+    policy = opts.get("propagationPolicy")
+    if opts.get("orphanDependents") is not None and policy is not None:
+        errors.append(("propagationPolicy", f"Invalid value: {json.dumps(policy)}: orphanDependents and "
+                                            "deletionPropagation cannot be both set"))
+    if policy is not None and policy not in _PROPAGATION:
+        supported = ", ".join(f'"{p}"' for p in (*_PROPAGATION, "nil"))
+        errors.append(("propagationPolicy", f"Unsupported value: {json.dumps(policy)}: supported values: "
+                                            f"{supported}"))
+    errors += _dry_run_errors(opts.get("dryRun") or [])
+    if errors:
+        raise invalid("DeleteOptions", "meta.k8s.io", "", errors)
+
+
+# DeleteOptions' fields and their Go types, for the decoding error of a body that gets one wrong.
+_DELETE_OPTION_TYPES = {"gracePeriodSeconds": "int64", "propagationPolicy": "v1.DeletionPropagation",
+                        "orphanDependents": "bool", "dryRun": "[]string", "preconditions": "v1.Preconditions"}
+
+
+def _go_typed(value: Any, go_type: str) -> bool:
+    """Whether a JSON value decodes into a field of ``go_type`` (one of ``_DELETE_OPTION_TYPES``)."""
+    if go_type == "int64":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if go_type == "bool":
+        return isinstance(value, bool)
+    if go_type == "[]string":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if go_type == "v1.Preconditions":
+        return isinstance(value, dict)
+    return isinstance(value, str)
+
+
 def manager_of(request: web.Request) -> str:
     manager = request.query.get("fieldManager")
     if manager:
@@ -230,6 +310,10 @@ def manager_of(request: web.Request) -> str:
 
 class KubeAPI:
     """aiohttp handlers for the Kubernetes API paths served by one simulated cluster."""
+
+    # How long a read at a resourceVersion the store has not reached waits for it (the API server's
+    # watch cache waits 3 s for etcd before it answers 504).
+    too_large_wait = 3.0
 
     def __init__(self, *, store: Store, discovery: Discovery, faults: FaultInjector, kubelet: Kubelet,
                  bookmark_interval: float, server_address: Callable[[], str], flush_delay: float = 0.0,
@@ -272,8 +356,10 @@ class KubeAPI:
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path
-        if path in ("/healthz", "/readyz", "/livez"):
-            return web.Response(text="ok")
+        if path.startswith(("/healthz", "/readyz", "/livez")):
+            text = health.answer(path, verbose="verbose" in request.query,
+                                 excluded=request.query.getall("exclude", []))
+            return _page_not_found() if text is None else web.Response(text=text)
         if path == "/version":
             return _json(self.discovery.version())
         if path == "/openapi/v2":
@@ -396,9 +482,6 @@ class KubeAPI:
             request[_MEDIA] = req.media
             request[_STORED] = verb in ("get", "list")  # objects as stored: their messages may be cached
         await self.faults.before_request(verb, req.rt.plural)
-        dry_run = request.query.getall("dryRun", [])
-        if any(v != "All" for v in dry_run):
-            raise bad_request(f'Unsupported value: "{dry_run[0]}": supported values: "All"')
         handler: Callable[[web.Request, ResourceRequest], Awaitable[web.StreamResponse]]
         if verb == "watch":
             handler = self.watch
@@ -435,8 +518,32 @@ class KubeAPI:
 
     # ---- reads -------------------------------------------------------------------------------
 
+    async def _reach(self, rv: str) -> None:
+        """Hold a read at ``resourceVersion`` ``rv`` until the store has got there, as the API
+        server's watch cache waits to catch up with etcd -- ``too_large_wait`` seconds at most, then
+        504 ``Timeout`` (ResourceVersionTooLarge; clients retry after a second). A revision that
+        cannot be parsed is etcd versioner's 500."""
+        try:
+            wanted = parse_resource_version(rv)
+        except ValueError as e:
+            raise internal(str(e)) from None
+        if wanted <= self.store.rv:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.too_large_wait
+        while self.store.rv < wanted:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise StatusError(504, f"Timeout: Too large resource version: {wanted}, current: {self.store.rv}",
+                                  reason="Timeout", retry_after=1,
+                                  causes=[{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}])
+            await asyncio.sleep(min(0.05, left))
+
     async def get(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
         assert req.name is not None
+        rv = request.query.get("resourceVersion", "")
+        if rv and rv != "0":
+            await self._reach(rv)
         obj = self.store.get(req.rt, req.namespace or "", req.name)
         if req.sub == "scale":
             return _json(self.scale_of(req.rt, obj))
@@ -479,6 +586,8 @@ class KubeAPI:
         if rv == "0" and not token_in:
             # Served from the watch cache, which does not page: the whole list, no continue.
             limit = 0
+        elif rv and not token_in:
+            await self._reach(rv)
         items, list_rv, token, remaining = self.store.list(
             rt, req.namespace, match if filtered else None, limit=limit, continue_token=token_in,
             resource_version=rv)
@@ -655,7 +764,8 @@ class KubeAPI:
     async def create(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
         if req.sub is not None:
             raise _method_not_allowed()
-        obj = codec.decode_object(await self._body(request), request.headers.get("Content-Type"))
+        validate_write_options(request, "CreateOptions")
+        obj = codec.decode_object(await self._body(request), request.headers.get("Content-Type"), kind=req.rt.kind)
         check_type(req.rt, obj)
         if not req.rt.stored:
             return _json(reviews.answer(req.rt, obj), 201)
@@ -666,7 +776,9 @@ class KubeAPI:
 
     async def update(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
         assert req.name is not None
-        obj = codec.decode_object(await self._body(request), request.headers.get("Content-Type"))
+        validate_write_options(request, "UpdateOptions")
+        obj = codec.decode_object(await self._body(request), request.headers.get("Content-Type"),
+                                  kind="Scale" if req.sub == "scale" else req.rt.kind)
         if req.sub == "scale":
             return _json(self._write_scale(request, req, obj))
         if req.sub == "log":
@@ -682,7 +794,10 @@ class KubeAPI:
     async def patch(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
         assert req.name is not None
         rt = req.rt
-        ptype, doc = codec.decode_patch(await self._body(request), request.headers.get("Content-Type"))
+        ptype = codec.patch_type(request.headers.get("Content-Type"))
+        raw = await self._body(request)
+        validate_write_options(request, "PatchOptions", patch_type=ptype)
+        doc = codec.decode_patch(raw, ptype)
         if req.sub == "log":
             raise _method_not_allowed()
         if ptype == codec.APPLY_PATCH:
@@ -692,8 +807,6 @@ class KubeAPI:
         current = self.store.get(rt, req.namespace or "", req.name)
         base = self.scale_of(rt, current) if req.sub == "scale" else self.present(rt, current)
         if ptype == codec.MERGE_PATCH:
-            if not isinstance(doc, dict):
-                raise bad_request("merge patch must be a JSON object")
             patched = merge_patch(base, doc)
         elif ptype == codec.JSON_PATCH:
             patched = json_patch(base, doc)
@@ -701,7 +814,7 @@ class KubeAPI:
             patched = StrategicMerge(("autoscaling", "scale") if req.sub == "scale" else rt.key).apply(base, doc)
         if req.sub == "scale":
             return _json(self._write_scale(request, req, patched))
-        check_type(rt, patched)
+        check_type(rt, patched, patch=True)
         check_name_match(req.name, patched)
         check_namespace_match(req.namespace, patched)
         stored, _ = self.store.update(rt, req.namespace, req.name, patched, subresource=req.sub,
@@ -711,15 +824,10 @@ class KubeAPI:
     def _apply(self, request: web.Request, req: ResourceRequest, doc: dict[str, Any]) -> web.Response:
         assert req.name is not None
         rt = req.rt
-        manager = request.query.get("fieldManager")
-        if not manager:
-            raise StatusError(422, 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is '
-                                   "required for apply patch", reason="Invalid")
+        manager = request.query["fieldManager"]  # validate_write_options: required for apply
         if req.sub == "scale":
             raise codec.unsupported_media(codec.APPLY_PATCH, (codec.JSON_PATCH, codec.MERGE_PATCH))
-        check_type(rt, doc)
-        if not doc.get("apiVersion") or not doc.get("kind"):
-            raise bad_request("apiVersion and kind must be set in an apply configuration")
+        check_apply_type(rt, doc)
         check_name_match(req.name, doc)
         check_namespace_match(req.namespace, doc)
         ns = (req.namespace or "default") if rt.namespaced else ""
@@ -751,33 +859,48 @@ class KubeAPI:
             raise _method_not_allowed()
         opts = await self._delete_options(request)
         pre = opts.get("preconditions") or {}
-        grace = opts.get("gracePeriodSeconds")
-        if grace is not None and (not isinstance(grace, int) or isinstance(grace, bool)):
-            raise bad_request(f"gracePeriodSeconds must be an integer, got {grace!r}")
         obj, removed = self.store.delete(req.rt, req.namespace, req.name, propagation=opts.get("propagationPolicy"),
                                          precondition_rv=pre.get("resourceVersion"),
-                                         precondition_uid=pre.get("uid"), dry_run=_dry_run(request),
-                                         grace_period=grace)
+                                         precondition_uid=pre.get("uid"), dry_run="All" in opts.get("dryRun", ()),
+                                         grace_period=opts.get("gracePeriodSeconds"))
         if req.rt.plural == "pods" or not removed:
             return _json(self.present(req.rt, obj))
+        details = {"name": req.name, "group": req.rt.group, "kind": req.rt.plural, "uid": obj["metadata"].get("uid")}
         return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                      "details": {"name": req.name, "group": req.rt.group, "kind": req.rt.plural,
-                                  "uid": obj["metadata"].get("uid")}})
+                      "details": {k: v for k, v in details.items() if v}})  # omitempty, as a failure's
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
+        """The DeleteOptions of a DELETE, validated: from its body when it has one -- the query is
+        then not read at all, as by the API server -- else from the query."""
         raw = await self._body(request)
         opts: dict[str, Any] = {}
         if raw.strip():
-            decoded = codec.decode_object(raw, request.headers.get("Content-Type"))
-            if not isinstance(decoded, dict):
-                raise bad_request("DeleteOptions must be an object")
-            opts = decoded
-        if request.query.get("propagationPolicy"):
-            opts["propagationPolicy"] = request.query["propagationPolicy"]
-        if request.query.get("gracePeriodSeconds"):
-            opts["gracePeriodSeconds"] = _int(request, "gracePeriodSeconds")
-        if opts.get("orphanDependents") is True and not opts.get("propagationPolicy"):
-            opts["propagationPolicy"] = "Orphan"
+            opts = codec.decode_object(raw, request.headers.get("Content-Type"))
+            kind, api_version = opts.get("kind"), opts.get("apiVersion") or "v1"
+            if kind and kind != "DeleteOptions":
+                raise bad_request(f'no kind "{kind}" is registered for version "{api_version}" in scheme '
+                                  '"pkg/runtime/scheme.go:111"')
+            for field, want in _DELETE_OPTION_TYPES.items():
+                value = opts.get(field)
+                if value is not None and not _go_typed(value, want):
+                    raise bad_request(f"json: cannot unmarshal {codec.go_json_type(value)} into Go struct field "
+                                      f"DeleteOptions.{field} of type {want}")
+        else:
+            query = request.query
+            if "propagationPolicy" in query:
+                opts["propagationPolicy"] = query["propagationPolicy"]
+            if query.get("gracePeriodSeconds"):
+                try:  # any int64: a negative grace period is the registry's to clamp
+                    opts["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+                except ValueError:
+                    raise bad_request(f'strconv.ParseInt: parsing "{query["gracePeriodSeconds"]}": invalid '
+                                      "syntax") from None
+            if query.get("orphanDependents"):
+                opts["orphanDependents"] = _bool(query["orphanDependents"])
+            opts["dryRun"] = query.getall("dryRun", [])
+        validate_delete_options(opts)
+        if opts.get("orphanDependents") is not None:
+            opts["propagationPolicy"] = "Orphan" if opts["orphanDependents"] else "Background"
         return opts
 
     async def delete_collection(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:

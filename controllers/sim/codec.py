@@ -62,11 +62,52 @@ def _check_depth(doc: Any) -> Any:
     return doc
 
 
+class _Undecodable(Exception):
+    """A body that is not the JSON or YAML it claims to be; the message is Go's wording of why."""
+
+
+# What the API server unmarshals a body into first, only to read its apiVersion and kind.
+_TYPE_META = 'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'
+
+
+def go_json_type(value: Any) -> str:
+    """encoding/json's name for a JSON value's type, as its UnmarshalTypeError says it."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
+
+
+def _go_syntax_error(e: orjson.JSONDecodeError) -> str:
+    """encoding/json's SyntaxError text for what orjson refused."""
+    doc = e.doc if isinstance(e.doc, str) else ""
+    if e.pos >= len(doc.rstrip()):
+        return "unexpected end of JSON input"
+    if "after document" in e.msg:
+        where = "after top-level value"
+    elif "string key" in e.msg:
+        where = "looking for beginning of object key string"
+    elif "':'" in e.msg:
+        where = "after object key"
+    else:
+        where = "looking for beginning of value"
+    return f"invalid character {doc[e.pos]!r} {where}"
+
+
 def _yaml(raw: bytes) -> Any:
+    """YAML to a JSON-compatible value; ``_Undecodable`` worded as go-yaml words it."""
     try:
         doc = yaml.load(raw.decode("utf-8"), Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as e:
+        # go-yaml names the line of the construct it was parsing, PyYAML where it gave up.
+        mark = e.context_mark or e.problem_mark
+        problem = e.problem or e.context or "invalid YAML"
+        if problem.startswith("expected the node content"):
+            problem = "did not find expected node content"
+        raise _Undecodable(f"yaml: line {mark.line + 1 if mark else 1}: {problem}") from None
     except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as e:
-        raise bad_request(f"error converting YAML to JSON: {str(e).splitlines()[0] if str(e) else e!r}") from None
+        raise _Undecodable(f"yaml: {str(e).splitlines()[0] if str(e) else e!r}") from None
     return _check_depth(_json_compatible(doc))
 
 
@@ -75,44 +116,127 @@ def _json_compatible(doc: Any) -> Any:
     try:
         return orjson.loads(orjson.dumps(doc))
     except (TypeError, orjson.JSONEncodeError) as e:
-        raise bad_request(f"error converting YAML to JSON: {e}") from None
+        raise _Undecodable(f"error converting YAML to JSON: {e}") from None
 
 
 def _json(raw: bytes) -> Any:
+    """JSON to a value; ``_Undecodable`` with encoding/json's SyntaxError text."""
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
-        raise bad_request(f"couldn't get version/kind; json parse error: {e}") from None
+        raise _Undecodable(_go_syntax_error(e)) from None
     return _check_depth(doc)
 
 
-def decode_object(raw: bytes, content_type: str | None) -> Any:
-    """Body of a POST/PUT (or DELETE options): JSON (also when no Content-Type is given), YAML or protobuf."""
+def _summary(raw: bytes, limit: int = 30) -> str:
+    """How the API server quotes a body it could not read (apimachinery's summarizeData)."""
+    if not raw:
+        return "<empty>"
+    if raw[:1] == b"{":
+        return raw.decode(errors="replace") if len(raw) <= limit else raw[:limit].decode(errors="replace") + " ..."
+    return raw.hex() if len(raw) <= limit else raw[:limit].hex() + " ..."
+
+
+def _type_meta(doc: Any) -> dict[str, Any]:
+    """The object a JSON or YAML body holds, once its apiVersion and kind could be read; ``null``
+    decodes into an empty one."""
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise _Undecodable(f"couldn't get version/kind; json parse error: json: cannot unmarshal "
+                           f"{go_json_type(doc)} into Go value of type {_TYPE_META}")
+    for field in ("apiVersion", "kind"):
+        if doc.get(field) is not None and not isinstance(doc[field], str):
+            raise _Undecodable(f"couldn't get version/kind; json parse error: json: cannot unmarshal "
+                               f"{go_json_type(doc[field])} into Go struct field .{field} of type string")
+    return doc
+
+
+def decode_object(raw: bytes, content_type: str | None, *, kind: str | None = None) -> Any:
+    """Body of a POST/PUT (``kind``: the type the URL expects) or DELETE options (no ``kind``):
+    JSON (also when no Content-Type is given), YAML or protobuf. A body that cannot be read is a
+    400 that says so: ``the object provided is unrecognized (must be of type ConfigMap): ...``."""
     ctype = media_type(content_type)
-    if not raw.strip():
-        raise bad_request("the body of the request was empty")
-    if ctype in ("", "application/json", "*/*"):
-        return _json(raw)
-    if ctype in ("application/yaml", "application/x-yaml", "text/yaml"):
-        return _yaml(raw)
     if ctype == protobuf.MEDIA_TYPE:
+        if not raw.strip():
+            raise bad_request("the body of the request was empty")
         return protobuf.decode(raw)
-    raise unsupported_media(ctype, ("application/json", "application/yaml", protobuf.MEDIA_TYPE))
+    is_yaml = ctype in ("application/yaml", "application/x-yaml", "text/yaml")
+    if not is_yaml and ctype not in ("", "application/json", "*/*"):
+        raise unsupported_media(ctype, ("application/json", "application/yaml", protobuf.MEDIA_TYPE))
+    try:
+        if is_yaml:
+            doc = _yaml(raw)
+        else:
+            try:
+                doc = _json(raw)
+            except _Undecodable as e:
+                raise _Undecodable(f"couldn't get version/kind; json parse error: {e}") from None
+        return _type_meta(doc)
+    except _Undecodable as e:
+        if kind is None:
+            raise bad_request(str(e)) from None
+        raise bad_request(f"the object provided is unrecognized (must be of type {kind}): {e} "
+                          f"({_summary(raw)})") from None
 
 
-def decode_patch(raw: bytes, content_type: str | None) -> tuple[str, Any]:
-    """(patch type, document) of a PATCH body."""
+def patch_type(content_type: str | None) -> str:
+    """The patch type a PATCH's Content-Type names; anything else is the handler's bare 415."""
     ctype = media_type(content_type)
     if ctype not in PATCH_TYPES:
-        raise unsupported_media(ctype, PATCH_TYPES)
-    if not raw.strip():
-        raise bad_request("the body of the request was empty")
-    if ctype == APPLY_PATCH:
-        doc = _json(raw) if raw.lstrip()[:1] == b"{" else _yaml(raw)
-        if not isinstance(doc, dict):
-            raise bad_request("apply patch must be an object")
-        return ctype, doc
-    return ctype, _json(raw)
+        raise StatusError(415, "415: Unsupported Media Type", reason="UnsupportedMediaType", generic=True)
+    return ctype
+
+
+def _apply_document(raw: bytes) -> dict[str, Any]:
+    """An apply configuration: YAML (JSON is YAML too), worded as the patch handler words its
+    failures -- converting YAML is "encoding" the patch, reading the result into a map "decoding" it."""
+    try:
+        doc = _json(raw)
+    except _Undecodable:
+        try:
+            doc = _yaml(raw)
+        except _Undecodable as e:
+            if raw.lstrip()[:1] == b"{":
+                raise bad_request(f"error decoding patch: error converting YAML to JSON: {e}") from None
+            raise bad_request(f"error encoding patch: {e}") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise bad_request("error decoding patch: error unmarshaling JSON: while decoding JSON: json: cannot "
+                          f"unmarshal {go_json_type(doc)} into Go value of type map[string]interface {{}}")
+    return doc
+
+
+def decode_patch(raw: bytes, ptype: str) -> Any:
+    """The document of a PATCH body of type ``ptype`` (from ``patch_type``): a list of operations
+    for a JSON patch, an object for the others; a 400 worded as the API server's patch handler words it."""
+    if ptype == APPLY_PATCH:
+        return _apply_document(raw)
+    try:
+        doc = _json(raw)
+    except _Undecodable:
+        raise bad_request("invalid JSON patch") from None
+    if ptype == JSON_PATCH:
+        if doc is None:
+            return []
+        if not isinstance(doc, list):
+            raise bad_request(f"error decoding patch: json: cannot unmarshal {go_json_type(doc)} into Go value of "
+                              "type []handlers.jsonPatchOp")
+        for op in doc:
+            if not isinstance(op, dict):
+                raise bad_request(f"error decoding patch: json: cannot unmarshal {go_json_type(op)} into Go value "
+                                  "of type handlers.jsonPatchOp")
+        return doc
+    if doc is None:
+        if ptype == MERGE_PATCH:
+            raise bad_request("Invalid JSON Patch")
+        return {}
+    if not isinstance(doc, dict):
+        prefix = "error decoding patch: " if ptype == MERGE_PATCH else ""
+        raise bad_request(f"{prefix}json: cannot unmarshal {go_json_type(doc)} into Go value of type "
+                          "map[string]interface {}")
+    return doc
 
 
 def dumps(obj: Any) -> bytes:

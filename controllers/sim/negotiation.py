@@ -84,7 +84,9 @@ def parse_accept(header: str) -> list[MediaRange]:
 
 
 def not_acceptable() -> StatusError:
-    return StatusError(406, f"only the following media types are accepted: {JSON}", reason="NotAcceptable")
+    """The API server's 406 (a generic server response: empty details), naming what it can write."""
+    return StatusError(406, f"406: Not Acceptable\n\nAvailable representations: {JSON}", reason="NotAcceptable",
+                       generic=True)
 
 
 def negotiate(accept: str | None, *, table: bool = False, aggregated: bool = False) -> Representation:

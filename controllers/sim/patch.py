@@ -2,17 +2,17 @@
 
 These are the two schema-free patch types: a merge patch recursively merges maps, replaces lists
 whole and deletes keys set to ``null``; a JSON patch is a list of pointer operations applied in
-order, all or nothing. A malformed patch document is a 400; a well-formed patch that cannot be
-applied (a missing path, a failed ``test``) is a 422, as on a real API server -- where, too, a
-``replace`` of a key an existing object lacks adds it. Neither ever mutates its input: the store
-only sees the finished object.
+order, all or nothing. A malformed patch document is a 400 (``codec.decode_patch``); a patch that
+cannot be applied (a missing path, a failed ``test``, an unknown op) is a 422 that, as on a real
+API server, does not say why -- where, too, a ``replace`` of a key an existing object lacks adds
+it. Neither ever mutates its input: the store only sees the finished object.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from controllers.sim.errors import StatusError, bad_request
+from controllers.sim.errors import StatusError
 from controllers.sim.store import copy_obj
 
 
@@ -30,16 +30,21 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def _unprocessable(message: str) -> StatusError:
-    return StatusError(422, f"the server rejected our request due to an error in our request: {message}",
-                       reason="Invalid")
+    """A patch that does not apply. The API server keeps json-patch's reason to itself (``message``
+    documents it here): a generic 422 whose details are empty."""
+    del message
+    return StatusError(422, "the server rejected our request due to an error in our request", reason="Invalid",
+                       generic=True)
 
 
 def _pointer(path: Any) -> list[str]:
-    if not isinstance(path, str) or (path and not path.startswith("/")):
-        raise bad_request(f"invalid JSON pointer: {path!r}")
+    if not isinstance(path, str):
+        raise _unprocessable(f"invalid JSON pointer: {path!r}")
     if path == "":
         return []
-    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+    # json-patch v4 splits on "/" and drops the first part, whatever it is: "data/x" names the
+    # top-level "x" (which the kind's type then drops), not an error.
+    return [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]]
 
 
 def _index(container: list[Any], token: str, allow_end: bool) -> int:
@@ -114,32 +119,27 @@ def _add(doc: Any, tokens: list[str], value: Any, replace: bool = False) -> Any:
     return doc
 
 
-def json_patch(target: Any, ops: Any) -> Any:
-    """RFC 6902: apply ``ops`` to a copy of ``target``; all-or-nothing."""
-    if not isinstance(ops, list):
-        raise bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+def json_patch(target: Any, ops: list[dict[str, Any]]) -> Any:
+    """RFC 6902 as json-patch v4 applies it: ``ops`` (a list of objects, ``codec.decode_patch``)
+    to a copy of ``target``; all-or-nothing. A missing ``value`` is null."""
     doc = copy_obj(target)
     for op in ops:
-        if not isinstance(op, dict) or "op" not in op:
-            raise bad_request("json patch operation must be an object with an \"op\"")
-        kind = op["op"]
+        kind = op.get("op")
         tokens = _pointer(op.get("path"))
-        if kind in ("add", "replace", "test") and "value" not in op:
-            raise bad_request(f"missing value for {kind} operation")
         if kind == "add":
-            doc = _add(doc, tokens, copy_obj(op["value"]))
+            doc = _add(doc, tokens, copy_obj(op.get("value")))
         elif kind == "remove":
             _remove(doc, tokens)
         elif kind == "replace":
-            doc = _add(doc, tokens, copy_obj(op["value"]), replace=True)
+            doc = _add(doc, tokens, copy_obj(op.get("value")), replace=True)
         elif kind == "move":
             value = _remove(doc, _pointer(op.get("from")))
             doc = _add(doc, tokens, value)
         elif kind == "copy":
             doc = _add(doc, tokens, copy_obj(_get(doc, _pointer(op.get("from")))))
         elif kind == "test":
-            if _get(doc, tokens) != op["value"]:
+            if _get(doc, tokens) != op.get("value"):
                 raise _unprocessable(f"testing value {op.get('path')} failed")
         else:
-            raise bad_request(f"Unexpected kind: {kind}")
+            raise _unprocessable(f"Unexpected kind: {kind}")
     return doc

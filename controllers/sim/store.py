@@ -35,7 +35,16 @@ import orjson
 from controllers.clock import Clock, RealClock
 from controllers.schema import WatchEventType
 from controllers.sim import defaults, gojson, managedfields
-from controllers.sim.errors import StatusError, already_exists, bad_request, conflict, expired, not_found
+from controllers.sim.errors import (
+    StatusError,
+    already_exists,
+    bad_request,
+    conflict,
+    expired,
+    internal,
+    not_found,
+    qualified,
+)
 from controllers.sim.resources import Registry, ResourceType
 from controllers.sim.selectors import Matcher
 from controllers.sim.validation import validate_object
@@ -390,10 +399,17 @@ class Store:
         validate_object(rt, obj)
         if rt.namespaced:
             self._check_namespace(ns)
+        sent_rv = meta.get("resourceVersion")
+        if not dry_run and isinstance(sent_rv, str) and sent_rv.isdigit() and int(sent_rv):
+            # etcd's store refuses it, past validation and before it looks for the key; a value it
+            # cannot parse as a number is ignored (and dropped) instead.
+            raise internal("resourceVersion should not be set on objects to be created")
         if self.find(rt.key, ns, meta["name"]) is not None:
             raise already_exists(rt.plural, rt.group, meta["name"])
         for field in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(field, None)
+        if dry_run and sent_rv:
+            meta["resourceVersion"] = sent_rv  # a dry run answers the object as it was sent
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = rfc3339(self.clock.wall())
         if rt.generation:
@@ -435,6 +451,7 @@ class Store:
         if current is None:
             if create_if_missing and subresource is None:
                 obj.setdefault("metadata", {})["name"] = name
+                obj["metadata"].pop("resourceVersion", None)  # an update's RV, not one sent to create with
                 return self._create(rt, ns, obj, manager, managed, dry_run), True
             raise not_found(rt.plural, rt.group, name)
         meta = obj.get("metadata")
@@ -445,14 +462,23 @@ class Store:
         # migration does) is taken at its word, as the API server's field manager does.
         explicit_managed = managed is None and subresource is None and managedfields.is_explicit(
             meta.get("managedFields"), current["metadata"].get("managedFields"))
-        if given_rv not in (None, "") and str(given_rv) != current["metadata"]["resourceVersion"]:
-            raise conflict(rt.plural, rt.group, name)
         cur_meta = current["metadata"]
         given_uid = meta.get("uid")
         if given_uid not in (None, "") and given_uid != cur_meta.get("uid"):
-            raise StatusError(409, f"Precondition failed: UID in precondition: {given_uid}, UID in object meta: "
-                                   f"{cur_meta.get('uid')}", reason="Conflict", name=name, group=rt.group,
-                              kind=rt.plural)
+            # The body's uid is a storage precondition, checked first; etcd's store words the failure.
+            key = "/".join(("/registry", *((rt.group,) if not rt.builtin else ()), rt.plural, *((ns,) if ns else ()),
+                            name))
+            raise StatusError(409, f'Operation cannot be fulfilled on {qualified(rt.plural, rt.group)} "{name}": '
+                                   f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, "
+                                   f"AdditionalErrorMsg: Precondition failed: UID in precondition: {given_uid}, "
+                                   f"UID in object meta: {cur_meta.get('uid')}", reason="Conflict", name=name,
+                              group=rt.group, kind=rt.plural)
+        if given_rv not in (None, ""):
+            if not (isinstance(given_rv, str) and given_rv.isascii() and given_rv.isdigit()):
+                # The registry's strconv.ParseUint error, passed on as it is: a 500 without a reason.
+                raise internal(f'strconv.ParseUint: parsing "{given_rv}": invalid syntax')
+            if given_rv != cur_meta["resourceVersion"]:
+                raise conflict(rt.plural, rt.group, name)
         finalizers = meta.get("finalizers")
         if cur_meta.get("deletionTimestamp") and subresource is None and isinstance(finalizers, list) \
                 and all(isinstance(f, str) for f in finalizers):
@@ -562,13 +588,14 @@ class Store:
             raise not_found(rt.plural, rt.group, name)
         meta = current["metadata"]
         if precondition_uid and precondition_uid != meta.get("uid"):
-            raise StatusError(409, f"Precondition failed: UID in precondition: {precondition_uid}, UID in object "
-                                   f"meta: {meta.get('uid')}", reason="Conflict", name=name, group=rt.group,
-                              kind=rt.plural)
+            raise _precondition_failed(rt, name, f"the UID in the precondition ({precondition_uid}) does not match "
+                                                 f"the UID in record ({meta.get('uid')}). The object might have "
+                                                 "been deleted and then recreated")
         if precondition_rv and precondition_rv != meta.get("resourceVersion"):
-            raise conflict(rt.plural, rt.group, name)
-        if propagation not in (None, "", "Background", "Foreground", "Orphan"):
-            raise bad_request(f"propagationPolicy: Unsupported value: \"{propagation}\"")
+            raise _precondition_failed(rt, name, f"the ResourceVersion in the precondition ({precondition_rv}) does "
+                                                 f"not match the ResourceVersion in record "
+                                                 f"({meta.get('resourceVersion')}). The object might have been "
+                                                 "modified")
         finalizers = list(meta.get("finalizers") or [])
         if propagation == "Foreground" and "foregroundDeletion" not in finalizers:
             finalizers.append("foregroundDeletion")
@@ -580,17 +607,19 @@ class Store:
             spec = current.get("spec") if isinstance(current.get("spec"), dict) else {}
             default_grace = spec.get("terminationGracePeriodSeconds", 30)
             grace = grace_period if grace_period is not None else default_grace
-            if not isinstance(grace, int) or isinstance(grace, bool) or grace < 0:
+            if not isinstance(grace, int) or isinstance(grace, bool):
                 grace = 30
+            elif grace < 0:
+                grace = 1  # the pod strategy's minimum: a negative period is not an immediate delete
             if not spec.get("nodeName"):
                 grace = 0  # never scheduled: nothing to stop
-        if dry_run:
-            return current, False
         if meta.get("deletionTimestamp"):
             # Only the kubelet's final grace-0 delete of a terminated pod goes further.
             if not (rt.key == ("", "pods") and grace == 0 and not meta.get("finalizers")):
                 return current, False
         elif finalizers or namespace_pending or grace > 0:
+            if dry_run:
+                return current, False
             new = copy_obj(current)
             new_meta = new["metadata"]
             new_meta["deletionTimestamp"] = rfc3339(self.clock.wall() + grace)
@@ -607,6 +636,8 @@ class Store:
             for hook in self._terminating_hooks:
                 hook(rt, new)
             return new, False
+        if dry_run:
+            return current, True  # what would be removed: the API answers it as if it were
         new = copy_obj(current)
         new["metadata"]["resourceVersion"] = str(self._next_rv())
         self._commit(rt, WatchEventType.DELETED, new, current)
@@ -720,6 +751,13 @@ class Store:
                 self.registry.register_crd(obj)
         self.rv = max(self.rv, int(state.get("resourceVersion", 1)))
         self.compacted_rv = self.rv
+
+
+def _precondition_failed(rt: ResourceType, name: str, why: str) -> StatusError:
+    """A DELETE whose preconditions do not hold. Checked before storage (rest.BeforeDelete), the
+    conflict names the kind, not the resource: ``Operation cannot be fulfilled on ConfigMap "a"``."""
+    return StatusError(409, f'Operation cannot be fulfilled on {qualified(rt.kind, rt.group)} "{name}": {why}',
+                       reason="Conflict", name=name, group=rt.group, kind=rt.kind)
 
 
 def _same_ignoring_managed(a: dict[str, Any], b: dict[str, Any]) -> bool:

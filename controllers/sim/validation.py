@@ -10,7 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from controllers.sim.errors import StatusError, bad_request, invalid
+import orjson
+
+from controllers.sim.codec import go_json_type
+from controllers.sim.errors import StatusError, bad_request, invalid, patch_invalid
+from controllers.sim.protobuf import KINDS
 from controllers.sim.resources import ResourceType
 from controllers.sim.selectors import LABEL_NAME, LABEL_VALUE
 
@@ -37,35 +41,89 @@ def name_errors(rt: ResourceType, name: str) -> list[str]:
     return []
 
 
-def check_type(rt: ResourceType, obj: Any) -> None:
-    """400 unless ``obj`` is an object whose apiVersion/kind (when given) match the URL's type."""
-    if not isinstance(obj, dict):
-        raise bad_request("the body of the request was in an unknown format - accepted media types include: "
-                          "application/json, application/yaml")
-    api_version = obj.get("apiVersion")
-    kind = obj.get("kind")
-    if api_version is not None and not isinstance(api_version, str):
-        raise bad_request("apiVersion must be a string")
-    if kind is not None and not isinstance(kind, str):
-        raise bad_request("kind must be a string")
-    if api_version and api_version != rt.api_version:
-        group = api_version.rpartition("/")[0]
-        # Other served versions of the same CRD/group are convertible; anything else is not.
-        if group != rt.group or (rt.builtin and api_version != rt.api_version):
+# Kinds kube-apiserver's scheme still registers in the long-gone extensions/v1beta1 group: a body
+# of one of them is "another version" of the apps or networking kind, not an unknown kind.
+_EXTENSIONS_V1BETA1 = frozenset(("Deployment", "DaemonSet", "ReplicaSet", "NetworkPolicy", "Ingress"))
+
+
+def _scheme_error(rt: ResourceType, api_version: str, kind: str) -> str:
+    """Why the scheme cannot turn a body of ``api_version``/``kind`` into ``rt``'s kind: a kind it
+    knows in that version (every served built-in kind has a Go type in ``protobuf.KINDS``) has no
+    conversion to another kind; any other is not registered at all."""
+    if f"{api_version}/{kind}" in KINDS:
+        version = api_version.rpartition("/")[2]
+        internal = rt.group.split(".")[0] if rt.group else "core"
+        return f"converting ({version}.{kind}) to ({internal}.{rt.kind}): unknown conversion"
+    return f'no kind "{kind}" is registered for version "{api_version}" in scheme "pkg/runtime/scheme.go:111"'
+
+
+def check_type(rt: ResourceType, obj: Any, *, patch: bool = False) -> None:
+    """That a body (or a patch's result, ``patch``) is of the URL's type, decided as the API server
+    decides it: a missing apiVersion or kind of a built-in kind is the URL's; another version of the
+    same group is "the API version in the data ... does not match"; any other kind or group is one
+    the scheme cannot decode as the URL's kind (400, or the 422 of a patch). A custom resource must
+    name its kind (400) and a served version of its group (400); another kind is a 422 on ``kind``."""
+    if not isinstance(obj, dict):  # a JSON patch can replace the whole document
+        raise patch_invalid(obj, f"json: cannot unmarshal {go_json_type(obj)} into Go value of type "
+                                 "map[string]interface {}")
+    api_version = obj.get("apiVersion") or ""
+    kind = obj.get("kind") or ""
+    if not rt.builtin:
+        if not kind:
+            shown = orjson.dumps(obj).decode()
+            raise bad_request(f"the object provided is unrecognized (must be of type {rt.kind}): Object 'Kind' is "
+                              f"missing in '{shown}'")
+        if api_version.rpartition("/")[0] != rt.group or not api_version.rpartition("/")[2]:
             raise bad_request(f"the API version in the data ({api_version}) does not match the expected API "
                               f"version ({rt.api_version})")
-    if kind and kind != rt.kind:
-        raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
-    meta = obj.get("metadata")
-    if meta is not None and not isinstance(meta, dict):
-        raise bad_request("metadata must be an object")
-    # Built-in kinds decode into typed structs: a non-object spec/status is a decoding error there.
-    if rt.builtin:
-        for field in ("spec", "status"):
-            value = obj.get(field)
-            if value is not None and not isinstance(value, dict):
-                raise bad_request(f"json: cannot unmarshal {type(value).__name__} into Go struct field "
-                                  f"{rt.kind}.{field} of type object")
+        meta = obj.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            detail = f"json: cannot unmarshal {go_json_type(meta)} into Go value of type v1.ObjectMeta"
+            if patch:
+                raise patch_invalid(obj, detail)
+            raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {detail}')
+        if kind != rt.kind:
+            raise invalid(kind, rt.group, (meta or {}).get("name") or "",
+                          [("kind", f'Invalid value: "{kind}": must be {rt.kind}')])
+        return
+    api_version = api_version or rt.api_version
+    kind = kind or rt.kind
+    if (api_version, kind) == (rt.api_version, rt.kind):
+        _check_typed_parts(rt, obj, patch)
+        return
+    group, _, version = api_version.rpartition("/")
+    if kind == rt.kind and (group == rt.group or (api_version == "extensions/v1beta1" and kind in _EXTENSIONS_V1BETA1)):
+        raise bad_request(f"the API version in the data ({api_version}) does not match the expected API version "
+                          f"({rt.api_version})")
+    detail = _scheme_error(rt, api_version, kind)
+    if patch:
+        raise patch_invalid(obj, detail)
+    raise bad_request(f'{kind} in version "{version}" cannot be handled as a {rt.kind}: {detail}')
+
+
+def _check_typed_parts(rt: ResourceType, obj: dict[str, Any], patch: bool) -> None:
+    """A built-in kind's metadata, spec and status decode into Go structs: anything but an object
+    there fails the decoding (a 400, or a patch's 422) before any field is looked at."""
+    for field, go_type in (("metadata", "v1.ObjectMeta"), ("spec", f"{rt.version}.{rt.kind}Spec"),
+                           ("status", f"{rt.version}.{rt.kind}Status")):
+        value = obj.get(field)
+        if value is None or isinstance(value, dict):
+            continue
+        detail = f"json: cannot unmarshal {go_json_type(value)} into Go struct field {rt.kind}.{field} of type {go_type}"
+        if patch:
+            raise patch_invalid(obj, detail)
+        raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {detail}')
+
+
+def check_apply_type(rt: ResourceType, doc: dict[str, Any]) -> None:
+    """400 unless an apply configuration names the URL's apiVersion and kind (for a custom
+    resource, any served version of its group); the message is the GroupVersionKind it named."""
+    api_version = doc.get("apiVersion") if isinstance(doc.get("apiVersion"), str) else ""
+    kind = doc.get("kind") if isinstance(doc.get("kind"), str) else ""
+    group, _, version = (api_version or "").rpartition("/")
+    if kind == rt.kind and (api_version == rt.api_version or (not rt.builtin and group == rt.group and version)):
+        return
+    raise bad_request(f"invalid object type: {group}/{version}, Kind={kind}")
 
 
 def validate_object(rt: ResourceType, obj: dict[str, Any]) -> None:

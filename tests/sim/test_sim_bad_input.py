@@ -70,7 +70,7 @@ CASES = [
     ("PATCH", "/missing", b'{"data":{"a":"1"}}', "application/merge-patch+json", 404, "NotFound"),
     ("DELETE", "/missing", None, None, 404, "NotFound"),
     ("DELETE", "/keep", b'{"preconditions":{"uid":"nope"}}', "application/json", 409, "Conflict"),
-    ("DELETE", "/keep", b'{"propagationPolicy":"Sideways"}', "application/json", 400, "BadRequest"),
+    ("DELETE", "/keep", b'{"propagationPolicy":"Sideways"}', "application/json", 422, "Invalid"),
     ("GET", "?labelSelector=a%20in%20(", None, None, 400, "BadRequest"),
     ("GET", "?fieldSelector=spec.nodeName%3Dx", None, None, 400, "BadRequest"),
     ("GET", "?limit=abc", None, None, 400, "BadRequest"),
