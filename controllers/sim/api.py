@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from controllers.schema import WatchEventType
-from controllers.sim import codec, health, output, protoenc, reviews
+from controllers.sim import codec, gojson, health, output, protoenc, reviews
 from controllers.sim.apply import server_side_apply
 from controllers.sim.discovery import AGGREGATED_CONTENT_TYPE, Discovery
 from controllers.sim.errors import StatusError, bad_request, internal, invalid, qualified
@@ -603,9 +603,19 @@ class KubeAPI:
         if req.representation is Representation.PARTIAL_LIST:
             return _json({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
                           "items": [partial_object_metadata(o) for o in items]})
-        if any(o.get("apiVersion") != rt.api_version for o in items[:1]):
-            items = [self.present(rt, o) for o in items]
-        return _json({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": items})
+        return _json(self.list_body(rt, items, meta))
+
+    def list_body(self, rt: ResourceType, items: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+        """A list of ``rt`` as the API server writes one. The items of a built-in kind carry no
+        ``kind``/``apiVersion`` (Go's typed items leave their TypeMeta empty: the list says it once);
+        custom resources are unstructured and keep theirs, and their list always has a ``continue``."""
+        if rt.builtin:
+            items = [{k: v for k, v in o.items() if k != "apiVersion" and k != "kind"} for o in items]
+        else:
+            if any(o.get("apiVersion") != rt.api_version for o in items[:1]):
+                items = [self.present(rt, o) for o in items]
+            meta = {"continue": "", **meta}
+        return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": items}
 
     async def watch(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
         rt = req.rt
@@ -918,8 +928,7 @@ class KubeAPI:
             except StatusError as e:
                 if e.code != 404:
                     raise
-        return _json({"kind": rt.list_kind, "apiVersion": rt.api_version,
-                      "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted})
+        return _json(self.list_body(rt, deleted, {"resourceVersion": str(self.store.rv)}))
 
     # ---- scale -------------------------------------------------------------------------------
 
@@ -937,8 +946,10 @@ class KubeAPI:
             status["selector"] = selector
         scale_meta = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
                       if k in meta}
-        return {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": scale_meta,
-                "spec": {"replicas": replicas}, "status": status}
+        # Through the Go type, as the API server answers it: no spec.replicas when it is 0 (omitempty).
+        return gojson.encode("autoscaling/v1", "Scale", {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                                                         "metadata": scale_meta, "spec": {"replicas": replicas},
+                                                         "status": status})
 
     def _write_scale(self, request: web.Request, req: ResourceRequest, scale: Any) -> dict[str, Any]:
         assert req.name is not None and req.rt.scale is not None
@@ -946,6 +957,8 @@ class KubeAPI:
         if not isinstance(scale, dict):
             raise bad_request("Scale must be an object")
         replicas = (scale.get("spec") or {}).get("replicas")
+        if replicas is None:
+            replicas = 0  # omitempty: a Scale to zero carries no replicas (Go's zero value)
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
             raise StatusError(422, f'Scale.autoscaling "{req.name}" is invalid: spec.replicas: Invalid value: '
                                    f"{replicas!r}: must be greater than or equal to 0", reason="Invalid",
@@ -960,7 +973,7 @@ class KubeAPI:
         rv = (scale.get("metadata") or {}).get("resourceVersion")
         new["metadata"]["resourceVersion"] = rv or current["metadata"]["resourceVersion"]
         stored, _ = self.store.update(rt, req.namespace, req.name, new, manager=manager_of(request),
-                                      dry_run=_dry_run(request))
+                                      dry_run=_dry_run(request), tracked_as="scale")
         return self.scale_of(rt, stored)
 
     # ---- logs --------------------------------------------------------------------------------

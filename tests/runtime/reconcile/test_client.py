@@ -126,7 +126,8 @@ def test_every_patch_type_and_update(apiserver_manager) -> None:
     assert jsoned["metadata"]["labels"] == {"a": "1", "b": "2"}
     strategic = client.patch(created, {"spec": {"template": {"spec": {"containers": [
         {"name": "sidecar", "image": "busybox"}]}}}}, PatchType.STRATEGIC)
-    assert [c["name"] for c in strategic["spec"]["template"]["spec"]["containers"]] == ["c", "sidecar"]
+    # The container the patch adds comes first, as a real API server orders a merged list.
+    assert [c["name"] for c in strategic["spec"]["template"]["spec"]["containers"]] == ["sidecar", "c"]
     strategic["spec"]["replicas"] = 3
     updated = client.update(strategic)
     assert updated["spec"]["replicas"] == 3
