@@ -128,12 +128,16 @@ def client_kubectl_watch_and_wait(s: Session) -> None:
     kubectl(s, "delete-waits-for-finalizer", "delete", "configmap", "f", "--timeout", "20s")
     s.request("POST", "/api/v1/namespaces/{ns}/configmaps", cm("w"))
 
+    # Discovery first (a cold cache costs kubectl seconds against a real server), so that the change
+    # lands while the watch is open.
+    kubectl(s, "get-before-watch", "get", "configmap", "w", "-o", "name")
+
     def change() -> None:
-        time.sleep(1.0)
+        time.sleep(1.5)
         s.request("PATCH", "/api/v1/namespaces/{ns}/configmaps/w", {"data": {"a": "1"}},
                   content_type="application/merge-patch+json")
     threading.Thread(target=change, daemon=True).start()
-    kubectl(s, "get-watch", "get", "configmap", "w", "--watch", "--request-timeout", "3s",
+    kubectl(s, "get-watch", "get", "configmap", "w", "--watch", "--request-timeout", "5s",
             "-o", "custom-columns=NAME:.metadata.name,A:.data.a")
     kubectl(s, "wait-jsonpath", "wait", "configmap/w", "--for", "jsonpath={.data.a}=1", "--timeout", "10s")
 
