@@ -69,7 +69,9 @@ class RecordingProxy:
         self._session = aiohttp.ClientSession(auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None))
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._forward)
-        self._runner = web.AppRunner(app, access_log=None)
+        # A forwarded watch whose client has gone only notices when the simulator next sends something,
+        # which on a quiet cluster may be a bookmark a minute later: stopping cancels it after 1 s.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
