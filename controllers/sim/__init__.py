@@ -10,8 +10,9 @@ Module map, in the order a request meets them: ``server`` (SimCluster: wiring an
 ``api`` (routing and verbs) → ``codec`` (JSON, YAML and, through ``protobuf`` and its message table
 ``protobuf_schema.json`` generated from the Go types, the protobuf bodies Go clients send) /
 ``validation`` / ``patch``
-/ ``strategic`` / ``apply`` → ``store`` (RVs, history, write semantics) → ``watch`` (events and
-watchers); ``resources``, ``schema``, ``defaults``, ``managedfields``, ``selectors``, ``tables``,
+/ ``strategic`` / ``apply`` → ``store`` (RVs, history, write semantics; ``gojson`` stores a built-in
+kind as its Go type encodes it) → ``watch`` (events and watchers); ``resources``, ``schema``,
+``defaults``, ``managedfields`` (with ``smd_schema.json``, generated), ``selectors``, ``tables``,
 ``discovery`` describe the API; ``reviews`` answers ``kubectl auth can-i`` / ``whoami``; ``gc``,
 ``controlplane``, ``kubelet`` (with ``nodes``) and ``events`` simulate kube-controller-manager, the
 scheduler and nodes (``background`` is their shared task lifecycle); ``faults`` breaks things on
