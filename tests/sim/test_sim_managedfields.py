@@ -5,6 +5,7 @@ differential test, tests/differential, holds the two together)."""
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from controllers.clock import FakeClock
 from controllers.sim import managedfields
 from controllers.sim.resources import Registry, ResourceType
 from controllers.sim.store import Store, copy_obj
+from tests.sim.test_sim_protobuf import GO_DIR, _go, _go_env
 
 
 @pytest.fixture
@@ -142,3 +144,11 @@ def test_fields_v1_round_trips_members_with_children() -> None:
     tree = managedfields.to_fields_v1(paths)
     assert tree["f:data"] == {".": {}, "f:k": {}}
     assert managedfields.from_fields_v1(tree) == paths
+
+
+def test_generated_smd_schema_is_up_to_date() -> None:
+    run = subprocess.run([_go(), "run", "./tools/smdgen"], cwd=GO_DIR, env=_go_env(), capture_output=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr.decode()
+    assert run.stdout == managedfields.SCHEMA_FILE.read_bytes(), (
+        "controllers/sim/smd_schema.json is stale: cd go && go run ./tools/smdgen > ../controllers/sim/smd_schema.json")
