@@ -52,12 +52,12 @@ class LeaderElectionRecord:
     def to_spec(self) -> dict[str, Any]:
         return {"holderIdentity": self.holder_identity, "leaseDurationSeconds": self.lease_duration_seconds,
                 "acquireTime": self.acquire_time, "renewTime": self.renew_time,
-                "leaderTransitions": self.leader_transitions}
+                "leaseTransitions": self.leader_transitions}
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> LeaderElectionRecord:
         return cls(spec.get("holderIdentity") or "", int(spec.get("leaseDurationSeconds") or 0),
-                   spec.get("acquireTime") or "", spec.get("renewTime") or "", int(spec.get("leaderTransitions") or 0))
+                   spec.get("acquireTime") or "", spec.get("renewTime") or "", int(spec.get("leaseTransitions") or 0))
 
 
 class LeaseLock(Protocol):

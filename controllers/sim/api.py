@@ -34,7 +34,18 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from controllers.schema import WatchEventType
-from controllers.sim import codec, gojson, health, output, protoenc, reviews
+from controllers.sim import (
+    codec,
+    fieldvalidation,
+    gojson,
+    health,
+    output,
+    protobuf,
+    protoenc,
+    reviews,
+    structural,
+    typed,
+)
 from controllers.sim.apply import server_side_apply
 from controllers.sim.discovery import AGGREGATED_CONTENT_TYPE, Discovery
 from controllers.sim.errors import StatusError, bad_request, internal, invalid, qualified
@@ -207,6 +218,13 @@ def validate_list_options(query: Any, *, watch: bool) -> None:
 
 def _json(data: Any, status: int = 200) -> web.Response:
     return web.Response(body=codec.dumps(data), status=status, content_type="application/json")
+
+
+def _warned(response: web.Response, warnings: list[str]) -> web.Response:
+    """One ``Warning`` header per warning, as the API server sends them."""
+    for text in warnings:
+        response.headers.add("Warning", fieldvalidation.warning_header(text))
+    return response
 
 
 def _raw_json(data: bytes, status: int = 200, content_type: str = "application/json") -> web.Response:
@@ -775,31 +793,51 @@ class KubeAPI:
         if req.sub is not None:
             raise _method_not_allowed()
         validate_write_options(request, "CreateOptions")
-        obj = codec.decode_object(await self._body(request), request.headers.get("Content-Type"), kind=req.rt.kind)
+        mode = fieldvalidation.directive(request.query.get("fieldValidation"), "CreateOptions")
+        raw, ctype = await self._body(request), request.headers.get("Content-Type")
+        obj = codec.decode_object(raw, ctype, kind=req.rt.kind)
         check_type(req.rt, obj)
+        obj, warnings = self._typed(req.rt, obj, mode, raw, ctype)
         if not req.rt.stored:
-            return _json(reviews.answer(req.rt, obj), 201)
+            return _warned(_json(reviews.answer(req.rt, obj), 201), warnings)
         check_namespace_match(req.namespace, obj)
         created = self.store.create(req.rt, req.namespace, obj, manager=manager_of(request),
                                     dry_run=_dry_run(request))
-        return _json(self.present(req.rt, created), 201)
+        return _warned(_json(self.present(req.rt, created), 201), warnings)
+
+    @staticmethod
+    def _typed(rt: ResourceType, obj: Any, mode: str, raw: bytes | None, ctype: str | None, *,
+               patch: bool = False, scale: bool = False) -> tuple[Any, list[str]]:
+        """The body as its type holds it, and the warnings for what it had no place for
+        (``fieldvalidation``); a protobuf body is typed already."""
+        media = codec.media_type(ctype)
+        if media == protobuf.MEDIA_TYPE or not isinstance(obj, dict):
+            return obj, []
+        json_raw = raw if raw is not None and media in ("", "application/json", "*/*") else None
+        if scale:
+            return fieldvalidation.decode(rt, obj, mode, raw=json_raw, patch=patch, api_version="autoscaling/v1",
+                                          kind="Scale")
+        return fieldvalidation.decode(rt, obj, mode, raw=json_raw, patch=patch)
 
     async def update(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
         assert req.name is not None
         validate_write_options(request, "UpdateOptions")
-        obj = codec.decode_object(await self._body(request), request.headers.get("Content-Type"),
-                                  kind="Scale" if req.sub == "scale" else req.rt.kind)
+        mode = fieldvalidation.directive(request.query.get("fieldValidation"), "UpdateOptions")
+        raw, ctype = await self._body(request), request.headers.get("Content-Type")
+        obj = codec.decode_object(raw, ctype, kind="Scale" if req.sub == "scale" else req.rt.kind)
         if req.sub == "scale":
-            return _json(self._write_scale(request, req, obj))
+            obj, warnings = self._typed(req.rt, obj, mode, raw, ctype, scale=True)
+            return _warned(_json(self._write_scale(request, req, obj)), warnings)
         if req.sub == "log":
             raise _method_not_allowed()
         check_type(req.rt, obj)
+        obj, warnings = self._typed(req.rt, obj, mode, raw, ctype)
         check_namespace_match(req.namespace, obj)
         check_name_match(req.name, obj)
         stored, created = self.store.update(req.rt, req.namespace, req.name, obj, subresource=req.sub,
                                             manager=manager_of(request), dry_run=_dry_run(request),
                                             create_if_missing=req.rt.builtin and req.rt.plural in _CREATE_ON_UPDATE)
-        return _json(self.present(req.rt, stored), 201 if created else 200)
+        return _warned(_json(self.present(req.rt, stored), 201 if created else 200), warnings)
 
     async def patch(self, request: web.Request, req: ResourceRequest) -> web.StreamResponse:
         assert req.name is not None
@@ -807,6 +845,7 @@ class KubeAPI:
         ptype = codec.patch_type(request.headers.get("Content-Type"))
         raw = await self._body(request)
         validate_write_options(request, "PatchOptions", patch_type=ptype)
+        mode = fieldvalidation.directive(request.query.get("fieldValidation"), "PatchOptions")
         doc = codec.decode_patch(raw, ptype)
         if req.sub == "log":
             raise _method_not_allowed()
@@ -823,13 +862,15 @@ class KubeAPI:
         else:
             patched = StrategicMerge(("autoscaling", "scale") if req.sub == "scale" else rt.key).apply(base, doc)
         if req.sub == "scale":
-            return _json(self._write_scale(request, req, patched))
+            patched, warnings = self._typed(rt, patched, mode, None, None, patch=True, scale=True)
+            return _warned(_json(self._write_scale(request, req, patched)), warnings)
         check_type(rt, patched, patch=True)
+        patched, warnings = self._typed(rt, patched, mode, None, None, patch=True)
         check_name_match(req.name, patched)
         check_namespace_match(req.namespace, patched)
         stored, _ = self.store.update(rt, req.namespace, req.name, patched, subresource=req.sub,
                                       manager=manager_of(request), dry_run=_dry_run(request))
-        return _json(self.present(rt, stored))
+        return _warned(_json(self.present(rt, stored)), warnings)
 
     def _apply(self, request: web.Request, req: ResourceRequest, doc: dict[str, Any]) -> web.Response:
         assert req.name is not None
@@ -838,6 +879,18 @@ class KubeAPI:
         if req.sub == "scale":
             raise codec.unsupported_media(codec.APPLY_PATCH, (codec.JSON_PATCH, codec.MERGE_PATCH))
         check_apply_type(rt, doc)
+        # Apply builds a typed object of the configuration first: whatever the fieldValidation, a
+        # field its type lacks or a value of the wrong type is a 500 (structured-merge-diff's error).
+        if rt.builtin:
+            errors = typed.apply_errors(rt.api_version, rt.kind, rt.key, doc)
+        else:
+            errors = structural.apply_errors(rt.schema, doc) if rt.schema is not None else []
+        if errors:
+            raise typed.typed_patch_failed(doc, errors)
+        try:  # what a built-in kind's ObjectMeta has no field for is dropped without a word
+            typed.decode_metadata(doc.get("metadata"), "metadata").prune()
+        except typed.DecodeError:
+            pass
         check_name_match(req.name, doc)
         check_namespace_match(req.namespace, doc)
         ns = (req.namespace or "default") if rt.namespaced else ""
@@ -845,6 +898,8 @@ class KubeAPI:
         now = rfc3339(self.store.clock.wall())
         merged, managed = server_side_apply(rt, live, doc, manager=manager, force=_bool(request.query.get("force")),
                                             now=now, subresource=req.sub)
+        if rt.schema is not None:
+            structural.default(rt.schema, merged)
         if live is None:
             if req.sub is not None:
                 raise self._not_found(rt, req.name)
@@ -960,9 +1015,8 @@ class KubeAPI:
         if replicas is None:
             replicas = 0  # omitempty: a Scale to zero carries no replicas (Go's zero value)
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-            raise StatusError(422, f'Scale.autoscaling "{req.name}" is invalid: spec.replicas: Invalid value: '
-                                   f"{replicas!r}: must be greater than or equal to 0", reason="Invalid",
-                              name=req.name, group="autoscaling", kind="Scale")
+            raise invalid("Scale", "autoscaling", req.name, [
+                ("spec.replicas", f"Invalid value: {replicas!r}: must be greater than or equal to 0")])
         current = self.store.get(rt, req.namespace or "", req.name)
         new = copy_obj(current)
         path = [p for p in rt.scale.spec_replicas.split(".") if p]

@@ -42,12 +42,13 @@ from controllers.sim.errors import (
     conflict,
     expired,
     internal,
+    invalid,
     not_found,
     qualified,
 )
 from controllers.sim.resources import Registry, ResourceType
 from controllers.sim.selectors import Matcher
-from controllers.sim.validation import validate_object
+from controllers.sim.validation import immutable_errors, validate_object
 from controllers.sim.watch import Watcher, WatchEvent
 
 Listener = Callable[[WatchEvent], None]
@@ -482,10 +483,13 @@ class Store:
         finalizers = meta.get("finalizers")
         if cur_meta.get("deletionTimestamp") and subresource is None and isinstance(finalizers, list) \
                 and all(isinstance(f, str) for f in finalizers):
-            if set(finalizers) - set(cur_meta.get("finalizers") or []):
-                raise StatusError(422, f'{rt.kind} "{name}" is invalid: metadata.finalizers: Forbidden: no new '
-                                       "finalizers can be added if the object is being deleted",
-                                  reason="Invalid", name=name, group=rt.group, kind=rt.kind)
+            held = set(cur_meta.get("finalizers") or [])
+            added = [f for f in finalizers if f not in held]
+            if added:
+                shown = ", ".join(f'"{f}"' for f in added)  # Go's %#v of a []string
+                raise invalid(rt.kind, rt.group, name, [(
+                    "metadata.finalizers", "Forbidden: no new finalizers can be added if the object is being "
+                                           f"deleted, found new finalizers []string{{{shown}}}")])
         if subresource == "status":
             new = copy_obj(current)
             if rt.builtin:
@@ -524,6 +528,9 @@ class Store:
             else:
                 new_meta.pop("namespace", None)
             validate_object(rt, new)
+            immutable = immutable_errors(rt, new, current)
+            if immutable:
+                raise invalid(rt.kind, rt.group, name, immutable)
             if rt.plural == "services":
                 spec = new.get("spec") or {}
                 old_ip = (current.get("spec") or {}).get("clusterIP")

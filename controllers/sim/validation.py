@@ -8,10 +8,12 @@ Validation runs before any mutation, so a rejected write leaves the store untouc
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from controllers.sim import structural
 from controllers.sim.codec import go_json_type
 from controllers.sim.errors import StatusError, bad_request, invalid, patch_invalid
 from controllers.sim.protobuf import KINDS
@@ -24,21 +26,33 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 
-def name_errors(rt: ResourceType, name: str) -> list[str]:
-    """Why ``name`` is not a valid object name for ``rt`` (empty list when it is)."""
+_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                  "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                  "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+              "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+              "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+_CONFIG_KEY_MSG = ("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  "
+                   "or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')")
+
+
+def name_errors(rt: ResourceType, name: str, prefix: bool = False) -> list[str]:
+    """Why ``name`` is not a valid object name for ``rt`` (empty list when it is). A ``prefix``
+    (``generateName``) may end in '-', as a suffix follows it."""
+    if prefix and name.endswith("-"):
+        name = name[:-1] + "a"
+    errors = []
     if rt.dns_label_names:
         if len(name) > 63:
-            return ["must be no more than 63 characters"]
+            errors.append("must be no more than 63 characters")
         if not _DNS_LABEL.match(name):
-            return ["a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-                    "and must start and end with an alphanumeric character"]
-        return []
+            errors.append(_LABEL_MSG)
+        return errors
     if len(name) > 253:
-        return ["must be no more than 253 characters"]
+        errors.append("must be no more than 253 characters")
     if not _DNS_SUBDOMAIN.match(name):
-        return ["a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                "and must start and end with an alphanumeric character"]
-    return []
+        errors.append(_SUBDOMAIN_MSG)
+    return errors
 
 
 # Kinds kube-apiserver's scheme still registers in the long-gone extensions/v1beta1 group: a body
@@ -130,9 +144,13 @@ def validate_object(rt: ResourceType, obj: dict[str, Any]) -> None:
     """422 for invalid metadata or kind-specific fields; called on every create and update."""
     meta = obj.get("metadata") or {}
     name = meta.get("name") or ""
-    causes: list[tuple[str, str]] = []
+    causes: list[tuple[str, str] | tuple[str, str, str]] = []
     if not isinstance(name, str):
         raise invalid(rt.kind, rt.group, str(name), [("metadata.name", "Invalid value: must be a string")])
+    generate = meta.get("generateName")
+    if isinstance(generate, str) and generate:
+        for msg in name_errors(rt, generate, prefix=True):
+            causes.append(("metadata.generateName", f"Invalid value: \"{generate}\": {msg}"))
     if not name:
         causes.append(("metadata.name", "Required value: name or generateName is required"))
     else:
@@ -165,6 +183,8 @@ def validate_object(rt: ResourceType, obj: dict[str, Any]) -> None:
             causes.append(("metadata.ownerReferences", "Invalid value: uid, name, kind and apiVersion are required"))
     if rt.builtin:
         causes.extend(_kind_errors(rt, obj))
+    elif rt.schema is not None:
+        causes.extend(structural.validate(rt.schema, obj))
     if causes:
         raise invalid(rt.kind, rt.group, name, causes)
 
@@ -182,8 +202,7 @@ def _kind_errors(rt: ResourceType, obj: dict[str, Any]) -> list[tuple[str, str]]
                 continue
             for key in data:
                 if not _CONFIG_KEY.match(key):
-                    causes.append((f"{field}[{key}]", f"Invalid value: \"{key}\": a valid config key must consist "
-                                   "of alphanumeric characters, '-', '_' or '.'"))
+                    causes.append((f"{field}[{key}]", f"Invalid value: \"{key}\": {_CONFIG_KEY_MSG}"))
     elif rt.plural == "services":
         if spec is None:
             return []
@@ -199,35 +218,11 @@ def _kind_errors(rt: ResourceType, obj: dict[str, Any]) -> list[tuple[str, str]]
     elif rt.plural == "pods":
         if not isinstance(spec, dict):
             return [("spec", "Required value")]
-        containers = spec.get("containers")
-        if not isinstance(containers, list) or not containers:
-            return [("spec.containers", "Required value")]
-        seen: set[str] = set()
-        for i, c in enumerate(containers):
-            if not isinstance(c, dict) or not c.get("name"):
-                causes.append((f"spec.containers[{i}].name", "Required value"))
-                continue
-            if c["name"] in seen:
-                causes.append((f"spec.containers[{i}].name", f"Duplicate value: \"{c['name']}\""))
-            seen.add(c["name"])
-            if not c.get("image"):
-                causes.append((f"spec.containers[{i}].image", "Required value"))
+        causes.extend(_pod_spec_errors(spec, "spec"))
     elif rt.plural in ("deployments", "replicasets"):
         if not isinstance(spec, dict):
             return [("spec", "Required value")]
-        replicas = spec.get("replicas", 1)
-        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-            causes.append(("spec.replicas", f"Invalid value: {replicas!r}: must be greater than or equal to 0"))
-        template = spec.get("template")
-        if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
-            causes.append(("spec.template.spec.containers", "Required value"))
-        else:
-            containers = template["spec"].get("containers")
-            if not isinstance(containers, list) or not containers:
-                causes.append(("spec.template.spec.containers", "Required value"))
-        selector = spec.get("selector")
-        if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
-            causes.append(("spec.selector", "Required value"))
+        causes.extend(_workload_errors(spec))
     elif rt.plural == "customresourcedefinitions":
         if not isinstance(spec, dict):
             return [("spec", "Required value")]
@@ -242,6 +237,118 @@ def _kind_errors(rt: ResourceType, obj: dict[str, Any]) -> list[tuple[str, str]]
         name = (obj.get("metadata") or {}).get("name")
         if names.get("plural") and spec.get("group") and name != expected:
             causes.append(("metadata.name", f"Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"))
+    return causes
+
+
+def _workload_errors(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """ValidateDeploymentSpec / ValidateReplicaSetSpec: replicas, selector, and the template the
+    selector must select."""
+    causes: list[tuple[str, str]] = []
+    replicas = spec.get("replicas", 1)
+    if isinstance(replicas, int) and replicas < 0:
+        causes.append(("spec.replicas", f"Invalid value: {replicas}: must be greater than or equal to 0"))
+    selector = spec.get("selector")
+    if not isinstance(selector, dict):
+        causes.append(("spec.selector", "Required value"))
+        matches = None  # a nil selector selects nothing
+    elif not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        causes.append(("spec.selector", f"Invalid value: {_go_value(selector)}: empty selector is invalid for "
+                                        "deployment"))
+        matches = None
+    else:
+        try:
+            matches = selector_from_label_selector_dict(selector)
+        except ValueError:
+            causes.append(("spec.selector", f"Invalid value: {_go_value(selector)}: invalid label selector"))
+            return causes
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        causes.append(("spec.template", "Required value"))
+        return causes
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if selector is None or matches is None or not matches(labels):
+        if not (isinstance(selector, dict) and matches is None):  # an empty selector is reported alone
+            causes.append(("spec.template.metadata.labels", f"Invalid value: {_go_value(labels)}: `selector` does "
+                                                            "not match template `labels`"))
+    pod_spec = template.get("spec")
+    if not isinstance(pod_spec, dict):
+        causes.append(("spec.template.spec.containers", "Required value"))
+        return causes
+    causes.extend(_pod_spec_errors(pod_spec, "spec.template.spec"))
+    restart = pod_spec.get("restartPolicy", "Always")
+    if restart != "Always":
+        causes.append(("spec.template.spec.restartPolicy", f'Unsupported value: "{restart}": supported values: '
+                                                           '"Always"'))
+    return causes
+
+
+def _pod_spec_errors(spec: dict[str, Any], path: str) -> list[tuple[str, str]]:
+    """The containers of a PodSpec: at least one, each named (a DNS label, unique) with an image."""
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        return [(f"{path}.containers", "Required value")]
+    causes: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for i, c in enumerate(containers):
+        where = f"{path}.containers[{i}]"
+        if not isinstance(c, dict) or not c.get("name"):
+            causes.append((f"{where}.name", "Required value"))
+        elif c["name"] in seen:
+            causes.append((f"{where}.name", f"Duplicate value: \"{c['name']}\""))
+        elif not _DNS_LABEL.match(c["name"]) or len(c["name"]) > 63:
+            causes.append((f"{where}.name", f"Invalid value: \"{c['name']}\": {_LABEL_MSG}"))
+        if isinstance(c, dict):
+            if c.get("name"):
+                seen.add(c["name"])
+            if not c.get("image"):
+                causes.append((f"{where}.image", "Required value"))
+    return causes
+
+
+def _go_value(value: Any) -> str:
+    """A map or struct value the way a field error prints it (JSON, as %v of a map reads close to it)."""
+    return orjson.dumps(value).decode()
+
+
+def selector_from_label_selector_dict(selector: dict[str, Any]) -> Callable[[dict[str, str]], bool]:
+    """A predicate on labels for a LabelSelector's matchLabels and matchExpressions."""
+    match_labels = selector.get("matchLabels") or {}
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(match_labels, dict) or not isinstance(expressions, list):
+        raise ValueError("invalid label selector")
+    for e in expressions:
+        if not isinstance(e, dict) or e.get("operator") not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise ValueError("invalid label selector")
+
+    def matches(labels: dict[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in match_labels.items()):
+            return False
+        for e in expressions:
+            key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+            if op == "In" and labels.get(key) not in values:
+                return False
+            if op == "NotIn" and key in labels and labels[key] in values:
+                return False
+            if op == "Exists" and key not in labels:
+                return False
+            if op == "DoesNotExist" and key in labels:
+                return False
+        return True
+
+    return matches
+
+
+def immutable_errors(rt: ResourceType, new: dict[str, Any], old: dict[str, Any]) -> list[tuple[str, str]]:
+    """What an update may not change: an immutable ConfigMap's or Secret's contents (and the flag)."""
+    if not rt.builtin or rt.plural not in ("configmaps", "secrets") or old.get("immutable") is not True:
+        return []
+    forbidden = "Forbidden: field is immutable when `immutable` is set"
+    causes: list[tuple[str, str]] = []
+    if new.get("immutable") is not True:
+        causes.append(("immutable", forbidden))
+    for field in ("data", "binaryData") if rt.plural == "configmaps" else ("data",):
+        if (new.get(field) or {}) != (old.get(field) or {}):
+            causes.append((field, forbidden))
     return causes
 
 

@@ -167,7 +167,7 @@ def test_two_managers_one_leads_and_the_other_takes_over_within_the_lease_durati
         lease = client.get_json("/apis/coordination.k8s.io/v1/namespaces/default/leases/ctrlscope-test")
     finally:
         managers["b"].stop()
-    assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaderTransitions"] == 1
+    assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
     assert took_over < 1.5 + 0.3 * 2.2 + 1.0  # lease duration + one jittered retry + reconcile slack
 
 

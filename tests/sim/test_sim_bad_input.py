@@ -49,7 +49,12 @@ CASES = [
     ("POST", "", json.dumps({"metadata": {"name": "Bad_Name"}}).encode(), "application/json", 422, "Invalid"),
     ("POST", "", json.dumps({"metadata": {}}).encode(), "application/json", 422, "Invalid"),
     ("POST", "", json.dumps({"metadata": {"name": "keep"}}).encode(), "application/json", 409, "AlreadyExists"),
-    ("POST", "", json.dumps({"metadata": {"name": "x", "labels": {"a": 1}}}).encode(), "application/json", 422,
+    # A label value that is not a string cannot be decoded into ObjectMeta at all: 400, not 422.
+    ("POST", "", json.dumps({"metadata": {"name": "x", "labels": {"a": 1}}}).encode(), "application/json", 400,
+     "BadRequest"),
+    ("POST", "?fieldValidation=Strict", json.dumps({"metadata": {"name": "x"}, "extra": 1}).encode(),
+     "application/json", 400, "BadRequest"),
+    ("POST", "?fieldValidation=Loud", json.dumps({"metadata": {"name": "x"}}).encode(), "application/json", 422,
      "Invalid"),
     ("POST", "", json.dumps([1, 2]).encode(), "application/json", 400, "BadRequest"),
     ("POST", "", b"", "application/json", 400, "BadRequest"),
