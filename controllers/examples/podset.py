@@ -56,6 +56,8 @@ KOPF = "kopf"
 """The implementation label value of PodSets the kopf operator (``kopf_podsets.py``) owns."""
 OWNER_INDEX = "owner-uid"
 EXPECTATION_TTL = 5.0
+CRD_ESTABLISHED_TIMEOUT = 60.0
+"""Seconds ``ensure_crd`` waits for a new CRD to be served (a real API server: about a second)."""
 
 CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",
@@ -91,14 +93,39 @@ def podset(name: str, implementation: str, replicas: int, *, namespace: str = "d
                                   "spec": {"containers": [{"name": "app", "image": image}]}}}}
 
 
-def ensure_crd(client: Any) -> None:
-    """Create the PodSet CRD if it is missing (AlreadyExists means someone else did). ``client``: a
-    reconciler ``Client``, or the API client one is made of."""
+def ensure_crd(client: Any, *, timeout: float = CRD_ESTABLISHED_TIMEOUT, clock: Clock | None = None) -> None:
+    """Create the PodSet CRD if it is missing (AlreadyExists means someone else did) and wait until
+    the API server serves PodSets. ``client``: a reconciler ``Client``, or the API client one is made
+    of.
+
+    A real API server serves a new CRD's resource only once the CRD is Established, a moment after the
+    create: until then its discovery document and every PodSet request are 404, and an informer set
+    up at once fails. So this waits until discovery lists ``podsets`` (the discovery controller adds
+    a version only once its CRD is Established), as envtest's ``WaitForCRDs`` and ``kubectl wait
+    --for condition=established`` wait. The simulator serves a CRD at once: no wait there."""
+    crd_client = client if isinstance(client, Client) else Client(client)
     try:
-        (client if isinstance(client, Client) else Client(client)).create(CRD)
+        crd_client.create(CRD)
     except ApiError as exc:
         if not exc.is_already_exists:
             raise
+    clock = clock or RealClock()
+    deadline = clock.now() + timeout
+    while not _podsets_served(crd_client):
+        if clock.now() > deadline:
+            raise TimeoutError(f"the API server did not serve {API_VERSION} podsets within {timeout:g} s of "
+                               f"creating CRD {CRD['metadata']['name']}")
+        clock.sleep(0.2)
+
+
+def _podsets_served(client: Client) -> bool:
+    try:
+        resources = client.api.get_json(f"/apis/{API_VERSION}").get("resources") or []
+    except ApiError as exc:
+        if exc.is_not_found:
+            return False
+        raise
+    return any(entry.get("name") == CRD["spec"]["names"]["plural"] for entry in resources)
 
 
 def replicas_of(obj: dict[str, Any]) -> int:

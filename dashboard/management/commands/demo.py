@@ -32,7 +32,6 @@ import json
 import os
 import signal
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -71,7 +70,6 @@ REAL_CLUSTER_NAME = "realcluster"  # what the page calls --real's cluster (worke
 # How long --real waits for its control plane's kubeconfig: a cold build of the pinned binaries took
 # ~15 min of CPU on 2 cores (DESIGN.md), and a shared machine may be slower; a cached start is ~30 s.
 REAL_CLUSTER_TIMEOUT = 3600.0
-CRD_ESTABLISHED_TIMEOUT = 30.0
 
 
 class Command(BaseCommand):
@@ -394,19 +392,11 @@ def create_samples(kubeconfig: str, *, kopf: bool) -> None:
     samples += [(f"/apis/{podset.API_VERSION}/namespaces/default/podsets", podset.podset(name, impl, 3))
                 for name, impl in podsets.items()]
     for path, body in samples:
-        # A real API server serves a new CRD's resources only once it is Established (a second or
-        # so after the create): until then a PodSet's POST is a 404, so those are tried again.
-        deadline = time.monotonic() + CRD_ESTABLISHED_TIMEOUT
-        while True:
-            try:
-                client.send_json("POST", path, body)
-            except ApiError as exc:
-                if exc.code == 404 and "/podsets" in path and time.monotonic() < deadline:
-                    time.sleep(0.5)
-                    continue
-                if exc.code != 409:  # already there (a --state file, a second run): fine
-                    raise CommandError(f"could not create sample {body['metadata']['name']}: {exc}") from exc
-            break
+        try:
+            client.send_json("POST", path, body)
+        except ApiError as exc:
+            if exc.code != 409:  # already there (a --state file, a second run): fine
+                raise CommandError(f"could not create sample {body['metadata']['name']}: {exc}") from exc
 
 
 def sample_deployments() -> list[dict]:
