@@ -52,7 +52,9 @@
     api.onComponents(() => {
       const mine = api.watchedInformers();
       const names = [...new Set(informerTopics.values())];
-      const others = names.filter((n) => mine && !mine.has(n));
+      // Rows pushed before the components entry named a topic carry its topic part (v1_Pod), not
+      // the informer's name (v1/Pod): hide both spellings, or a history's rows leak in.
+      const others = [...new Set(names.filter((n) => mine && !mine.has(n)).flatMap((n) => [n, P.topicPart(n)]))];
       if (String(others) !== String([...hiddenInformers])) { hiddenInformers = new Set(others); events.rebuild = true; }
       $("ev-informers").textContent = names.filter((n) => !hiddenInformers.has(n)).join(", ");
     });
