@@ -5,8 +5,11 @@ admitted for real). Its worker then runs as a pod would run it: ``--in-cluster``
 ``KUBERNETES_SERVICE_HOST``/``PORT`` and a token from the TokenRequest API and the cluster's CA in
 ``/var/run/secrets/kubernetes.io/serviceaccount`` (a private mount namespace with its own tmpfs on
 /run, so nothing on the machine changes). With exactly the rendered read-only ClusterRole it lists,
-watches and holds its Lease; with ``--allow-writes`` and the summary reconciler, its writes reach the
-real authorizer and come back 403 Forbidden, which the worker survives and reports.
+watches and holds its Lease; with ``--allow-writes``, the summary reconciler and ConfigMaps readable
+too (the summary-writer component's read half: still no write allowed), its writes reach the real
+authorizer and come back 403 Forbidden, which the worker survives and the controller page shows as a
+permission error. (The observe role alone does not let the reconciler's ConfigMap informer list: its
+controller then waits for a cache that never syncs and writes nothing.)
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ import redis
 import yaml
 
 from tests.conftest import ROOT, LoggedProcess, wait_until
+from tests.dashboard.test_cache_panel_browser import save_screenshot
+from tests.dashboard.test_panels_browser import close_page
 from tests.deploy.test_manifests import NAMESPACE, in_cluster_workers, pod_spec, render
+from tests.examples.test_read_only_browser import open_page
 
 pytestmark = [pytest.mark.realcluster, pytest.mark.kubectl]
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -44,12 +50,31 @@ def observe_applied(realcluster, tmp_path_factory):
     run = subprocess.run(["/usr/bin/kubectl", "--kubeconfig", str(kubeconfig), "create", "namespace", NAMESPACE],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 or "AlreadyExists" in run.stderr, run.stderr
-    applied = subprocess.run(["/usr/bin/kubectl", "--kubeconfig", str(kubeconfig), "apply", "--server-side",
-                              "--field-manager=ctrlscope-test", "-f", "-"], input=yaml.safe_dump_all(objs),
-                             capture_output=True, text=True, timeout=120)
-    assert applied.returncode == 0, applied.stderr
-    assert applied.stdout.count("serverside-applied") == len(objs), applied.stdout
+    _kubectl(kubeconfig, objs, "serverside-applied", "apply", "--server-side", "--field-manager=ctrlscope-test")
     return objs
+
+
+def _kubectl(kubeconfig: Path, objs, done_word: str, *args: str) -> None:
+    """``kubectl ARGS -f -`` with ``objs``; each object's line must say ``done_word``."""
+    done = subprocess.run(["/usr/bin/kubectl", "--kubeconfig", str(kubeconfig), *args, "-f", "-"],
+                          input=yaml.safe_dump_all(objs), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count(done_word) == len(objs), done.stdout
+
+
+@pytest.fixture
+def configmaps_readable(realcluster, observe_applied):
+    """The summary-writer component's read half on top of the observe overlay: the worker may also
+    list and watch ConfigMaps (the summary reconciler's cache), and still write nothing. Removed
+    after the test, so the other tests see exactly the observe overlay's role."""
+    read = [o for o in render("observe+summary-writer") if o["kind"] in ("ClusterRole", "ClusterRoleBinding")
+            and o["metadata"]["name"] == "ctrlscope-summary-writer-read"]
+    (role,) = [o for o in read if o["kind"] == "ClusterRole"]
+    assert len(read) == 2 and all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in role["rules"]), read
+    _kubectl(realcluster.kubeconfig, read, "serverside-applied", "apply", "--server-side",
+             "--field-manager=ctrlscope-test")
+    yield read
+    _kubectl(realcluster.kubeconfig, read, "deleted", "delete")
 
 
 def _worker_argv(objs, *extra: str) -> list[str]:
@@ -60,9 +85,11 @@ def _worker_argv(objs, *extra: str) -> list[str]:
     return [sys.executable, "manage.py", "runcontrollers", *args, *extra]
 
 
-def _run_in_pod(realcluster, argv: list[str], tmp: Path, redis_url: str, prefix: str) -> LoggedProcess:
+def _run_in_pod(realcluster, argv: list[str], tmp: Path, redis_url: str, prefix: str, *,
+                worker: str | None = None) -> LoggedProcess:
     """``argv`` as the worker's pod runs it: its ServiceAccount's token (TokenRequest) and the CA at the
-    in-cluster paths, the Service environment pointing at the real API server."""
+    in-cluster paths, the Service environment pointing at the real API server; named ``worker`` on the
+    dashboard (default: a fresh name)."""
     code, body = realcluster.api("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/ctrlscope-worker/token",
                                  {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                                   "spec": {"expirationSeconds": 3600}})
@@ -76,7 +103,7 @@ def _run_in_pod(realcluster, argv: list[str], tmp: Path, redis_url: str, prefix:
               f"{secrets}/namespace {SA_DIR}/ && exec \"$@\"")
     env = {**os.environ, "KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(realcluster.port),
            "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1", "CTRLSCOPE_RUN_DIR": str(tmp),
-           "CTRLSCOPE_WORKER": f"deploy-real-{uuid.uuid4().hex[:6]}", "PYTHONUNBUFFERED": "1"}
+           "CTRLSCOPE_WORKER": worker or f"deploy-real-{uuid.uuid4().hex[:6]}", "PYTHONUNBUFFERED": "1"}
     return LoggedProcess(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", *argv], env,
                          tmp / "worker.log", cwd=ROOT)
 
@@ -127,8 +154,13 @@ def test_the_observe_worker_runs_in_cluster_with_exactly_the_rendered_read_only_
         worker.stop()
 
 
+@pytest.mark.browser
 def test_a_write_allowed_by_the_worker_is_refused_by_the_real_authorizer_and_shown_not_crashed(
-        realcluster, observe_applied, tmp_path: Path, redis_url: str, prefix: str) -> None:
+        realcluster, observe_applied, configmaps_readable, tmp_path: Path, redis_url: str, prefix: str, browser,
+        dashboard, artifacts) -> None:
+    """Read-only RBAC (the observe role, and ConfigMaps readable so the summary reconciler's caches
+    sync and it gets as far as writing), ``--allow-writes``: every summary create reaches the real
+    authorizer and is refused 403; the worker stays up and the controller page says what was forbidden."""
     why = _can_mount()
     if why:
         pytest.skip(why)
@@ -136,7 +168,8 @@ def test_a_write_allowed_by_the_worker_is_refused_by_the_real_authorizer_and_sho
     argv.append("--controller=controllers.examples.deployments:setup")  # the summary reconciler writes
     code, _ = realcluster.api("POST", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", _deployment("wants-summary"))
     assert code in (201, 409)
-    worker = _run_in_pod(realcluster, argv, tmp_path, redis_url, prefix)
+    name = f"deploy-real-{uuid.uuid4().hex[:6]}"
+    worker = _run_in_pod(realcluster, argv, tmp_path, redis_url, prefix, worker=name)
     try:
         wait_until(lambda: worker.proc.poll() is not None or "403" in worker.output(), timeout=90, interval=0.5,
                    what="the summary write to come back 403 from the real API server")
@@ -144,5 +177,20 @@ def test_a_write_allowed_by_the_worker_is_refused_by_the_real_authorizer_and_sho
         assert realcluster.api("GET", f"/api/v1/namespaces/{NAMESPACE}/configmaps/wants-summary-summary")[0] == 404
         wait_until(lambda: b"403" in _published(redis_url, prefix), timeout=30, interval=0.5,
                    what="the 403 in the worker's published write records")
+
+        # On the controller page the 403 is a permission error, with what was forbidden, not a crash.
+        page = open_page(browser, f"{dashboard.url}/c/{name}/deployment-summary/")
+        forbidden = page.wait_for_selector('#pipeline .stage[data-stage="writes"] .stage-forbidden', timeout=30_000)
+        assert forbidden.inner_text().endswith(f"× 403 forbidden: create configmaps in namespace {NAMESPACE}")
+        assert "authorizer (RBAC)" in forbidden.get_attribute("title")
+        # The retries' bars overlap at this zoom: open the latest one's details as a click on it would.
+        page.locator(f'#lanes .lane[data-key="{NAMESPACE}/wants-summary"] .attempt[data-result="error"]').last \
+            .dispatch_event("click")
+        details = page.wait_for_selector("#details:not([hidden])").inner_text()
+        account = f"system:serviceaccount:{NAMESPACE}:ctrlscope-worker"
+        assert "403 Forbidden" in details and f'User "{account}" cannot create resource "configmaps"' in details, details
+        save_screenshot(page, artifacts, "real-forbidden-write.png", full_page=True)
+        close_page(page)
+        assert worker.proc.poll() is None, "the worker is still up after its 403s:\n" + worker.output()[-3000:]
     finally:
         worker.stop()

@@ -76,7 +76,8 @@
       return s;
     }
     const ctl = { adds: new RateMeter(), gets: new RateMeter(), reconciles: new RateMeter(), errors: new RateMeter(),
-      writes: new RateMeter(), writeCount: 0, writeErrors: 0, writeConflicts: 0, writesRefused: 0, depth: 0, lastResult: "" };
+      writes: new RateMeter(), writeCount: 0, writeErrors: 0, writeConflicts: 0, writesRefused: 0, writesForbidden: 0, lastForbidden: null, depth: 0,
+      lastResult: "" };
     const pageRate = { last: performance.now(), records: 0, value: 0, summarising: false };
 
     // ---- cache model (the selected informer) --------------------------------------------
@@ -203,6 +204,7 @@
             ctl.writeCount += 1;
             if (!r.code || r.code >= 400) ctl.writeErrors += 1;
             if (r.code === 409) ctl.writeConflicts += 1;
+            if (r.code === 403) { ctl.writesForbidden += 1; ctl.lastForbidden = { method: r.method, path: r.path }; }
             continue;
           }
           if (r.k !== P.RecordKind.RECONCILE) continue;
@@ -432,7 +434,8 @@
       for (const v of stateOf(T.queue).values()) if (v && v.s === P.QueueItemState.PROCESSING) busy += 1;
       window.ctrlscopePipeline.render($("pipeline"), { informers: informers, controller: {
         depth: ctl.depth, busy: busy, workers: me.workers, lastResult: ctl.lastResult, writes: ctl.writeCount, writeErrors: ctl.writeErrors,
-        writeConflicts: ctl.writeConflicts, writesRefused: ctl.writesRefused,
+        writeConflicts: ctl.writeConflicts, writesRefused: ctl.writesRefused, writesForbidden: ctl.writesForbidden,
+        lastForbidden: ctl.lastForbidden,
         rates: { adds: ctl.adds.rate(now), gets: ctl.gets.rate(now), reconciles: ctl.reconciles.rate(now), errors: ctl.errors.rate(now), writes: ctl.writes.rate(now) } } });
       overviewDirty = false;
     }

@@ -10,10 +10,12 @@
  *   { informers: [{ name, state, synced, fifo, rv, size, listed, fifoDepth, handlerCalls, handlerErrors,
  *                   scope, rates: { watch, fifo, cache, handlers } }],
  *     controller: { depth, busy, workers, lastResult, writes, writeErrors, writeConflicts, writesRefused,
- *                   rates: { adds, gets, reconciles, errors, writes } } }
+ *                   writesForbidden, lastForbidden, rates: { adds, gets, reconciles, errors, writes } } }
  * `writes` are the writes sent to the API server and `writeErrors` those that failed there;
  * `writesRefused` (protocol v1.4) are writes the worker refused itself (it is read-only) and never
- * sent: shown apart, as "refused: read-only", never as failed.
+ * sent: shown apart, as "refused: read-only", never as failed. `writesForbidden` (of the failed, those
+ * the server answered 403) and `lastForbidden` (the last one's { method, path }) come from the write
+ * records, so only the controller page has them: a permission error says what was forbidden.
  * A rate that is not known (no samples yet) is null and shows as "–". `scope` is the informer's
  * component (or any object with its v1.3 InformerScope fields): what narrows it shows as badges on
  * the Reflector ("selector app=web", "metadata only") and the Cache ("transform: strip managedFields").
@@ -75,6 +77,30 @@
       c.writeErrors.toLocaleString() + " failed" + (conflicts ? " (" + conflicts.toLocaleString() + " × 409 conflict)" : ""));
   }
 
+  // What a write asked the server for, in RBAC's terms: the verb, the resource (group and
+  // subresource included, as a Role names them) and the namespace, from the write record's method and path.
+  const VERBS = { POST: "create", PUT: "update", PATCH: "patch", DELETE: "delete" };
+  function writeRequest(method, path) {
+    const parts = String(path || "").split("?")[0].split("/").filter(Boolean);
+    const group = parts[0] === "apis" ? parts[1] : "";
+    let rest = parts.slice(parts[0] === "apis" ? 3 : 2);
+    let namespace = "";
+    if (rest[0] === "namespaces" && rest.length > 2) { namespace = rest[1]; rest = rest.slice(2); }
+    const resource = (rest[0] || "?") + (group ? "." + group : "") + (rest[2] ? "/" + rest[2] : "");
+    const verb = method === "DELETE" && rest.length === 1 ? "deletecollection" : VERBS[method] || String(method).toLowerCase();
+    return verb + " " + resource + (namespace ? " in namespace " + namespace : "");
+  }
+  const FORBIDDEN_HELP = "403 Forbidden: the API server refused these writes. Either its authorizer (RBAC) has " +
+    "no rule letting the worker's identity do this -- grant the verb on the resource in the Role or ClusterRole " +
+    "bound to it, or run the worker read-only -- or an admission plugin refused it (a ResourceQuota, a policy). " +
+    "The Reconcile's error (click its attempt on the timeline) has the server's message, which says which.";
+  function writesForbidden(c) {
+    if (!c.writesForbidden) return null;
+    const what = c.lastForbidden ? ": " + writeRequest(c.lastForbidden.method, c.lastForbidden.path) : "";
+    return el("div", { className: "stage-err stage-forbidden", title: FORBIDDEN_HELP },
+      c.writesForbidden.toLocaleString() + " × 403 forbidden" + what);
+  }
+
   const REFUSED_HELP = "Writes this worker refused itself, before sending them: it only observes this cluster " +
     "(read-only). They never reached the API server, so they are neither API writes nor failed ones; the " +
     "Reconcile that made one ends terminal (retrying cannot make the worker writable). Start the worker " +
@@ -125,9 +151,10 @@
       stage("reconcile", "Reconcile", c.lastResult || "—", r.reconciles, "reconciles/s", failing),
       arrow(),
       stage("writes", "API writes", count(c.writes, "write"), r.writes,
-        "POST/PUT/PATCH/DELETE requests made from Reconcile and sent, per second", writeErrors(c), writesRefused(c)));
+        "POST/PUT/PATCH/DELETE requests made from Reconcile and sent, per second", writeErrors(c), writesForbidden(c),
+        writesRefused(c)));
     box.replaceChildren(el("div", { className: "chains" }, ...chains), tail);
   }
 
-  global.ctrlscopePipeline = { render, reflectorState };
+  global.ctrlscopePipeline = { render, reflectorState, writeRequest };
 })(window);
