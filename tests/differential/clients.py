@@ -264,7 +264,13 @@ def client_lightkube(s: Session) -> None:
     step("list-chunked", lambda: sorted(c.metadata.name for c in kc.list(ConfigMap, chunk_size=1)))
     step("get-missing", lambda: kc.get(ConfigMap, "nope"))
     kc.create(Deployment.from_dict(dict(deployment("web", replicas=0), metadata={"name": "web"})))
-    step("scale", lambda: kc.replace(kc.get(Deployment.Scale, "web"), "web"))
+
+    def scale() -> Any:
+        # Unconditional (no resourceVersion): the deployment controller writes status meanwhile.
+        current = kc.get(Deployment.Scale, "web")
+        current.metadata.resourceVersion = None
+        return kc.replace(current, "web")
+    step("scale", scale)
     widgets = create_namespaced_resource(CRD_GROUP, "v1", "Widget", "widgets")
     step("generic-create", lambda: kc.create(widgets(metadata=ObjectMeta(name="w"), spec={"size": 3})))
     step("generic-invalid", lambda: kc.create(widgets(metadata=ObjectMeta(name="bad"), spec={"size": 99})))
