@@ -86,23 +86,26 @@ def get_podset(kube: KubernetesClient, namespace: str, name: str) -> dict:
 
 
 @pytest.fixture
-def kopf_operator(sim_kubeconfig: Path, redis_url: str, prefix: str, tmp_path: Path) -> Iterator:  # noqa: F811
-    """``start(handlers, namespace, mode="inprocess"|"plain", worker=..., kopf_version=None, *extra)``."""
+def kopf_operator(request: pytest.FixtureRequest, redis_url: str, prefix: str, tmp_path: Path) -> Iterator:
+    """``start(handlers, namespace, mode="inprocess"|"plain", worker=..., kopf_version=None, *extra)``;
+    against the test's simulator unless ``kubeconfig`` names another cluster (a real one needs
+    ``allow_writes``: runkopf refuses to act on a cluster that is not the simulator without it)."""
     started: list[KopfOperator] = []
 
     def start(handlers: str | Path, namespace: str, *, mode: str = "inprocess", worker: str = "kopf-test",
-              kopf_version: str | None = None, extra: tuple[str, ...] = (), env: dict[str, str] | None = None
-              ) -> KopfOperator:
+              kopf_version: str | None = None, extra: tuple[str, ...] = (), env: dict[str, str] | None = None,
+              kubeconfig: Path | None = None, allow_writes: bool = False) -> KopfOperator:
         path = handlers if isinstance(handlers, Path) else OPERATORS / handlers
         kopf_args = ["--standalone", "-n", namespace, str(path), *extra]
+        cluster = kubeconfig or request.getfixturevalue("sim_kubeconfig")
         full_env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
                     "CTRLSCOPE_RUN_DIR": str(tmp_path), **kopf_env(kopf_version), **(env or {})}
         if mode == "plain":
-            full_env["KUBECONFIG"] = str(sim_kubeconfig)
+            full_env["KUBECONFIG"] = str(cluster)
             argv = [sys.executable, "-m", "kopf", "run", *kopf_args]
         elif mode == "inprocess":
-            argv = [sys.executable, "manage.py", "runkopf", "--worker-name", worker, "--kubeconfig",
-                    str(sim_kubeconfig), "--", *kopf_args]
+            argv = [sys.executable, "manage.py", "runkopf", "--worker-name", worker, "--kubeconfig", str(cluster),
+                    *(["--allow-writes"] if allow_writes else []), "--", *kopf_args]
         else:
             raise ValueError(f"mode {mode!r}: plain or inprocess")
         op = KopfOperator(argv, full_env, tmp_path / f"kopf-{mode}-{len(started)}.log")

@@ -1,7 +1,9 @@
 """The Python runtime's informers against a real kube-apiserver (v1.37, etcd 3.7), each test in its
 own namespace: LIST + WATCH through churn until the cache equals a fresh LIST, the watch-list
-protocol's initial-events-end bookmark (raw and through the reflector's watch-list mode), and a real
-410 from a second API server whose fresh watch cache cannot serve a compacted resourceVersion."""
+protocol's initial-events-end bookmark (raw and through the reflector's watch-list mode), a real
+410 from a second API server whose fresh watch cache cannot serve a compacted resourceVersion, and
+what a SharedInformer's handlers hear after such a 410: the relist's Replaced deltas, and a
+``DeletedFinalStateUnknown`` tombstone for each object deleted while its watch was down."""
 
 from __future__ import annotations
 
@@ -11,16 +13,18 @@ from typing import Any
 
 import pytest
 
-from controllers.informers import ApiError, Backoff, Reflector, SharedInformer, Store
-from controllers.informers.http_client import KubernetesClient
+from controllers.informers import ApiError, Backoff, DeletedFinalStateUnknown, Reflector, SharedInformer, Store
+from controllers.informers.http_client import KubernetesClient, KubernetesListWatch
 from controllers.observer import Observer
 from controllers.realcluster.cluster import write_kubeconfig
-from controllers.schema import WatchEndReason
+from controllers.schema import DeltaType, FifoOp, ReflectorState, WatchEndReason
+from controllers.telemetry.redisboot import free_port
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.realcluster
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+ROOT_CA = "kube-root-ca.crt"
 
 
 def cm_path(namespace: str, name: str = "") -> str:
@@ -53,6 +57,23 @@ class WatchEnds(Observer):
 
     def on_watch_end(self, informer: str, *, reason: WatchEndReason, error: str | None = None) -> None:
         self.reasons.append(reason)
+
+
+def watch_answer(list_watch: Any, resource_version: str) -> int:
+    """The status a raw watch from ``resource_version`` gets: an HTTP error's code, the code of an
+    ERROR event's Status, or 0 if the watch ended without one."""
+    try:
+        stream = list_watch.watch(resource_version=resource_version, timeout_seconds=10)
+    except ApiError as exc:
+        return exc.code
+    try:
+        for event in stream:
+            if event.type == "ERROR":
+                return int(event.obj.get("code") or 0)
+            raise AssertionError(f"{event.type} from RV {resource_version}: {event.obj}")
+    finally:
+        stream.close()
+    return 0
 
 
 def fast(reflector: Reflector) -> None:
@@ -175,22 +196,7 @@ def test_a_real_410_from_a_second_apiserver_and_the_reflector_relists(realcluste
     second = KubernetesClient.from_kubeconfig(str(kubeconfig))
     second_lw = second.list_watch("v1", "ConfigMap", ns)
 
-    # A raw watch from the compacted RV: HTTP 410, or an ERROR event carrying a 410 Status.
-    code = 0
-    try:
-        stream = second_lw.watch(resource_version=old_rv, timeout_seconds=10)
-    except ApiError as exc:
-        code = exc.code
-    else:
-        try:
-            for event in stream:
-                if event.type == "ERROR":
-                    code = int(event.obj.get("code") or 0)
-                    break
-                raise AssertionError(f"{event.type} from a compacted RV: {event.obj}")
-        finally:
-            stream.close()
-    assert code == 410
+    assert watch_answer(second_lw, old_rv) == 410
 
     # The reflector, now pointed at the second server, watches from its old RV: 410 Expired...
     reflector.list_watch = second_lw
@@ -226,3 +232,130 @@ def test_a_real_410_from_a_second_apiserver_and_the_reflector_relists(realcluste
         runner.join(10)
     assert reflector.lists >= 2
     assert not {f"old-{i}" for i in range(3)} & set(cache_state(store.list()))
+
+
+class InformerTrail(Observer):
+    """What one informer did: its reflector's states, why its watches ended and why it backed off,
+    and the deltas that entered its DeltaFIFO, as (delta type, key)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.states: list[ReflectorState] = []
+        self.watch_ends: list[tuple[WatchEndReason, str | None]] = []
+        self.backoffs: list[str] = []
+        self.deltas: list[tuple[DeltaType, str]] = []
+
+    def on_backoff(self, informer: str, *, delay: float, reason: str) -> None:
+        with self.lock:
+            self.backoffs.append(reason)
+
+    def on_reflector_state(self, informer: str, *, state: ReflectorState) -> None:
+        with self.lock:
+            self.states.append(state)
+
+    def on_watch_end(self, informer: str, *, reason: WatchEndReason, error: str | None = None) -> None:
+        with self.lock:
+            self.watch_ends.append((reason, error))
+
+    def on_fifo(self, informer: str, *, op: FifoOp, key: str, delta: DeltaType, depth: int) -> None:
+        if op is FifoOp.QUEUED:
+            with self.lock:
+                self.deltas.append((delta, key))
+
+
+def test_after_a_real_410_the_relist_reaches_handlers_as_replaced_updates_and_tombstones(
+        realcluster, real_namespace, tmp_path: Path) -> None:
+    ns = real_namespace
+    # The controller-manager publishes the cluster's CA into every namespace: let it, first, so the
+    # only changes are the test's.
+    wait_until(lambda: realcluster.api("GET", cm_path(ns, ROOT_CA))[0] == 200, timeout=30, what=f"{ROOT_CA} in {ns}")
+    for name in ("keep", "changed", "gone-0", "gone-1"):
+        create_cm(realcluster, ns, name, v="0")
+    first = KubernetesClient.from_kubeconfig(str(realcluster.kubeconfig))
+    first_lw = first.list_watch("v1", "ConfigMap", ns)
+    trail = InformerTrail()
+    # Watches the server ends after 1-2 s, so the informer soon opens its next one from wherever
+    # its list_watch points by then.
+    informer = SharedInformer(first_lw, observer=trail, min_watch_timeout=1)
+    fast(informer.reflector)
+    heard: list[tuple[str, Any, Any]] = []
+    lock = threading.Lock()
+
+    def hear(event: str, old: Any, new: Any) -> None:
+        with lock:
+            heard.append((event, old, new))
+
+    informer.add_event_handler(on_add=lambda o: hear("add", None, o), on_update=lambda o, n: hear("update", o, n),
+                               on_delete=lambda o: hear("delete", None, o))
+    informer.start()
+    try:
+        assert informer.wait_for_sync(30)
+        cached = {o["metadata"]["name"]: o for o in informer.store.list()}
+        assert set(cached) == {ROOT_CA, "keep", "changed", "gone-0", "gone-1"}
+
+        # The API server goes away: the informer's next watch meets a closed port (a real refused
+        # connection), and it backs off and tries again, keeping its cache and its resourceVersion.
+        down = tmp_path / "down.kubeconfig"
+        write_kubeconfig(down, server=f"https://127.0.0.1:{free_port()}", ca_file=realcluster.ca_file,
+                         token=realcluster.token)
+        informer.reflector.list_watch = KubernetesListWatch(
+            KubernetesClient.from_kubeconfig(str(down)), first_lw.path, api_version="v1", kind="ConfigMap", namespace=ns)
+        with trail.lock:
+            before = len(trail.states)
+        wait_until(lambda: ReflectorState.BACKING_OFF in trail.states[before:], timeout=30,
+                   what="the informer's watch to end and its next one to be refused")
+        last_rv = informer.reflector.last_sync_resource_version
+
+        # Meanwhile: two deletes, an update and a create it cannot see, then etcd compacts them away.
+        for name in ("gone-0", "gone-1"):
+            assert realcluster.api("DELETE", cm_path(ns, name))[0] == 200
+        changed = realcluster.api("GET", cm_path(ns, "changed"))[1]
+        changed["data"] = {"v": "1"}
+        assert realcluster.api("PUT", cm_path(ns, "changed"), changed)[0] == 200
+        create_cm(realcluster, ns, "new", v="0")
+        assert realcluster.compact_etcd() > int(last_rv)
+        with lock:
+            assert heard[len(cached):] == [], "the informer heard of changes while its watch was down"
+
+        # Back on a (second, fresh) API server: the watch from the compacted RV is a real 410, the
+        # informer relists, and its handlers hear what the watch missed.
+        second_url = realcluster.start_second_apiserver()
+        second = tmp_path / "second.kubeconfig"
+        write_kubeconfig(second, server=second_url, ca_file=realcluster.ca_file, token=realcluster.token)
+        second_lw = KubernetesClient.from_kubeconfig(str(second)).list_watch("v1", "ConfigMap", ns)
+        # Once its watch cache is ready (until then a watch may just wait out its timeout), the
+        # second server answers the informer's RV with 410.
+        wait_until(lambda: watch_answer(second_lw, last_rv) == 410, timeout=60, interval=0.5,
+                   what="the second API server to answer a watch from the compacted RV with 410")
+        with trail.lock:
+            deltas_before = len(trail.deltas)
+        informer.reflector.min_watch_timeout, informer.reflector.max_watch_timeout = 30, 60
+        informer.reflector.list_watch = second_lw
+        wait_until(lambda: cache_state(informer.store.list()) == api_state(realcluster, ns, server=second_url),
+                   timeout=60, what="the relisted cache to equal the API")
+
+        def handled(event: str, name: str) -> list[tuple[Any, Any]]:
+            with lock:
+                return [(old, new) for e, old, new in heard if e == event and name in (
+                    new.key.rpartition("/")[2] if isinstance(new, DeletedFinalStateUnknown) else new["metadata"]["name"])]
+
+        wait_until(lambda: handled("delete", "gone-0") and handled("delete", "gone-1") and handled("update", "changed")
+                   and handled("add", "new"), timeout=30, what="the handlers to hear the relist")
+    finally:
+        informer.stop()
+    # The 410, as the real server sent it: an HTTP 410 opening the watch, or a 410 ERROR event in it.
+    assert any(reason.startswith("ApiError: 410") for reason in trail.backoffs) or \
+        any(reason is WatchEndReason.EXPIRED for reason, _ in trail.watch_ends), (trail.backoffs, trail.watch_ends)
+    assert informer.reflector.lists >= 2
+    for name in ("gone-0", "gone-1"):
+        ((_, tombstone),) = handled("delete", name)
+        assert isinstance(tombstone, DeletedFinalStateUnknown), tombstone
+        assert tombstone.key == f"{ns}/{name}"
+        assert tombstone.obj["metadata"]["resourceVersion"] == cached[name]["metadata"]["resourceVersion"]
+    ((old, new),) = handled("update", "changed")
+    assert (old["data"], new["data"]) == ({"v": "0"}, {"v": "1"})
+    assert not handled("update", "keep"), "an unchanged relisted object is a resync: no handler is due one"
+    relist = trail.deltas[deltas_before:]
+    assert (DeltaType.REPLACED, f"{ns}/changed") in relist and (DeltaType.REPLACED, f"{ns}/keep") in relist
+    assert (DeltaType.REPLACED, f"{ns}/new") in relist
+    assert {(DeltaType.DELETED, f"{ns}/gone-0"), (DeltaType.DELETED, f"{ns}/gone-1")} <= set(relist)
