@@ -58,7 +58,8 @@ type PublisherOptions struct {
 	Name            string        // publisher id, unique per run [host-pid-random]
 	Retention       time.Duration // the topics' keys' TTL, >= MinRetention (presence.go) [CTRLSCOPE_RETENTION, else 1h]
 	Clock           clock.PassiveClock
-	// Logf receives the publisher's warnings (a failover that lost confirmed frames) [log.Printf].
+	// Logf receives the publisher's one line per reconnect to Redis (how long it was down, why, and
+	// whether Redis kept every frame) [log.Printf]. A healthy run logs nothing.
 	Logf func(format string, args ...any)
 }
 
@@ -197,28 +198,39 @@ type Publisher struct {
 	FramesLost  atomic.Int64
 	RecordsLost atomic.Int64
 	connected   atomic.Bool
-	// mayReconnect: ensureEpoch is (re)connecting, which is expected; a connection dialed at any
+	// mayReconnect: ensureEpoch is (re)connecting, which is expected; a connection made at any
 	// other time while connected is refused (redialGuard), so no frame goes to a new server before
 	// checkApplied looked at what it kept.
 	mayReconnect atomic.Bool
+	// downSince and downCause: when and why the connection was lost after it had been up (zero while
+	// up), for the one line the reconnect logs. Only the flush goroutine touches them.
+	downSince time.Time
+	downCause error
+	// probe tells whether the server answers at all, without go-redis (newRedisClient); nil: unknown.
+	probe func(context.Context) error
 }
 
-// errReconnected is what a frame pipeline fails with when its connection was dialed anew while the
+// errReconnected is what a frame pipeline fails with when its connection was made anew while the
 // publisher counted itself connected (go-redis redials silently; after a Sentinel failover that is
 // a different server).
-var errReconnected = errors.New("ctrlscope: reconnected to Redis; checking what it kept before sending frames")
+var errReconnected = errors.New("ctrlscope: the connection to Redis was made anew behind the publisher's back; checking what Redis kept before sending frames")
 
 // redialGuard is a go-redis hook on the publisher's data connections only (a hook belongs to its
 // client: a failover client's Sentinel connections are not its, where an OnConnect would be passed
-// on to them too). A dial while the publisher counts itself connected is refused.
+// on to them too). A connection made while the publisher counts itself connected is refused: the
+// dial returns a refusedConn, which never reaches the network, and go-redis' handshake fails on it
+// with errReconnected. Not a dial error, because go-redis' pool logs every failed dial on the
+// process-wide logger; the one line a reconnect logs is ensureEpoch's. The guard relies on the client
+// keeping one connection (one pool, PipelinePoolSize < 0: redisconfig.go): with a second pool, the
+// first pipeline's connection would be refused on every healthy start.
 type redialGuard struct{ p *Publisher }
 
 func (g redialGuard) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if g.p.connected.Load() && !g.p.mayReconnect.Load() {
-			// The call fails with this; the loop then counts the publisher disconnected and its next
-			// flush rechecks the epoch and what Redis kept (a dial go-redis retries is refused again).
-			return nil, errReconnected
+			// The call fails with errReconnected; the loop then counts the publisher disconnected and
+			// its next flush rechecks the epoch and what Redis kept.
+			return refusedConn{}, nil
 		}
 		return next(ctx, network, addr)
 	}
@@ -230,13 +242,25 @@ func (redialGuard) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return next
 }
 
+// refusedConn is a connection redialGuard refused: every read and write fails with errReconnected.
+type refusedConn struct{}
+
+func (refusedConn) Read([]byte) (int, error)         { return 0, errReconnected }
+func (refusedConn) Write([]byte) (int, error)        { return 0, errReconnected }
+func (refusedConn) Close() error                     { return nil }
+func (refusedConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (refusedConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (refusedConn) SetDeadline(time.Time) error      { return nil }
+func (refusedConn) SetReadDeadline(time.Time) error  { return nil }
+func (refusedConn) SetWriteDeadline(time.Time) error { return nil }
+
 // NewPublisher connects lazily to the Redis at url: redis://[:password@]host:port/db (rediss://,
 // unix://), or redis+sentinel://host:port,host:port/master-name[/db] for the master those Sentinels
 // name (redisconfig.go; REDIS_PASSWORD and REDIS_SENTINEL_PASSWORD from the environment). It fails
 // only on a URL it cannot parse or a retention it refuses (opts.Retention, else $CTRLSCOPE_RETENTION).
 func NewPublisher(url string, opts PublisherOptions) (*Publisher, error) {
 	p := &Publisher{}
-	rdb, err := newRedisClient(url, os.Getenv)
+	rdb, probe, err := newRedisClient(url, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +301,7 @@ func NewPublisher(url string, opts PublisherOptions) (*Publisher, error) {
 	}
 	*p = Publisher{opts: opts, clock: c, rdb: rdb, topics: map[string]*topicState{},
 		buf: make([]pending, 64), wake: make(chan struct{}, 1), stop: make(chan struct{}),
-		stopped: make(chan struct{}), role: "publisher", host: host}
+		stopped: make(chan struct{}), role: "publisher", host: host, probe: probe}
 	return p, nil
 }
 
@@ -661,7 +685,10 @@ func (p *Publisher) run() {
 				stopping = true
 			}
 		}
-		err := p.drain(context.Background())
+		err := p.reachable(context.Background())
+		if err == nil {
+			err = p.drain(context.Background())
+		}
 		if err == nil {
 			err = p.refreshDue(context.Background())
 		}
@@ -676,6 +703,18 @@ func (p *Publisher) run() {
 			return
 		}
 	}
+}
+
+// reachable is nil while connected, else whether the server answers a bare connect (probe): while it
+// does not, the loop leaves go-redis alone, so an outage logs nothing until the reconnect's one line.
+func (p *Publisher) reachable(ctx context.Context) error {
+	if p.probe == nil || p.connected.Load() {
+		return nil
+	}
+	if err := p.probe(ctx); err != nil {
+		return p.lost(err)
+	}
+	return nil
 }
 
 // drain flushes until the buffer holds less than a flush's worth of records. Whatever waits goes
@@ -716,13 +755,26 @@ func (p *Publisher) ensureEpoch(ctx context.Context) (string, error) {
 	if err != nil { // redis.Nil: deleted between SET NX and GET: try again next flush
 		return "", p.lost(err)
 	}
+	kept := ""
 	if p.lastEpoch != "" && epoch != p.lastEpoch {
 		p.onNewEpoch()
+		kept = "it had lost its data (a new epoch): rewriting every topic"
 	} else if p.lastEpoch != "" && !p.connected.Load() {
 		// The same data set after an outage: did it keep what it confirmed?
-		if err := p.checkApplied(ctx); err != nil {
+		var err error
+		if kept, err = p.checkApplied(ctx); err != nil {
 			return "", p.lost(err)
 		}
+	}
+	if !p.downSince.IsZero() {
+		// One line per reconnect, nothing while it is down (the loop retries quietly, with backoff).
+		cause := "the connection dropped" // found when go-redis made a new one (redialGuard)
+		if p.downCause != nil && !errors.Is(p.downCause, errReconnected) {
+			cause = p.downCause.Error()
+		}
+		p.opts.Logf("ctrlscope: reconnected to Redis after %v (%s); %s",
+			p.clock.Since(p.downSince).Round(time.Millisecond), cause, kept)
+		p.downSince, p.downCause = time.Time{}, nil
 	}
 	if !p.connected.Load() {
 		// Back after an outage (or first contact): keys may have expired meanwhile, and the
@@ -737,6 +789,9 @@ func (p *Publisher) ensureEpoch(ctx context.Context) (string, error) {
 }
 
 func (p *Publisher) lost(err error) error {
+	if p.downSince.IsZero() && p.lastEpoch != "" {
+		p.downSince, p.downCause = p.clock.Now(), err
+	}
 	p.connected.Store(false)
 	p.epoch = ""
 	return err
@@ -795,7 +850,7 @@ func (p *Publisher) voidInflightLocked(void func(topic string) bool) {
 // dashboard client resync) and the records of the frames Redis lost ride on it as "dropped". Frames
 // of such a topic still in flight are void (they would apply on top of the wrong hash); their
 // records go out again.
-func (p *Publisher) checkApplied(ctx context.Context) error {
+func (p *Publisher) checkApplied(ctx context.Context) (string, error) {
 	p.mu.Lock()
 	var names []string
 	var want []int64
@@ -807,7 +862,7 @@ func (p *Publisher) checkApplied(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	if len(names) == 0 {
-		return nil
+		return "it kept every frame", nil
 	}
 	pipe := p.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(names))
@@ -815,20 +870,20 @@ func (p *Publisher) checkApplied(ctx context.Context) error {
 		cmds[i] = pipe.HGet(ctx, p.key("pubseq", name), p.opts.Name)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return err
+		return "", err
 	}
 	lost := map[string]int64{}
 	for i, c := range cmds {
 		have, err := c.Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return err
+			return "", err
 		}
 		if have < want[i] {
 			lost[names[i]] = have
 		}
 	}
 	if len(lost) == 0 {
-		return nil
+		return "it kept every frame", nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -855,9 +910,8 @@ func (p *Publisher) checkApplied(ctx context.Context) error {
 	}
 	p.FramesLost.Add(frames)
 	p.RecordsLost.Add(records)
-	p.opts.Logf("ctrlscope: Redis lacks %d frame(s) (%d records) it had confirmed on %d topic(s), e.g. %s "+
-		"(a failover to a replica that had not received them); rewriting those topics", frames, records, len(lost), example)
-	return nil
+	return fmt.Sprintf("it lacks %d frame(s) (%d records) it had confirmed on %d topic(s), e.g. %s "+
+		"(a failover to a replica that had not received them): rewriting those topics", frames, records, len(lost), example), nil
 }
 
 // confirm notes, per topic, the last seq Redis confirmed and the records the confirmed frames carried.

@@ -191,38 +191,53 @@ func RedisURLFromEnv(getenv func(string) string, def string) (string, error) {
 // (a frame pipeline is small, so 5 s without an answer means Redis is gone), no retries of its
 // own (the loop retries frames itself, unchanged, with its backoff: so one dial per attempt too),
 // reads through pollConn (NewPublisher adds the redial guard).
-func newRedisClient(u string, getenv func(string) string) (*redis.Client, error) {
+//
+// The probe, for a plain URL, only opens and closes a TCP (or unix) connection to the server: the
+// publisher's loop tries it while it is disconnected before it asks go-redis for anything, because
+// go-redis' pool logs every failed dial ("redis: connection pool: failed to dial…") on the
+// process-wide logger, a line per retry through an outage. For a Sentinel URL it is nil (the
+// master's address is the Sentinels' answer; go-redis may log while they have none).
+func newRedisClient(u string, getenv func(string) string) (*redis.Client, func(context.Context) error, error) {
 	const rw, dialTimeout = 5 * time.Second, 2 * time.Second
 	password, sentinelPassword := getenv(EnvRedisPassword), getenv(EnvRedisSentinelPassword)
 	if strings.HasPrefix(u, SentinelScheme+"://") {
 		t, err := ParseSentinelURL(u)
 		if err != nil {
-			return nil, fmt.Errorf("ctrlscope: %w", err)
+			return nil, nil, fmt.Errorf("ctrlscope: %w", err)
 		}
 		base := &net.Dialer{Timeout: min(dialTimeout, sentinelTimeout), KeepAlive: 5 * time.Minute}
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: t.MasterName, SentinelAddrs: t.Sentinels, DB: t.DB,
 			Password: password, SentinelPassword: sentinelPassword,
 			ReadTimeout: rw, WriteTimeout: rw, DialTimeout: dialTimeout, MaxRetries: -1, DialerRetries: 1,
-			Dialer: pollDialer(base.DialContext),
-		}), nil
+			PipelinePoolSize: -1, Dialer: pollDialer(base.DialContext),
+		}), nil, nil
 	}
 	ro, err := redis.ParseURL(u)
 	if err != nil {
 		// url.Parse's errors quote the whole URL, password and all.
-		return nil, fmt.Errorf("ctrlscope: bad Redis URL %q: %s", redactURL(u), strings.ReplaceAll(err.Error(), u, redactURL(u)))
+		return nil, nil, fmt.Errorf("ctrlscope: bad Redis URL %q: %s", redactURL(u), strings.ReplaceAll(err.Error(), u, redactURL(u)))
 	}
 	if ro.Password == "" && password != "" {
 		ro.Password = password // a password in the URL wins, as in the dashboard
 	}
 	ro.ReadTimeout, ro.WriteTimeout, ro.DialTimeout = rw, rw, dialTimeout
-	ro.MaxRetries, ro.DialerRetries = -1, 1
+	// One pool: the publisher's one flush goroutine needs one connection, and a connection made while
+	// it is connected is refused (redialGuard), which a second pool's first dial would be.
+	ro.MaxRetries, ro.DialerRetries, ro.PipelinePoolSize = -1, 1, -1
 	dial := ro.Dialer
 	if dial == nil {
 		dial = redis.NewDialer(ro)
 	}
 	ro.Dialer = pollDialer(dial)
-	return redis.NewClient(ro), nil
+	probe := func(ctx context.Context) error {
+		c, err := (&net.Dialer{Timeout: dialTimeout}).DialContext(ctx, ro.Network, ro.Addr)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+	return redis.NewClient(ro), probe, nil
 }
 
 func pollDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
