@@ -313,6 +313,15 @@ class Runtime(StrEnum):
     KOPF = "kopf"
 
 
+class Liveness(StrEnum):
+    """Whether a worker publishes now: the one rule (``worker_liveness``) every reader applies, written
+    in ``protocol/redis-layout.md`` ("Liveness") and fixed by ``protocol/vectors/liveness/``."""
+
+    LIVE = "live"  # its newest run's presence entry is fresh and not stopped (no entry: a recent frame)
+    STOPPED = "stopped"  # its newest run stopped: cleanly (``stopped`` set) or silently (``seen`` too old)
+    STALE = "stale"  # it keeps no presence entry, and its last frame is too old (or there is none)
+
+
 # -- topics -------------------------------------------------------------------------------------------
 class TopicKind(StrEnum):
     """The kind segment of a worker topic."""
@@ -502,6 +511,48 @@ def fold_handler_record(entry: dict[str, Any] | None, record: dict[str, Any]) ->
     return item
 
 
+# -- liveness -----------------------------------------------------------------------------------------
+ALIVE_MS = 10_000
+"""A run is alive while its presence entry's ``seen`` is at most this old (and ``stopped`` is null).
+Publishers refresh ``seen`` at least every 2 s, so a few refreshes may be lost."""
+FRAME_STALE_MS = 30_000
+"""A worker without a presence entry is live while its last frame on ``components`` or ``metrics`` is
+at most this old."""
+WORKER_ROLE = "worker"
+"""The presence entry ``role`` of a worker (its ``name`` is the worker's topic segment)."""
+
+
+def _ms(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def run_alive(entry: dict[str, Any], now_ms: float) -> bool:
+    """A presence entry's run is alive: ``stopped`` null and ``seen`` at most ``ALIVE_MS`` before
+    ``now_ms`` (a missing or non-numeric ``seen`` is never fresh)."""
+    return not entry.get("stopped") and now_ms - _ms(entry.get("seen")) <= ALIVE_MS
+
+
+def worker_run(publishers: list[dict[str, Any]], worker: str) -> dict[str, Any] | None:
+    """A worker's newest run: the presence entry with role ``worker`` and ``name`` the worker's topic
+    segment that started last (ties: the one seen last), or ``None`` when it keeps none."""
+    runs = [p for p in publishers if p.get("role") == WORKER_ROLE and p.get("name") == worker]
+    return max(runs, key=lambda p: (_ms(p.get("started")), _ms(p.get("seen"))), default=None)
+
+
+def worker_liveness(publishers: list[dict[str, Any]], worker: str, *, now_ms: float,
+                    last_frame_ms: float | None) -> Liveness:
+    """Whether ``worker`` publishes now (``protocol/redis-layout.md``, "Liveness"). Its newest run's
+    presence entry decides when it has one: frame ages never make a run with a fresh entry stale (an
+    idle worker sends no frame for minutes). Without one, its last frame on ``components`` or
+    ``metrics`` (``last_frame_ms``, ``None``: none) must be at most ``FRAME_STALE_MS`` old."""
+    run = worker_run(publishers, worker)
+    if run is not None:
+        return Liveness.LIVE if run_alive(run, now_ms) else Liveness.STOPPED
+    if last_frame_ms is not None and now_ms - last_frame_ms <= FRAME_STALE_MS:
+        return Liveness.LIVE
+    return Liveness.STALE
+
+
 # -- the vocabulary as data ---------------------------------------------------------------------------
 VOCABULARY: dict[str, type[StrEnum]] = {
     "RecordKind": RecordKind,
@@ -527,6 +578,7 @@ VOCABULARY: dict[str, type[StrEnum]] = {
     "ResyncReason": ResyncReason,
     "Runtime": Runtime,
     "TopicKind": TopicKind,
+    "Liveness": Liveness,
 }
 
 
@@ -543,6 +595,7 @@ def browser_vocabulary() -> dict[str, Any]:
         "RETRIED_ERROR_KINDS": sorted(RETRIED_ERROR_KINDS),
         "NAMED_KINDS": sorted(NAMED_KINDS),
         "INFORMER_SCOPE_FIELDS": list(INFORMER_SCOPE_FIELDS),
+        "alive_ms": ALIVE_MS, "frame_stale_ms": FRAME_STALE_MS, "worker_role": WORKER_ROLE,
         "topics": {"worker_prefix": WORKER_PREFIX, "leader_prefix": LEADER_PREFIX, "faults": FAULTS_TOPIC,
                    "scenarios": SCENARIOS_TOPIC, "scoreboard_table": SCOREBOARD_TABLE,
                    "segment": SEGMENT_PATTERN, "unsafe": _UNSAFE.pattern},

@@ -1,7 +1,9 @@
 """Who publishes, which runs stopped, and what retention dropped (``controllers/telemetry/presence.py``).
 
 ``GET /presence.json`` is what pages poll (every few seconds) to tell live state from an earlier
-run's: every publisher run with ``alive``, the newest removals, the retention. Each call may run the
+run's: every publisher run with ``alive``, every worker with its ``liveness`` (the one rule,
+``controllers/schema.py`` ``worker_liveness``, which the pages apply too, between polls), the newest
+removals, the retention. Each call may run the
 retention sweep (at most once per ``presence.SWEEP_S`` across every replica: a Redis lock), so what
 expired is noticed and logged while anyone looks. ``POST /workers/<worker>/forget`` drops a stopped
 worker's keys at once; it changes what everyone sees, so it is for operators, and a running worker is
@@ -17,7 +19,7 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
-from controllers.schema import TOPIC_SEGMENT
+from controllers.schema import ALIVE_MS, TOPIC_SEGMENT
 from controllers.telemetry import presence
 from controllers.telemetry.streams import Keys
 from dashboard.access import can_view, is_operator
@@ -39,11 +41,12 @@ def presence_status(request: HttpRequest) -> JsonResponse:
         presence.sweep(client, keys, retention=settings.CTRLSCOPE_RETENTION)
         now_ms = presence.redis_now_ms(client)
         publishers = presence.read_publishers(client, keys, now_ms)
+        workers = presence.read_workers(client, keys, publishers, now_ms)
         expired = presence.read_expired(client, keys)
     except redis.RedisError as exc:
         return JsonResponse({"error": f"Redis is unreachable: {exc}"}, status=503)
-    return JsonResponse({"now": now_ms, "retention": settings.CTRLSCOPE_RETENTION, "alive_ms": presence.ALIVE_MS,
-                         "publishers": publishers, "expired": expired})
+    return JsonResponse({"now": now_ms, "retention": settings.CTRLSCOPE_RETENTION, "alive_ms": ALIVE_MS,
+                         "publishers": publishers, "workers": workers, "expired": expired})
 
 
 @require_POST

@@ -11,7 +11,9 @@ would pass for live. So every publisher also keeps one **presence entry** in the
 
 A reader takes an entry as **alive** while ``seen`` is at most ``ALIVE_MS`` old and ``stopped`` is
 null; otherwise that run is **stopped** (cleanly, with ``stopped``, or silently: killed, its host
-gone) and everything it published is shown as that run's, never as current.
+gone) and everything it published is shown as that run's, never as current. Whether a *worker* is
+live is its newest run's entry (``controllers/schema.py`` ``worker_liveness``, the rule every reader
+follows: ``protocol/redis-layout.md``, "Liveness"), never the age of its last frame.
 
 **Retention** (``CTRLSCOPE_RETENTION``, default 1 h): the publisher gives its topics' stream and
 snapshot keys a TTL of the retention and refreshes it every ``retention / 4`` while it runs, so the
@@ -39,12 +41,10 @@ from typing import Any
 import orjson
 import redis
 
-from controllers.schema import WORKER_PREFIX, topic_part
+from controllers.schema import WORKER_PREFIX, TopicKind, parse_topic, run_alive, topic_part, worker_liveness, worker_run
 from controllers.telemetry.streams import Keys, parse_id
 
 REFRESH_S = 2.0
-ALIVE_MS = 10_000
-"""A presence entry not refreshed for this long belongs to a stopped run."""
 DEFAULT_RETENTION_S = 3600
 MIN_RETENTION_S = 60
 SWEEP_S = 30.0
@@ -78,10 +78,6 @@ def redis_now_ms(client: redis.Redis) -> float:
     return seconds * 1000 + micros / 1000
 
 
-def is_alive(entry: dict[str, Any], now_ms: float) -> bool:
-    return not entry.get("stopped") and now_ms - float(entry.get("seen") or 0) <= ALIVE_MS
-
-
 def read_publishers(client: redis.Redis, keys: Keys, now_ms: float | None = None) -> list[dict[str, Any]]:
     """Every presence entry, newest run first, each with ``alive`` filled in (malformed ones skipped)."""
     now_ms = time.time() * 1000 if now_ms is None else now_ms
@@ -94,9 +90,41 @@ def read_publishers(client: redis.Redis, keys: Keys, now_ms: float | None = None
         if not isinstance(entry, dict):
             continue
         entry["src"] = src.decode("utf-8", "replace")
-        entry["alive"] = is_alive(entry, now_ms)
+        entry["alive"] = run_alive(entry, now_ms)
         out.append(entry)
     out.sort(key=lambda e: float(e.get("started") or 0), reverse=True)
+    return out
+
+
+def _frame_ts(fields: dict[bytes, bytes]) -> Any:
+    try:
+        frame = orjson.loads(fields[b"f"])
+    except (KeyError, orjson.JSONDecodeError):
+        return None
+    return frame.get("ts") if isinstance(frame, dict) else None
+
+
+def read_workers(client: redis.Redis, keys: Keys, publishers: list[dict[str, Any]],
+                 now_ms: float) -> dict[str, dict[str, Any]]:
+    """Every worker with a topic in ``{prefix}topics``: its ``liveness`` by the one rule
+    (``worker_liveness``), its newest ``run`` (publisher id, or null) and ``last_frame``: the ``ts``
+    of the newest frame of its ``components`` or ``metrics`` stream (the publisher's clock, like a
+    presence entry's ``seen``), null when neither has one."""
+    workers = sorted({w.worker for t in client.smembers(keys.topics)
+                      if (w := parse_topic(t.decode("utf-8", "replace"))) is not None})
+    pipe = client.pipeline(transaction=False)
+    for worker in workers:
+        for kind in (TopicKind.COMPONENTS, TopicKind.METRICS):
+            pipe.xrevrange(keys.stream(f"{WORKER_PREFIX}{worker}/{kind}"), count=1)
+    lasts = pipe.execute() if workers else []
+    out = {}
+    for i, worker in enumerate(workers):
+        stamps = [ts for entries in lasts[2 * i:2 * i + 2] if entries
+                  if isinstance(ts := _frame_ts(entries[0][1]), (int, float))]
+        last_frame = max(stamps) if stamps else None
+        run = worker_run(publishers, worker)
+        out[worker] = {"liveness": str(worker_liveness(publishers, worker, now_ms=now_ms, last_frame_ms=last_frame)),
+                       "run": run["src"] if run else None, "last_frame": last_frame}
     return out
 
 

@@ -164,3 +164,66 @@ func jsonString(v any) string {
 		return string(b)
 	}
 }
+
+// jsonMs is a JSON number of ms (as encoding/json decodes it into an any), else 0.
+func jsonMs(v any) float64 {
+	if f, ok := v.(float64); ok {
+		return f
+	}
+	return 0
+}
+
+// stopped: a presence entry's "stopped" is set (not null, false, 0 or "").
+func stopped(v any) bool {
+	switch s := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return s
+	case float64:
+		return s != 0
+	case string:
+		return s != ""
+	}
+	return true
+}
+
+// RunAlive says whether a presence entry's run is alive at nowMs: "stopped" null and "seen" at most
+// AliveMs old (a missing or non-numeric "seen" is never fresh). protocol/redis-layout.md, "Liveness".
+func RunAlive(entry map[string]any, nowMs float64) bool {
+	return !stopped(entry["stopped"]) && nowMs-jsonMs(entry["seen"]) <= AliveMs
+}
+
+// WorkerRun is a worker's newest run among presence entries (the {prefix}publishers hash's values,
+// decoded): role "worker", "name" the worker's topic segment, the greatest "started" (ties: the
+// greatest "seen"); nil when the worker keeps none.
+func WorkerRun(publishers []map[string]any, worker string) map[string]any {
+	var best map[string]any
+	for _, p := range publishers {
+		if p["role"] != WorkerRole || p["name"] != worker {
+			continue
+		}
+		if best == nil || jsonMs(p["started"]) > jsonMs(best["started"]) ||
+			(jsonMs(p["started"]) == jsonMs(best["started"]) && jsonMs(p["seen"]) > jsonMs(best["seen"])) {
+			best = p
+		}
+	}
+	return best
+}
+
+// WorkerLiveness is whether worker publishes at nowMs, by the one rule every reader follows
+// (protocol/redis-layout.md, "Liveness"; protocol/vectors/liveness): its newest run's presence entry
+// decides when it keeps one (an idle worker sends no frame for minutes and is live); without one,
+// its last frame on components or metrics (lastFrameMs, nil: none) must be at most FrameStaleMs old.
+func WorkerLiveness(publishers []map[string]any, worker string, nowMs float64, lastFrameMs *float64) Liveness {
+	if run := WorkerRun(publishers, worker); run != nil {
+		if RunAlive(run, nowMs) {
+			return LivenessLive
+		}
+		return LivenessStopped
+	}
+	if lastFrameMs != nil && nowMs-*lastFrameMs <= FrameStaleMs {
+		return LivenessLive
+	}
+	return LivenessStale
+}

@@ -114,7 +114,7 @@ func NewTelemetry(pub *Publisher, worker string, opts TelemetryOptions) *Telemet
 	t.component(t.worker, ComponentKindWorker, map[string]any{"runtime": string(opts.Runtime),
 		"protocol": ProtocolVersion, "publisher": pub.Name()})
 	// The presence entry names the worker as the dashboard does: by its topic segment.
-	pub.Describe("worker", t.worker)
+	pub.Describe(WorkerRole, t.worker)
 	return t
 }
 

@@ -388,3 +388,37 @@ func TestDeriveVectors(t *testing.T) {
 		})
 	}
 }
+
+func TestLivenessVectors(t *testing.T) {
+	for name, v := range loadVectors(t, "liveness") {
+		t.Run(name, func(t *testing.T) {
+			var publishers []map[string]any
+			for _, p := range v["publishers"].([]any) {
+				publishers = append(publishers, p.(map[string]any))
+			}
+			for worker, raw := range v["workers"].(map[string]any) {
+				c := raw.(map[string]any)
+				var last *float64
+				if f, ok := c["last_frame"].(float64); ok {
+					last = &f
+				}
+				if got := WorkerLiveness(publishers, worker, v["now"].(float64), last); string(got) != c["expect"] {
+					t.Errorf("worker %s: %s, want %s", worker, got, c["expect"])
+				}
+			}
+		})
+	}
+}
+
+func TestNamesVectors(t *testing.T) {
+	for name, v := range loadVectors(t, "names") {
+		t.Run(name, func(t *testing.T) {
+			for _, raw := range v["cases"].([]any) {
+				c := raw.([]any)
+				if got := TopicPart(c[0].(string)); got != c[1] {
+					t.Errorf("TopicPart(%q) = %q, want %q", c[0], got, c[1])
+				}
+			}
+		})
+	}
+}

@@ -16,6 +16,15 @@ const (
 	ScenariosTopic = "scenarios"
 )
 
+// Liveness (protocol/redis-layout.md, "Liveness"; WorkerLiveness): a run is alive while its presence
+// entry's seen is at most AliveMs old; a worker without one, while its last frame is at most
+// FrameStaleMs old. WorkerRole is a worker's presence entry role.
+const (
+	AliveMs      = 10000
+	FrameStaleMs = 30000
+	WorkerRole   = "worker"
+)
+
 // RecordKind: A record's `"k"`: what happened. Fields per kind are in `protocol/schema/records/`.
 type RecordKind string
 
@@ -377,6 +386,19 @@ const (
 
 // AllTopicKind lists every TopicKind, in the specification's order.
 var AllTopicKind = []TopicKind{TopicKindInformer, TopicKindQueue, TopicKindController, TopicKindStatus, TopicKindComponents, TopicKindMetrics, TopicKindErrors}
+
+// Liveness: Whether a worker publishes now: the one rule (`worker_liveness`) every reader applies, written
+type Liveness string
+
+// The values of Liveness.
+const (
+	LivenessLive    Liveness = "live"
+	LivenessStopped Liveness = "stopped"
+	LivenessStale   Liveness = "stale"
+)
+
+// AllLiveness lists every Liveness, in the specification's order.
+var AllLiveness = []Liveness{LivenessLive, LivenessStopped, LivenessStale}
 
 // ControllerRuntimeFamilies are the controller-runtime metric families the dashboard shows, by the
 // name /metrics shows (controllers/metrics.py FAMILIES): what the metrics sampler takes.

@@ -1,6 +1,7 @@
 """A Go worker on the overview, in Chromium: live with its runtime label while it runs; killed with
-SIGKILL (no chance to say goodbye) it is marked stale, with when it was last seen, exactly as a
-Python worker is, and its controller page still shows what it last published."""
+SIGKILL (no chance to say goodbye) it is marked stopped once its presence entry is 10 s old (the one
+liveness rule, protocol/redis-layout.md), with when it was last heard from, exactly as a Python worker
+is, and its controller page still shows what it last published."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import signal
 
 import pytest
 
-from tests.conftest import CHROMIUM, CHROMIUM_ARGS, wait_until
+from tests.conftest import wait_until
 from tests.dashboard.test_cache_panel_browser import save_screenshot
 from tests.dashboard.test_panels_browser import close_page
 from tests.golang.telemetry import Published
@@ -18,8 +19,8 @@ pytestmark = pytest.mark.browser
 WORKER = '#overview .worker[data-worker="go-informer"]'
 
 
-def test_a_killed_go_worker_is_marked_stale_like_any_other(browser, dashboard_factory, sim_kubeconfig, go_process,
-                                                         redis_url, prefix, artifacts, request):
+def test_a_killed_go_worker_is_marked_stopped_like_any_other(browser, dashboard_factory, sim_kubeconfig, go_process,
+                                                           redis_url, prefix, artifacts):
     dashboard = dashboard_factory()
     proc = go_process("deployment-informer", "--kubeconfig", str(sim_kubeconfig), "--worker-name", "go-informer")
     published = Published(redis_url, prefix)
@@ -28,16 +29,11 @@ def test_a_killed_go_worker_is_marked_stale_like_any_other(browser, dashboard_fa
                    what="the Go worker's first metrics sample")
     finally:
         published.close()
-    # A browser of its own: the fake clock is per context and cannot be uninstalled, so on the
-    # session's shared context it froze time for every later test's pages.
-    own = browser.ctrlscope_playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-    request.addfinalizer(own.close)
-    page = own.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    page = browser.new_page()
     page.js_errors = []
     page.on("pageerror", lambda err: page.js_errors.append(str(err)))
-    page.clock.install()  # the page's clock, so that "30 s without a frame" need not take 30 s
     page.goto(dashboard.url + "/")
-    page.wait_for_selector(f'{WORKER}[data-stale="false"] .ctl-card[data-controller="deployment-printer"]',
+    page.wait_for_selector(f'{WORKER}[data-liveness="live"] .ctl-card[data-controller="deployment-printer"]',
                            timeout=20_000)
     # The runtime label comes with the worker's own entry (worker/go-informer), which may arrive after
     # its controller's: the card can be drawn first, its label hidden until then (CI saw "").
@@ -48,9 +44,9 @@ def test_a_killed_go_worker_is_marked_stale_like_any_other(browser, dashboard_fa
     save_screenshot(page, artifacts, "go-worker-live.png", full_page=True)
     proc.proc.send_signal(signal.SIGKILL)
     proc.proc.wait(10)
-    page.clock.fast_forward(35_000)
-    page.wait_for_selector(f'{WORKER}[data-stale="true"]', timeout=10_000)
-    head = page.inner_text(f"{WORKER}")
-    assert "stale" in head and "last seen" in head, head
-    save_screenshot(page, artifacts, "go-worker-stale.png", full_page=True)
+    # Its entry was refreshed at most 2 s before the kill: stopped 10 s after that, drawn within 1 s.
+    page.wait_for_selector(f'{WORKER}[data-liveness="stopped"][data-stale="true"]', timeout=15_000)
+    head = page.inner_text(f"{WORKER} .worker-head")
+    assert "stopped" in head and "not heard from since" in head and "killed" in head, head
+    save_screenshot(page, artifacts, "go-worker-stopped.png", full_page=True)
     close_page(page)

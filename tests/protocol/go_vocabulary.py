@@ -15,7 +15,9 @@ from pathlib import Path
 
 from controllers.metrics import FAMILIES
 from controllers.schema import (
+    ALIVE_MS,
     FAULTS_TOPIC,
+    FRAME_STALE_MS,
     LEADER_PREFIX,
     NAMED_KINDS,
     PROTOCOL_MAJOR,
@@ -23,6 +25,7 @@ from controllers.schema import (
     SCENARIOS_TOPIC,
     VOCABULARY,
     WORKER_PREFIX,
+    WORKER_ROLE,
 )
 
 TARGET = Path(__file__).resolve().parents[2] / "go" / "ctrlscope" / "vocabulary.go"
@@ -50,6 +53,15 @@ def render() -> str:
         f'\tLeaderPrefix   = "{LEADER_PREFIX}"',
         f'\tFaultsTopic    = "{FAULTS_TOPIC}"',
         f'\tScenariosTopic = "{SCENARIOS_TOPIC}"',
+        ")",
+        "",
+        "// Liveness (protocol/redis-layout.md, \"Liveness\"; WorkerLiveness): a run is alive while its presence",
+        "// entry's seen is at most AliveMs old; a worker without one, while its last frame is at most",
+        "// FrameStaleMs old. WorkerRole is a worker's presence entry role.",
+        "const (",
+        f"\tAliveMs      = {ALIVE_MS}",
+        f"\tFrameStaleMs = {FRAME_STALE_MS}",
+        f'\tWorkerRole   = "{WORKER_ROLE}"',
         ")",
         "",
     ]

@@ -5,16 +5,19 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from controllers.schema import topic_part, worker_liveness
 from controllers.telemetry.topic_state import TopicState
 from tests.protocol import vectors
 
 ENCODE = vectors.load("encode")
 QUEUE = vectors.load("queue")
 DERIVE = vectors.load("derive")
+LIVENESS = vectors.load("liveness")
+NAMES = vectors.load("names")
 
 
 def test_there_are_vectors_of_every_family():
-    assert len(ENCODE) >= 5 and len(QUEUE) >= 4 and len(DERIVE) >= 5
+    assert len(ENCODE) >= 5 and len(QUEUE) >= 4 and len(DERIVE) >= 5 and len(LIVENESS) >= 4
 
 
 @pytest.mark.parametrize(("path", "vector"), ENCODE, ids=[p.stem for p, _ in ENCODE])
@@ -52,3 +55,16 @@ def test_derive_vector(path, vector):
         expect["duplicates"], expect["dropped"], expect["unknown_records"])
     assert (topic.unsupported, topic.unsupported_seen, topic.needs_snapshot) == (
         expect["unsupported"], expect["unsupported_seen"], expect["needs_snapshot"])
+
+
+@pytest.mark.parametrize(("path", "vector"), LIVENESS, ids=[p.stem for p, _ in LIVENESS])
+def test_liveness_vector(path, vector):
+    got = {worker: str(worker_liveness(vector["publishers"], worker, now_ms=vector["now"],
+                                       last_frame_ms=case["last_frame"]))
+           for worker, case in vector["workers"].items()}
+    assert got == {worker: case["expect"] for worker, case in vector["workers"].items()}
+
+
+@pytest.mark.parametrize(("path", "vector"), NAMES, ids=[p.stem for p, _ in NAMES])
+def test_names_vector(path, vector):
+    assert [[name, topic_part(name)] for name, _ in vector["cases"]] == vector["cases"]

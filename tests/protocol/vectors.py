@@ -1,6 +1,6 @@
 """Runs the protocol's test vectors (protocol/vectors/) through ctrlscope's Python implementation.
 
-Three families, each a directory of JSON files (protocol/vectors/README.md describes the format):
+Five families, each a directory of JSON files (protocol/vectors/README.md describes the format):
 
 - ``encode/``: observer calls in, the exact frames out. Steps call the observer's hooks by their
   language-neutral names (``queue``, ``reconcile_end``...), advance the clock or flush the
@@ -10,6 +10,10 @@ Three families, each a directory of JSON files (protocol/vectors/README.md descr
 - ``derive/``: a snapshot and frames in, the state and the records a dashboard client derives
   (run here through the Redis frame script and in ``test_vectors_js.py`` through the browser's
   TelemetryClient).
+- ``liveness/``: presence entries and last-frame times in, each worker's liveness out
+  (``controllers/schema.py`` ``worker_liveness``; in ``test_vectors_js.py`` the browser's
+  ``ctrlscopeProtocol.workerLiveness``).
+- ``names/``: names in, topic segments out (``topic_part``).
 
 ``python -m tests.protocol.vectors --regenerate`` rewrites the expected outputs of ``encode/`` and
 ``queue/`` from this implementation (review the diff: the files are the contract, not the code).

@@ -10,6 +10,7 @@ import orjson
 import pytest
 import redis
 
+from controllers.schema import ALIVE_MS, run_alive
 from controllers.telemetry import presence
 from controllers.telemetry.streams import Keys
 from tests.telemetry.test_publisher import read_snapshot
@@ -36,8 +37,8 @@ def test_a_run_announces_itself_and_says_when_it_stopped(publisher_factory, clie
     pub.stop()
     [entry] = presence.read_publishers(client, Keys(prefix))
     assert not entry["alive"] and entry["stopped"] >= entry["started"]
-    silent = {**entry, "stopped": None, "seen": time.time() * 1000 - presence.ALIVE_MS - 1}
-    assert not presence.is_alive(silent, time.time() * 1000), "a killed run stops being alive by itself"
+    silent = {**entry, "stopped": None, "seen": time.time() * 1000 - ALIVE_MS - 1}
+    assert not run_alive(silent, time.time() * 1000), "a killed run stops being alive by itself"
 
 
 def test_topic_keys_get_the_retention_as_ttl_and_a_lost_snapshot_is_rewritten(publisher_factory, client, prefix,

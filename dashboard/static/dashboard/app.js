@@ -7,10 +7,13 @@
  * Cheap by design: the page subscribes only to each worker's w/{worker}/components (what runs) and
  * w/{worker}/metrics (once a second: controller-runtime's families and the pipeline's stage counters,
  * see controllers/telemetry/metrics_sampler.py). Rates are counter differences between samples over
- * the last RATE_WINDOW_MS. The samples double as the worker's heartbeat: a worker with no frame for
- * STALE_MS is marked stale, with when it was last seen, instead of being listed as live forever;
- * one stale for more than GONE_MS (a replica from an earlier demo run, a stopped standby) is folded
- * into its cluster's "stopped workers" disclosure, so the live ones stay on top.
+ * the last RATE_WINDOW_MS. Whether a worker is live is the one rule of protocol/redis-layout.md
+ * ("Liveness", P.workerLiveness through presence.js): its newest run's presence entry decides (an
+ * idle worker that sends no frame for minutes is live while its entry is refreshed); a worker that
+ * keeps no entry is stale once its last components or metrics frame is FRAME_STALE_MS old, with when
+ * it was last seen, instead of being listed as live forever. One stale for more than GONE_MS (a
+ * replica from an earlier demo run, a stopped standby) is folded into its cluster's "stopped
+ * workers" disclosure, so the live ones stay on top.
  *
  * The developer disclosure (collapsed by default) keeps the transport counters, the raw topic list
  * and the live event list; while it is open the page subscribes to every topic. DOM work happens
@@ -21,7 +24,7 @@
  * stopped (cleanly, or silently: killed) is badged "stopped" with that run (when it started, on which
  * host, when it stopped or was last heard), folded after FOLD_MS, and an operator may forget it (its
  * keys are deleted at once); what retention or an operator dropped is listed under the overview.
- * Workers without presence (older publishers) keep the frame-age rule above.
+ * Workers without presence (older or other publishers) are judged by frame ages, as above.
  *
  * A worker that speaks another major version of the telemetry protocol (its components entry
  * worker/{name} or its frames say so) is listed with a notice instead of its data; the runtime label
@@ -35,7 +38,6 @@
   const { el, fmtDuration } = UI;
   const P = window.ctrlscopeProtocol;
   const MAX_ROWS = 300;
-  const STALE_MS = 30000;
   const GONE_MS = 10 * 60 * 1000;
   const FOLD_MS = 60 * 1000; // a run presence says stopped is folded this long after it stopped
   const Presence = window.ctrlscopePresence;
@@ -223,8 +225,9 @@
     const known = lastSeen(w);
     const since = now - known;
     const run = Presence.workerRun(w.name);
-    const stopped = !!run && !run.alive;
-    const stale = stopped || !known || since > STALE_MS;
+    const liveness = Presence.liveness(w.name, w.lastTs);
+    const stopped = liveness === P.Liveness.STOPPED;
+    const stale = liveness !== P.Liveness.LIVE;
     const me = Page.workerEntry(comps);
     const lease = [...comps.values()].find((v) => v && v.kind === P.ComponentKind.LEASE);
     const ctls = controllersOf(w.name, comps);
@@ -267,9 +270,10 @@
     }
     v.root.classList.toggle("stale", stale);
     v.root.dataset.stale = String(stale);
+    v.root.dataset.liveness = liveness;
     v.root.dataset.run = run ? run.src : "";
     v.root.dataset.stopped = String(stopped);
-    v.forget.hidden = !(operator && (stopped || (!run && known && since > STALE_MS)));
+    v.forget.hidden = !(operator && (stopped || (!run && known && stale)));
     v.badge.className = "badge " + (stale ? "bad" : "ok");
     if (stopped) {
       // Everything drawn for this worker is that run's last state: say which run, and that it ended.
@@ -278,7 +282,8 @@
       v.seen.textContent = Presence.stoppedText(run) + " · " + Presence.runText(run);
     } else {
       v.badge.textContent = stale ? "stale" : "live";
-      v.badge.title = stale ? "no frame for " + STALE_MS / 1000 + " s: the worker stopped publishing" : "publishing";
+      v.badge.title = stale ? "no presence entry and no frame for " + P.FRAME_STALE_MS / 1000 + " s: the worker stopped publishing"
+        : run ? "running: its presence entry was refreshed within " + P.ALIVE_MS / 1000 + " s" : "publishing";
       v.seen.textContent = (known ? "last seen " + (since < 1500 ? "just now" : fmtDuration(since) + " ago") + " (" + UI.clock(w.lastTs) + " UTC)" : "not seen yet")
         + (run ? " · " + Presence.runText(run) : "");
     }
@@ -333,7 +338,9 @@
       const key = info ? info.server || info.name : "";
       if (!clusters.has(key)) clusters.set(key, { info: info, workers: [], gone: [] });
       const w = workers.get(name), seenAt = lastSeen(w), run = Presence.workerRun(name);
-      const folded = run && !run.alive ? now - (run.stopped || run.seen) > FOLD_MS : seenAt && now - seenAt > GONE_MS;
+      // A worker with presence is folded only once its newest run stopped FOLD_MS ago (an idle live
+      // worker stays on top however old its last frame); one without presence by its frame age.
+      const folded = run ? !Presence.runAlive(run) && now - (run.stopped || run.seen) > FOLD_MS : seenAt && now - seenAt > GONE_MS;
       clusters.get(key)[folded ? "gone" : "workers"].push(workerBox(w, comps, now, unsupported));
     }
     const sections = [...clusters].sort((a, b) => (a[0] === "" ? 1 : b[0] === "" ? -1 : a[0] < b[0] ? -1 : 1))

@@ -119,6 +119,7 @@
   client.on("resync", (topic) => { liveTopics.delete(topic); schedule(); });
   client.on("records", (topic, records, id, frame) => {
     noteFrame(topic, frame);
+    if ((topic === T.components || topic === T.metrics) && frame && typeof frame.ts === "number") lastFrameTs = Math.max(lastFrameTs, frame.ts);
     if (topic === T.components) { syncInformers(); componentsDirty = true; }
     schedule();
   });
@@ -209,13 +210,29 @@
     $("pipeline").hidden = !!version;
   }
 
-  // A worker whose newest run is not running (presence): everything below is that run's last state,
-  // and the page says so above it instead of passing it for live.
-  window.ctrlscopePresence.listen(() => {
-    const Presence = window.ctrlscopePresence, run = Presence.workerRun(page.worker);
-    notice("run-notice", run && !run.alive ? "worker " + page.worker + " is not running: " + Presence.stoppedText(run) +
+  // Whether the worker is live, by the one rule (protocol/redis-layout.md, "Liveness"; presence.js),
+  // as a badge by its name, drawn with every frame of the page (a run turns stopped ALIVE_MS after
+  // its entry was last refreshed, whether or not anything arrives). A worker whose newest run is
+  // not running: everything below is that run's last state, and the page says so above it instead
+  // of passing it for live.
+  const Presence = window.ctrlscopePresence;
+  let lastFrameTs = 0; // the newest frame's ts of the worker's components or metrics
+  function renderLiveness() {
+    const liveness = Presence.liveness(page.worker, lastFrameTs), run = Presence.workerRun(page.worker);
+    let badge = $("h-liveness");
+    if (!badge) { badge = el("span", { id: "h-liveness", className: "badge" }); $("h-worker").after(" ", badge); }
+    if (badge.dataset.liveness !== liveness) {
+      badge.dataset.liveness = liveness;
+      badge.textContent = liveness;
+      badge.className = "badge " + (liveness === P.Liveness.LIVE ? "ok" : "bad");
+      badge.title = liveness === P.Liveness.LIVE ? (run ? "running: its presence entry was refreshed within " + P.ALIVE_MS / 1000 + " s" : "publishing")
+        : liveness === P.Liveness.STOPPED ? "this worker's newest run is not running: what is shown is its last state"
+          : "no presence entry and no frame for " + P.FRAME_STALE_MS / 1000 + " s: the worker stopped publishing";
+    }
+    notice("run-notice", liveness === P.Liveness.STOPPED ? "worker " + page.worker + " is not running: " + Presence.stoppedText(run) +
       " (" + Presence.runText(run) + "). What this page shows is that run's last state." : "");
-  });
+  }
+  Presence.listen(() => schedule());
 
   // This page's controller as the worker's components report it ({} until reported).
   function controllerComponent() {
@@ -266,6 +283,7 @@
       renderComponents();
       for (const fn of componentListeners) fn();
     }
+    renderLiveness();
     for (const fn of renderers) fn(now);
   });
 

@@ -38,12 +38,14 @@
   P.SCENARIOS_TOPIC = T.scenarios;
   P.SCOREBOARD_TABLE = T.scoreboard_table;
   const NAMED_KINDS = new Set(V.NAMED_KINDS);
-  const UNSAFE = new RegExp(T.unsafe, "g");
+  // "u": one match per code point, as schema.topic_part (an emoji is one "_", not two UTF-16 halves).
+  const UNSAFE = new RegExp(T.unsafe, "gu");
   const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   const WORKER_TOPIC = new RegExp("^" + escape(T.worker_prefix) + "(" + T.segment + ")/([a-z]+)(?:/(" + T.segment + "))?$");
   const KINDS = new Set(Object.values(P.TopicKind));
 
-  // schema.topic_part: a name made safe for one topic segment ("/" and other unsafe characters → "_").
+  // schema.topic_part: a name made safe for one topic segment ("/" and other unsafe characters → "_";
+  // protocol/vectors/names/). After the replacement every character is ASCII, so slice counts code points.
   P.topicPart = (name) => String(name).replace(UNSAFE, "_").slice(0, 120) || "_";
 
   // schema.worker_topic: w/{worker}/{kind}[/{name}] from raw names.
@@ -91,6 +93,31 @@
   };
   // Whether this page can interpret data of version v (same major; a newer minor only adds).
   P.speaks = (v) => P.major(v) === P.MAJOR;
+
+  // Liveness: the one rule (schema.worker_liveness; protocol/redis-layout.md, "Liveness"). Times are
+  // ms of one clock (the dashboard's pages use the server's, presence.js).
+  P.ALIVE_MS = V.alive_ms;
+  P.FRAME_STALE_MS = V.frame_stale_ms;
+  const ms = (v) => (typeof v === "number" ? v : 0);
+  // schema.run_alive: a presence entry's run is alive (not stopped, seen at most ALIVE_MS ago).
+  P.runAlive = (entry, now) => !entry.stopped && now - ms(entry.seen) <= V.alive_ms;
+  // schema.worker_run: the worker's newest run (role worker, name its topic segment), or null.
+  P.workerRun = function (publishers, worker) {
+    let best = null;
+    for (const p of publishers || []) {
+      if (p.role !== V.worker_role || p.name !== worker) continue;
+      if (!best || ms(p.started) > ms(best.started) || (ms(p.started) === ms(best.started) && ms(p.seen) > ms(best.seen))) best = p;
+    }
+    return best;
+  };
+  // schema.worker_liveness: a P.Liveness. Presence decides when the worker keeps an entry (an idle
+  // worker sends no frame for minutes and is live); without one, its last components or metrics
+  // frame (lastFrame, null: none) must be at most FRAME_STALE_MS old.
+  P.workerLiveness = function (publishers, worker, now, lastFrame) {
+    const run = P.workerRun(publishers, worker);
+    if (run) return P.runAlive(run, now) ? P.Liveness.LIVE : P.Liveness.STOPPED;
+    return typeof lastFrame === "number" && now - lastFrame <= V.frame_stale_ms ? P.Liveness.LIVE : P.Liveness.STALE;
+  };
 
   global.ctrlscopeProtocol = Object.freeze(P);
 })(window);
