@@ -80,6 +80,16 @@ def check_type(rt: ResourceType, obj: Any, *, patch: bool = False) -> None:
     if not isinstance(obj, dict):  # a JSON patch can replace the whole document
         raise patch_invalid(obj, f"json: cannot unmarshal {go_json_type(obj)} into Go value of type "
                                  "map[string]interface {}")
+    for field in ("apiVersion", "kind"):  # read before anything else, into a struct of two strings
+        value = obj.get(field)
+        if value is not None and not isinstance(value, str):
+            detail = (f"couldn't get version/kind; json parse error: json: cannot unmarshal {go_json_type(value)} "
+                      f"into Go struct field .{field} of type string")
+            if patch:
+                raise patch_invalid(obj, detail)
+            shown = orjson.dumps(obj).decode()
+            shown = shown if len(shown) <= 32 else shown[:32] + " ..."
+            raise bad_request(f"the object provided is unrecognized (must be of type {rt.kind}): {detail} ({shown})")
     api_version = obj.get("apiVersion") or ""
     kind = obj.get("kind") or ""
     if not rt.builtin:

@@ -293,3 +293,15 @@ def test_pruning_defaulting_and_nulls(sim: SimCluster, ns: str, gadgets: str) ->
     strict = call(sim, "POST", gadgets.format(ns=ns) + "?fieldValidation=Strict", gadget("q", size=1, x=1))
     assert (strict.status, strict.json["message"]) == (
         400, 'Gadget in version "v1" cannot be handled as a Gadget: strict decoding error: unknown field "spec.x"')
+
+
+def test_an_apiversion_that_is_not_a_string_cannot_even_be_read(sim: SimCluster, ns: str) -> None:
+    got = call(sim, "POST", CMS.format(ns=ns), {"apiVersion": ["v1"], "kind": "ConfigMap", "metadata": {"name": "v"}})
+    assert (got.status, got.json["reason"]) == (400, "BadRequest")
+    assert got.json["message"].startswith("the object provided is unrecognized (must be of type ConfigMap): couldn't "
+                                          "get version/kind; json parse error: json: cannot unmarshal array into Go "
+                                          "struct field .apiVersion of type string")
+    call(sim, "POST", CMS.format(ns=ns), cm("v"))
+    patched = call(sim, "PATCH", CMS.format(ns=ns) + "/v", {"kind": 5}, "application/merge-patch+json")
+    assert (patched.status, patched.causes[0][:2]) == (422, ("patch", "FieldValueInvalid"))
+    assert patched.causes[0][2].endswith("json: cannot unmarshal number into Go struct field .kind of type string")
