@@ -293,7 +293,7 @@ def client_lightkube(s: Session) -> None:
     watcher.start()
     watcher.join(8)
     s.record("watch", events)
-    kc.close()
+
 
 
 # -- kopf ----------------------------------------------------------------------------------------
