@@ -33,6 +33,17 @@ def test_the_readme_states_the_version_the_code_publishes():
     assert README.startswith(f"# ctrlscope telemetry protocol, version {schema.PROTOCOL_VERSION}\n")
 
 
+def test_the_current_version_is_stated_once():
+    """Only the title says which version is current; elsewhere a version is history ("1.4 added",
+    "v1.4:" marks). A "now 1.1" or a frame example "here 1.0" drifted from the code before."""
+    current = re.compile(r"\b(?:version|now|here|currently|speaks)\W{1,3}v?\d+\.\d+", re.I)
+    for path in (PROTOCOL / "README.md", PROTOCOL / "redis-layout.md", PROTOCOL / "vectors" / "README.md",
+                 PROTOCOL.parent / "README.md"):
+        found = current.findall(path.read_text())
+        assert found == (["version 1." + str(schema.PROTOCOL_MINOR)] if path.name == "README.md"
+                         and path.parent == PROTOCOL else []), (path, found)
+
+
 def test_every_record_kind_has_a_json_schema_and_nothing_else_does():
     files = {p.name.removesuffix(".schema.json") for p in (PROTOCOL / "schema" / "records").glob("*.schema.json")}
     assert files == {k.value for k in schema.RecordKind}
