@@ -21,10 +21,12 @@
 //     and reports leader election; the cache's informers for the watched types are observed
 //     through clientgo.ObserveInformer.
 //
-// A user adds, in main.go:
+// A user adds, in main.go (a complete program is go/examples/manager/main.go, which README's
+// "Go controllers" section shows):
 //
 //	tel := ctrlscope.NewTelemetry(pub, "my-worker", ctrlscope.TelemetryOptions{})
-//	cfg = clientgo.WrapConfig(tel, cfg)                 // before ctrl.NewManager
+//	cfg, _ = clientgo.GuardWrites(tel, cfg, allowWrites) // read-only unless allowed
+//	cfg = clientgo.WrapConfig(tel, cfg)                 // both before ctrl.NewManager
 //	mgr, _ := ctrl.NewManager(cfg, ctrl.Options{...})
 //	inst, _ := ctrlruntime.Instrument(mgr, tel, ctrlruntime.Options{})
 //	ctrl.NewControllerManagedBy(mgr).Named("c").
@@ -34,5 +36,6 @@
 //		Complete(inst.Reconciler("c", r))
 //
 // (For and Owns return the three arguments of builder.Watches: the object, the observed handler
-// controller-runtime's own For and Owns would install, and the observed predicates.)
+// controller-runtime's own For and Owns would install, and the observed predicates.) Instrument
+// samples controller-runtime's metrics itself: no ctrlscope.MetricsSampler is needed next to it.
 package ctrlruntime
