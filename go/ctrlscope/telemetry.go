@@ -438,8 +438,18 @@ func countHandlerError(c *informerCounts) {
 
 // WatchEvent is Telemetry.WatchEvent for this informer.
 func (it *InformerTopic) WatchEvent(eventType WatchEventType, key, resourceVersion string) {
+	it.WatchEventAt(time.Time{}, eventType, key, resourceVersion)
+}
+
+// WatchEventAt is WatchEvent at time at (zero: now): for an observer that learns of the event only
+// after something it caused (a handler call that started at at).
+func (it *InformerTopic) WatchEventAt(at time.Time, eventType WatchEventType, key, resourceVersion string) {
 	r := newRecord(RecordKindWatch).str("type", string(eventType)).str("key", key).str("rv", resourceVersion)
-	it.publish(r, it.tel.now(), countWatch)
+	now := it.tel.now()
+	if !at.IsZero() {
+		now = min(now, wallMs(at))
+	}
+	it.publish(r, now, countWatch)
 }
 
 // StoreUpsert is Telemetry.StoreUpsert for this informer.

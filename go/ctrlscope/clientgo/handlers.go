@@ -3,6 +3,10 @@ package clientgo
 // Event handler calls as handler records. The wrapper runs in the informer's per-handler
 // goroutine, so it measures exactly what client-go runs: one call at a time per handler, in order.
 //
+// Order: a call's record is published after the observer's record of the event it answers when
+// the informer is observed (ObserveInformer), though both handlers run on goroutines of their own
+// (order.go).
+//
 // Panics: client-go does not swallow them. Its processorListener wraps each call in HandleCrash,
 // which re-panics by default (utilruntime.ReallyCrash) and crashes the process. The wrapper
 // therefore publishes the call as outcome error with the panic's text, flushes the publisher
@@ -26,13 +30,13 @@ var PanicFlushTimeout = 2 * time.Second
 // name, event, key, outcome, duration, resourceVersions, tombstone) on informer's topic.
 // Register the result in place of h: inf.AddEventHandler(clientgo.Handlers(tel, name, "print", h)).
 func Handlers(tel *ctrlscope.Telemetry, informer, handlerName string, h cache.ResourceEventHandler) cache.ResourceEventHandler {
-	return &observedHandler{c: handlerCaller{tel: tel, it: tel.InformerTopic(informer), handler: handlerName}, h: h}
+	return &observedHandler{c: newHandlerCaller(tel, informer, handlerName), h: h}
 }
 
 // HandlerFuncs is Handlers for a ResourceEventHandlerFuncs: each function that is set is wrapped;
 // one left nil stays nil, so an event without a function publishes nothing (nothing ran).
 func HandlerFuncs(tel *ctrlscope.Telemetry, informer, handlerName string, f cache.ResourceEventHandlerFuncs) cache.ResourceEventHandlerFuncs {
-	c := handlerCaller{tel: tel, it: tel.InformerTopic(informer), handler: handlerName}
+	c := newHandlerCaller(tel, informer, handlerName)
 	out := cache.ResourceEventHandlerFuncs{}
 	if add := f.AddFunc; add != nil {
 		out.AddFunc = func(obj any) { c.call(ctrlscope.HandlerEventAdd, nil, obj, func() { add(obj) }) }
@@ -71,13 +75,35 @@ func (o *observedHandler) OnDelete(obj any) {
 // (controller-runtime's event handlers); oldObj is nil but for updates.
 func CallHandler(tel *ctrlscope.Telemetry, informer, handlerName string, event ctrlscope.HandlerEvent, oldObj, obj any,
 	f func()) {
-	handlerCaller{tel: tel, it: tel.InformerTopic(informer), handler: handlerName}.call(event, oldObj, obj, f)
+	newHandlerCaller(tel, informer, handlerName).call(event, oldObj, obj, f)
+}
+
+// PublishHandler publishes c, a call of one of informer's handlers that already returned (or one
+// that a predicate ended), as Handlers does: after the record of the event it answers when the
+// informer is observed.
+func PublishHandler(tel *ctrlscope.Telemetry, informer string, c ctrlscope.HandlerCall) {
+	newHandlerCaller(tel, informer, c.Handler).publish(c)
 }
 
 type handlerCaller struct {
-	tel     *ctrlscope.Telemetry
-	it      *ctrlscope.InformerTopic
-	handler string
+	tel      *ctrlscope.Telemetry
+	informer string
+	it       *ctrlscope.InformerTopic
+	handler  string
+}
+
+func newHandlerCaller(tel *ctrlscope.Telemetry, informer, handlerName string) handlerCaller {
+	return handlerCaller{tel: tel, informer: informer, it: tel.InformerTopic(informer), handler: handlerName}
+}
+
+// publish publishes a call that returned, ordered after its event when the informer is observed
+// (looked up per call: ObserveInformer may come after the handler was wrapped).
+func (c handlerCaller) publish(rec ctrlscope.HandlerCall) {
+	if o := registryFor(c.tel).named(c.informer); o != nil {
+		o.order.handled(rec)
+		return
+	}
+	c.it.Handler(rec)
 }
 
 func (c handlerCaller) call(event ctrlscope.HandlerEvent, oldObj, obj any, f func()) {
@@ -100,7 +126,8 @@ func (c handlerCaller) call(event ctrlscope.HandlerEvent, oldObj, obj any, f fun
 		} else {
 			rec.Error = fmt.Sprintf("panic: %v", r)
 		}
-		c.it.Handler(rec)
+		c.it.Handler(rec) // at once, not parked behind its event: the process may end next
+
 		ctx, cancel := context.WithTimeout(context.Background(), PanicFlushTimeout)
 		_, _ = c.tel.Publisher().Flush(ctx)
 		cancel()
@@ -113,5 +140,5 @@ func (c handlerCaller) call(event ctrlscope.HandlerEvent, oldObj, obj any, f fun
 	// One clock read for the duration and the record's time.
 	end := clk.Now()
 	rec.Outcome, rec.Duration, rec.At = ctrlscope.HandlerOutcomeOk, end.Sub(start), end
-	c.it.Handler(rec)
+	c.publish(rec)
 }

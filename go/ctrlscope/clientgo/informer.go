@@ -153,6 +153,7 @@ type Informer struct {
 	scope        ctrlscope.InformerScope // published with the informer record (namespace from WithNamespace)
 	next         cache.WatchErrorHandlerWithContext
 	started      time.Time
+	order        *causalOrder // the user's handler records after the watch records (order.go)
 
 	mu              sync.Mutex
 	lists           int       // list phases completed (LIST or WatchList)
@@ -183,8 +184,9 @@ type Informer struct {
 // record is published at sync (rv and cache size then) and relisted changes are indistinguishable
 // from watch events.
 func ObserveInformer(tel *ctrlscope.Telemetry, name string, inf cache.SharedIndexInformer, opts ...InformerOption) (*Informer, error) {
-	o := &Informer{tel: tel, name: name, it: tel.InformerTopic(name), inf: inf, stop: make(chan struct{}),
-		started: tel.Clock().Now()}
+	it := tel.InformerTopic(name)
+	o := &Informer{tel: tel, name: name, it: it, inf: inf, stop: make(chan struct{}),
+		started: tel.Clock().Now(), order: newCausalOrder(it)}
 	for _, opt := range opts {
 		opt(o)
 	}
@@ -205,9 +207,7 @@ func ObserveInformer(tel *ctrlscope.Telemetry, name string, inf cache.SharedInde
 	}
 	o.scope.Namespace = o.namespace
 	tel.InformerWithScope(name, FifoModel(), o.resync, o.scope)
-	if o.hasGVR {
-		registryFor(tel).add(o)
-	}
+	registryFor(tel).add(o)
 	go o.waitSynced()
 	return o, nil
 }
@@ -221,6 +221,7 @@ func (o *Informer) Stopped() {
 	o.stopOnce.Do(func() {
 		close(o.stop)
 		registryFor(o.tel).remove(o)
+		o.order.flush()
 		o.tel.ReflectorState(o.name, ctrlscope.ReflectorStateStopped)
 	})
 }
@@ -461,13 +462,15 @@ func (h observingHandler) OnAdd(obj any, isInInitialList bool) {
 	o := h.o
 	key := ObjectKey(obj)
 	o.it.StoreUpsert(key, obj)
-	switch {
-	case isInInitialList:
-	case o.relistItem(obj):
-		o.it.Fifo(ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeReplaced, 0)
-	default:
-		o.it.WatchEvent(ctrlscope.WatchEventTypeAdded, key, ctrlscope.ResourceVersion(obj))
-	}
+	o.order.observed(key, obj, false, func(firstCall time.Time) {
+		switch {
+		case isInInitialList:
+		case o.relistItem(obj):
+			o.it.Fifo(ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeReplaced, 0)
+		default:
+			o.it.WatchEventAt(firstCall, ctrlscope.WatchEventTypeAdded, key, ctrlscope.ResourceVersion(obj))
+		}
+	})
 }
 
 func (h observingHandler) OnUpdate(oldObj, newObj any) {
@@ -475,35 +478,42 @@ func (h observingHandler) OnUpdate(oldObj, newObj any) {
 	key := ObjectKey(newObj)
 	if sameObject(oldObj, newObj) {
 		// A resync: the cached object handed out again; the cache did not change.
-		o.it.Fifo(ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeSync, 0)
+		o.order.observed(key, newObj, false, func(time.Time) {
+			o.it.Fifo(ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeSync, 0)
+		})
 		return
 	}
 	o.it.StoreUpsert(key, newObj)
 	rv := ctrlscope.ResourceVersion(newObj)
-	if rv == ctrlscope.ResourceVersion(oldObj) || o.relistItem(newObj) {
-		o.it.Fifo(ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeReplaced, 0)
-		return
-	}
-	o.it.WatchEvent(ctrlscope.WatchEventTypeModified, key, rv)
+	o.order.observed(key, newObj, false, func(firstCall time.Time) {
+		if rv == ctrlscope.ResourceVersion(oldObj) || o.relistItem(newObj) {
+			o.it.Fifo(ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeReplaced, 0)
+			return
+		}
+		o.it.WatchEventAt(firstCall, ctrlscope.WatchEventTypeModified, key, rv)
+	})
 }
 
 func (h observingHandler) OnDelete(obj any) {
 	o := h.o
 	key := ObjectKey(obj)
 	o.it.StoreDelete(key)
-	if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		// Deleted while unseen: a relist no longer had it.
-		o.it.Fifo(ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeDeleted, 0)
-		return
-	}
-	o.it.WatchEvent(ctrlscope.WatchEventTypeDeleted, key, ctrlscope.ResourceVersion(obj))
+	o.order.observed(key, obj, true, func(firstCall time.Time) {
+		if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			// Deleted while unseen: a relist no longer had it.
+			o.it.Fifo(ctrlscope.FifoOpPopped, key, ctrlscope.DeltaTypeDeleted, 0)
+			return
+		}
+		o.it.WatchEventAt(firstCall, ctrlscope.WatchEventTypeDeleted, key, ctrlscope.ResourceVersion(obj))
+	})
 }
 
 // -- the registry the transport matches requests against -----------------------------------------
 
 type registry struct {
-	mu    sync.Mutex
-	byGVR map[schema.GroupVersionResource][]*Informer
+	mu     sync.Mutex
+	byGVR  map[schema.GroupVersionResource][]*Informer // informers whose resource is known
+	byName map[string]*Informer                        // every observed informer, by its name
 }
 
 var registries sync.Map // *ctrlscope.Telemetry -> *registry
@@ -512,19 +522,33 @@ func registryFor(tel *ctrlscope.Telemetry) *registry {
 	if r, ok := registries.Load(tel); ok {
 		return r.(*registry)
 	}
-	r, _ := registries.LoadOrStore(tel, &registry{byGVR: map[schema.GroupVersionResource][]*Informer{}})
+	r, _ := registries.LoadOrStore(tel, &registry{byGVR: map[schema.GroupVersionResource][]*Informer{},
+		byName: map[string]*Informer{}})
 	return r.(*registry)
 }
 
 func (r *registry) add(o *Informer) {
 	r.mu.Lock()
-	r.byGVR[o.gvr] = append(r.byGVR[o.gvr], o)
+	if o.hasGVR {
+		r.byGVR[o.gvr] = append(r.byGVR[o.gvr], o)
+	}
+	r.byName[o.name] = o
 	r.mu.Unlock()
+}
+
+// named is the observed informer called name, nil if none is.
+func (r *registry) named(name string) *Informer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byName[name]
 }
 
 func (r *registry) remove(o *Informer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.byName[o.name] == o {
+		delete(r.byName, o.name)
+	}
 	list := r.byGVR[o.gvr]
 	for i, x := range list {
 		if x == o {

@@ -155,6 +155,19 @@ func testObservedInformer(t *testing.T, watchList bool) {
 	if !contains(handlers, wantHandlers...) || len(handlers) != 5 {
 		t.Fatalf("handler records:\n%s", strings.Join(handlers, "\n"))
 	}
+	// Each handler call after the watch event it answers, though client-go ran the two handlers on
+	// goroutines of their own (order.go).
+	watchAt := map[string]int{}
+	for n, r := range recs {
+		if r["k"] == "watch" {
+			watchAt[fmt.Sprint(r["key"], "@", r["rv"])] = n
+		}
+	}
+	for n, r := range recs {
+		if at, ok := watchAt[fmt.Sprint(r["key"], "@", r["rv"])]; ok && r["k"] == "handler" && at > n {
+			t.Fatalf("handler record %v before the watch event it answers", r)
+		}
+	}
 
 	// While the watch is down: c is deleted and a changed, unseen; the 410 makes the informer
 	// relist, which finds both. Neither is a watch event: a tombstone and a replacement.
