@@ -42,7 +42,7 @@ from controllers.clock import Clock, RealClock
 from controllers.informers.keys import DeletedFinalStateUnknown, object_key
 from controllers.informers.write_guard import ReadOnlyError
 from controllers.observer import NOOP_OBSERVER, Observer, active_observer
-from controllers.reconcile.handlers import EnqueueRequestForObject, EventHandler
+from controllers.reconcile.handlers import EnqueueRequestForObject, EnqueueRequestForOwner, EventHandler
 from controllers.reconcile.predicates import Predicate
 from controllers.reconcile.request import Reconciler, Request, Result, TerminalError
 from controllers.schema import ControllerEvent, ReconcileResult
@@ -53,6 +53,17 @@ log = logging.getLogger("ctrlscope.controller")
 DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
 
 ReconcileFunc = Callable[[Request], "Result | None"]
+
+
+def handler_name(controller: str, handler: EventHandler) -> str:
+    """The name a controller's informer handler calls are published under: ``controller/{name}
+    ({role})``, the role being the controller-runtime builder method that installs such a handler
+    (``For``: the object itself, ``Owns``: its controller owner, ``Watches``: anything else), so that
+    the calls of one controller's For and Owns watches of one informer can be told apart. Go's
+    ``ctrlruntime.HandlerName`` spells it the same."""
+    role = ("For" if isinstance(handler, EnqueueRequestForObject)
+            else "Owns" if isinstance(handler, EnqueueRequestForOwner) else "Watches")
+    return f"controller/{controller} ({role})"
 
 
 class Source(Protocol):
@@ -145,7 +156,7 @@ class Controller:
             dispatch(ControllerEvent.DELETE, obj, lambda: handler.delete(obj), lambda p: p.delete(obj))
 
         informer.add_event_handler(on_add=on_add, on_update=on_update, on_delete=on_delete,
-                                   name=f"controller/{self.name}")
+                                   name=handler_name(self.name, handler))
         self._sources.append(informer)
         self._report(started=False)
 

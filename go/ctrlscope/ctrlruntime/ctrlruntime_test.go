@@ -350,14 +350,14 @@ func TestHandlerPublishesTheRequestsItsHandlerEnqueued(t *testing.T) {
 	ctx := context.Background()
 
 	sawPQ := false
-	forObj := i.Handler("c", priorityProbe{EventHandler: &handler.EnqueueRequestForObject{}, sawPQ: &sawPQ})
+	forObj := i.handler("c", RoleFor, priorityProbe{EventHandler: &handler.EnqueueRequestForObject{}, sawPQ: &sawPQ})
 	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Generation: 1}}
 	db := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db", Generation: 1}}
 	forObj.Create(ctx, event.CreateEvent{Object: db, IsInInitialList: true}, q) // low priority
 	if !sawPQ {
 		t.Error("the recording queue is a priority queue when the controller's is")
 	}
-	owns := i.Handler("c", handler.EnqueueRequestForOwner(mgr.scheme, mgr.mapper, &appsv1.Deployment{},
+	owns := i.handler("c", RoleOwns, handler.EnqueueRequestForOwner(mgr.scheme, mgr.mapper, &appsv1.Deployment{},
 		handler.OnlyControllerOwner()))
 	owns.Create(ctx, event.CreateEvent{Object: owned("web-summary", "web")}, q)
 	moved := owned("moved", "api")
@@ -366,7 +366,7 @@ func TestHandlerPublishesTheRequestsItsHandlerEnqueued(t *testing.T) {
 	owns.Delete(ctx, event.DeleteEvent{Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default",
 		Name: "stray"}}}, q)
 
-	preds := i.Predicates("c", predicate.GenerationChangedPredicate{})
+	preds := i.predicates("c", RoleFor, predicate.GenerationChangedPredicate{})
 	newer := web.DeepCopy()
 	newer.ResourceVersion = "2" // a status change: the generation stays
 	if preds[0].Update(event.UpdateEvent{ObjectOld: web, ObjectNew: newer}) {
@@ -397,23 +397,27 @@ func TestHandlerPublishesTheRequestsItsHandlerEnqueued(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("events:\n got  %v\n want %v", got, want)
 	}
-	// Each event is also the informer handler call that delivered it ("controller/c"), on the
-	// informer's topic, for the pipeline's handler stage; the filtered one too.
+	// Each event is also the informer handler call that delivered it, on the informer's topic, for
+	// the pipeline's handler stage (the filtered one too), named for the builder method that
+	// installed its handler: For and Owns calls of one controller can be told apart.
 	calls := map[string][]string{}
 	for _, informer := range []string{"apps/v1/Deployment", "v1/ConfigMap"} {
 		hrecs, _ := h.Read(t, h.Tel.Topic(ctrlscope.TopicKindInformer, informer))
 		for _, r := range hrecs {
-			if r["k"] == "handler" && r["handler"] == "controller/c" && r["outcome"] == "ok" {
-				calls[informer] = append(calls[informer], r["event"].(string)+" "+r["key"].(string))
+			if r["k"] == "handler" && r["outcome"] == "ok" {
+				calls[r["handler"].(string)] = append(calls[r["handler"].(string)], r["event"].(string)+" "+r["key"].(string))
 			}
 		}
 	}
 	wantCalls := map[string][]string{
-		"apps/v1/Deployment": {"add default/db", "update default/web"},
-		"v1/ConfigMap":       {"add default/web-summary", "update default/moved", "delete default/stray"},
+		"controller/c (For)":  {"add default/db", "update default/web"},
+		"controller/c (Owns)": {"add default/web-summary", "update default/moved", "delete default/stray"},
 	}
 	if !reflect.DeepEqual(calls, wantCalls) {
 		t.Fatalf("informer handler calls:\n got  %v\n want %v", calls, wantCalls)
+	}
+	if HandlerName("c", RoleWatches) != "controller/c (Watches)" || i.Handler("c", forObj).(*observedHandler).name != "controller/c (Watches)" {
+		t.Error("a handler wrapped for the builder's Watches is named (Watches)")
 	}
 	waitFor(t, func() bool { return q.Len() == 3 })
 	var order []reconcile.Request

@@ -31,13 +31,39 @@ import (
 // AddWithOpts) and passes it on to the controller's queue. When that queue is a priority queue,
 // the recording queue is one too, so handlers that lower the priority of unchanged objects
 // (handler.WithLowPriorityWhenUnchanged, EnqueueRequestForObject's initial list) keep doing so.
+//
+// Its informer handler calls are named "controller/{controller} (Watches)": wrap the handlers you
+// pass to the builder's Watches with it; For and Owns name theirs "(For)" and "(Owns)".
 func (i *Instrumentation) Handler(controller string, h handler.EventHandler) handler.EventHandler {
-	return &observedHandler{i: i, controller: controller, inner: h}
+	return i.handler(controller, RoleWatches, h)
+}
+
+// Role is the builder method that installed an event handler: one controller may have a handler of
+// each on one informer (a ConfigMap mirror is For ConfigMaps and Owns ConfigMaps), and the
+// dashboard tells their calls apart by it.
+type Role string
+
+// The builder's three ways to watch.
+const (
+	RoleFor     Role = "For"
+	RoleOwns    Role = "Owns"
+	RoleWatches Role = "Watches"
+)
+
+// HandlerName is the name an informer handler call of controller's handler installed by role is
+// published under: "controller/{controller} ({role})", as the Python runtime names its controllers'.
+func HandlerName(controller string, role Role) string {
+	return "controller/" + controller + " (" + string(role) + ")"
+}
+
+func (i *Instrumentation) handler(controller string, role Role, h handler.EventHandler) handler.EventHandler {
+	return &observedHandler{i: i, controller: controller, name: HandlerName(controller, role), inner: h}
 }
 
 type observedHandler struct {
 	i          *Instrumentation
 	controller string
+	name       string // its informer handler calls' (HandlerName)
 	inner      handler.EventHandler
 }
 
@@ -62,17 +88,17 @@ var handlerEvents = map[ctrlscope.ControllerEvent]ctrlscope.HandlerEvent{
 	ctrlscope.ControllerEventDelete: ctrlscope.HandlerEventDelete,
 }
 
-// informerHandler says on which informer's topic an event of controller's is published as the
-// informer handler call that delivered it, as the Python runtime's controllers do (handler
-// "controller/{name}": the pipeline's handler stage counts them); ok is false for generic events
-// and objects of types the scheme does not know.
-func (i *Instrumentation) informerHandler(controller string, ev ctrlscope.ControllerEvent, obj client.Object) (
-	informer, handlerName string, hev ctrlscope.HandlerEvent, ok bool) {
+// informerHandler says on which informer's topic an event is published as the informer handler
+// call that delivered it, as the Python runtime's controllers do (the handler's HandlerName: the
+// pipeline's handler stage counts them); ok is false for generic events and objects of types the
+// scheme does not know.
+func (i *Instrumentation) informerHandler(ev ctrlscope.ControllerEvent, obj client.Object) (
+	informer string, hev ctrlscope.HandlerEvent, ok bool) {
 	hev, ok = handlerEvents[ev]
 	if informer = i.informerOf(obj); !ok || informer == "" {
-		return "", "", "", false
+		return "", "", false
 	}
-	return informer, "controller/" + controller, hev, true
+	return informer, hev, true
 }
 
 // informerOf names the informer obj's events come from ("group/version/Kind"), "" if the scheme
@@ -99,7 +125,7 @@ func (i *Instrumentation) informerOf(obj client.Object) string {
 // call runs the inner handler as the informer handler call that delivered the event (timed; a
 // panic is published, then raised again: clientgo.CallHandler).
 func (h *observedHandler) call(ev ctrlscope.ControllerEvent, old, obj client.Object, run func()) {
-	informer, name, hev, ok := h.i.informerHandler(h.controller, ev, obj)
+	informer, hev, ok := h.i.informerHandler(ev, obj)
 	if !ok {
 		run()
 		return
@@ -108,7 +134,7 @@ func (h *observedHandler) call(ev ctrlscope.ControllerEvent, old, obj client.Obj
 	if old != nil && !reflect.ValueOf(old).IsNil() {
 		oldObj = old
 	}
-	clientgo.CallHandler(h.i.tel, informer, name, hev, oldObj, obj, run)
+	clientgo.CallHandler(h.i.tel, informer, h.name, hev, oldObj, obj, run)
 }
 
 // Create implements handler.EventHandler.
@@ -214,11 +240,17 @@ func record(q workqueue.TypedRateLimitingInterface[reconcile.Request]) (*recorde
 // Predicates wraps ps, predicates of controller's watch (or its builder.WithEventFilter), so that
 // an event one of them drops is published as an event record with filtered_by: the predicate's
 // type name ("GenerationChangedPredicate"). controller-runtime asks a watch's predicates in order
-// and stops at the first that says no, so a dropped event is published once.
+// and stops at the first that says no, so a dropped event is published once. The informer handler
+// call it ended is named as Handler names it (Watches); For and Owns name theirs.
 func (i *Instrumentation) Predicates(controller string, ps ...predicate.Predicate) []predicate.Predicate {
+	return i.predicates(controller, RoleWatches, ps...)
+}
+
+func (i *Instrumentation) predicates(controller string, role Role, ps ...predicate.Predicate) []predicate.Predicate {
 	out := make([]predicate.Predicate, len(ps))
 	for n, p := range ps {
-		out[n] = &observedPredicate{i: i, controller: controller, name: PredicateName(p), inner: p}
+		out[n] = &observedPredicate{i: i, controller: controller, handler: HandlerName(controller, role),
+			name: PredicateName(p), inner: p}
 	}
 	return out
 }
@@ -250,6 +282,7 @@ func PredicateName(p any) string {
 type observedPredicate struct {
 	i          *Instrumentation
 	controller string
+	handler    string // the informer handler whose calls it ends (HandlerName)
 	name       string
 	inner      predicate.Predicate
 }
@@ -257,10 +290,10 @@ type observedPredicate struct {
 func (p *observedPredicate) verdict(ok bool, ev ctrlscope.ControllerEvent, obj client.Object) bool {
 	if !ok {
 		p.i.tel.Event(p.controller, ev, objectKey(obj), nil, p.name)
-		if informer, name, hev, found := p.i.informerHandler(p.controller, ev, obj); found {
+		if informer, hev, found := p.i.informerHandler(ev, obj); found {
 			// the informer handler call ended at the predicate
-			p.i.tel.Handler(informer, ctrlscope.HandlerCall{Handler: name, Event: hev, Key: objectKey(obj),
-				Outcome: ctrlscope.HandlerOutcomeOk, New: obj})
+			clientgo.PublishHandler(p.i.tel, informer, ctrlscope.HandlerCall{Handler: p.handler, Event: hev,
+				Key: objectKey(obj), Outcome: ctrlscope.HandlerOutcomeOk, New: obj})
 		}
 	}
 	return ok
@@ -296,8 +329,8 @@ func (p *observedPredicate) Generic(e event.GenericEvent) bool {
 func (i *Instrumentation) For(controller string, obj client.Object, ps ...predicate.Predicate) (client.Object,
 	handler.EventHandler, builder.WatchesOption) {
 	_ = i.Watch(controller, obj) // a failure is published as a setup error; the builder reports it too
-	return obj, i.Handler(controller, &handler.EnqueueRequestForObject{}),
-		builder.WithPredicates(i.Predicates(controller, ps...)...)
+	return obj, i.handler(controller, RoleFor, &handler.EnqueueRequestForObject{}),
+		builder.WithPredicates(i.predicates(controller, RoleFor, ps...)...)
 }
 
 // Owns is what builder.Owns(obj, builder.WithPredicates(ps...)) installs for a controller of
@@ -307,5 +340,5 @@ func (i *Instrumentation) Owns(controller string, owner, obj client.Object, ps .
 	handler.EventHandler, builder.WatchesOption) {
 	_ = i.Watch(controller, obj)
 	h := handler.EnqueueRequestForOwner(i.mgr.GetScheme(), i.mgr.GetRESTMapper(), owner, handler.OnlyControllerOwner())
-	return obj, i.Handler(controller, h), builder.WithPredicates(i.Predicates(controller, ps...)...)
+	return obj, i.handler(controller, RoleOwns, h), builder.WithPredicates(i.predicates(controller, RoleOwns, ps...)...)
 }

@@ -250,6 +250,18 @@ def test_observer_hears_which_informers_a_controller_watches_and_when_its_worker
         {"watches": ["x/v1/PodSet", "v1/Pod"], "workers": 2, "started": False}]
 
 
+def test_handler_names_tell_a_controllers_for_owns_and_watches_handlers_apart(clock) -> None:
+    """One controller may watch one informer twice (a ConfigMap mirror is For ConfigMaps and Owns
+    ConfigMaps): each handler is named for the builder method that would install it."""
+    configmaps = FakeSource()
+    c = make(clock, lambda req: None)
+    c.watch(configmaps)
+    c.watch(configmaps, handler=EnqueueRequestForOwner("v1", "ConfigMap"))
+    c.watch(configmaps, handler=EnqueueRequestsFromMapFunc(lambda obj: []))
+    assert [h["name"] for h in configmaps.handlers] == [
+        "controller/test (For)", "controller/test (Owns)", "controller/test (Watches)"]
+
+
 def test_generation_changed_predicate_filters_status_updates(clock, observer) -> None:
     c = make(clock, lambda req: None, observer=observer)
     source = FakeSource()
