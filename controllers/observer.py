@@ -124,11 +124,14 @@ class Observer:
 
     # -- Controller ------------------------------------------------------------------------
     def on_controller(self, controller: str, *, watches: list[str], workers: int, started: bool,
-                      mode: ObservationMode | None = None, unseen: list[str] | None = None) -> None:
+                      mode: ObservationMode | None = None, unseen: list[str] | None = None,
+                      rate_limiter: dict[str, Any] | None = None) -> None:
         """A controller was wired to another informer (``watches``: every informer it watches so
         far) or started (``started``) or stopped its ``workers`` reconcile workers. A controller that
         waits for its caches, or for leadership, has been reported but not started. A controller
-        observed from outside its process says so (``mode``) and what that cannot see (``unseen``)."""
+        observed from outside its process says so (``mode``) and what that cannot see (``unseen``).
+        ``rate_limiter`` describes its workqueue's limiter (a RateLimiterSpec,
+        ``workqueue.describe_rate_limiter``), when known."""
 
     # -- Controller event mapping -----------------------------------------------------------
     def on_event(self, controller: str, *, event: ControllerEvent, key: str, requests: list[str],

@@ -144,11 +144,15 @@ class ProtocolPublisher:
         return QueueReport(self, name)
 
     def controller(self, name: str, *, watches: Iterable[str] = (), workers: int = 1, mode: str | None = None,
-                   unseen: Iterable[str] = ()) -> ControllerReport:
+                   unseen: Iterable[str] = (), rate_limiter: dict[str, Any] | None = None) -> ControllerReport:
         """A controller (reconciler) that watches the named informers; reported as started. One seen
-        from outside its process says so: ``mode`` (``ObservationMode``) and what it cannot see."""
+        from outside its process says so: ``mode`` (``ObservationMode``) and what it cannot see.
+        v1.5: ``rate_limiter`` describes its queue's rate limiter (a RateLimiterSpec, e.g.
+        ``{"type": "exponential", "base": 0.005, "max": 1000}``), so the page can say which part chose
+        each retry's delay and what the next will be."""
         self.observer.on_controller(name, watches=list(watches), workers=workers, started=True,
-                                    **({"mode": ObservationMode(mode), "unseen": list(unseen)} if mode else {}))
+                                    **({"mode": ObservationMode(mode), "unseen": list(unseen)} if mode else {}),
+                                    **({"rate_limiter": rate_limiter} if rate_limiter is not None else {}))
         return ControllerReport(self, name)
 
     def status(self, table: str, key: str, value: dict[str, Any] | None) -> None:

@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 4
+PROTOCOL_MINOR = 5
 PROTOCOL_VERSION = f"{PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
 """What every frame says in ``"v"``. A reader speaks one major version: frames of another major are
 not interpreted (the dashboard shows a notice); a newer minor only adds optional fields and record
@@ -177,6 +177,19 @@ class QueueOp(StrEnum):
 
 QUEUE_ADDS = frozenset({QueueOp.ADD, QueueOp.DEDUP, QueueOp.DEFER, QueueOp.ADD_AFTER, QueueOp.ADD_RATE_LIMITED})
 """Ops that are an Add by someone (an event, a retry, a requeue request): the queue's input rate."""
+
+
+class RateLimiterType(StrEnum):
+    """v1.5: which kind of limiter a RateLimiterSpec describes (client-go ``default_rate_limiters.go``).
+
+    A controller component's ``rate_limiter`` describes its workqueue's limiter, so that a reader can
+    say which part chose a retry's delay and what the next one will be (``rate_limiter_step``)."""
+
+    EXPONENTIAL = "exponential"  # per key: ``base`` s doubled per requeue (the n-th waits base·2^(n-1)), at most ``max``
+    FAST_SLOW = "fast_slow"  # per key: ``fast`` s for the first ``fast_attempts`` requeues, then ``slow`` s
+    BUCKET = "bucket"  # the whole queue's token bucket: ``qps`` retries/s after a ``burst``; 0 while tokens last
+    MAX_OF = "max_of"  # the longest delay of its limiters (``of``)
+    OTHER = "other"  # a limiter the publisher cannot describe (``name``: what it is)
 
 
 class ReconcileResult(StrEnum):
@@ -465,6 +478,57 @@ def fold_queue_op(state: dict[str, Any] | None, op: str, *, now_ms: float, delay
     return item
 
 
+# -- the rate limiter's delays (v1.5) ------------------------------------------------------------------
+def rate_limiter_delay(spec: dict[str, Any] | None, requeues: int) -> float | None:
+    """The delay the limiter ``spec`` (a RateLimiterSpec) chooses for a key's ``requeues``-th retry
+    (1: the first after a ``forget``), assuming its token buckets have tokens (they only add to it);
+    ``None`` when the spec does not say (no spec, an ``other`` limiter alone)."""
+    if not isinstance(spec, dict) or requeues < 1:
+        return None
+    kind = spec.get("type")
+    if kind == RateLimiterType.EXPONENTIAL:
+        base, cap = float(spec["base"]), float(spec["max"])
+        # past ~1000 doublings a float overflows; the cap has long been reached by then
+        return cap if requeues > 1000 else min(base * 2.0 ** (requeues - 1), cap)
+    if kind == RateLimiterType.FAST_SLOW:
+        return float(spec["fast"] if requeues <= int(spec["fast_attempts"]) else spec["slow"])
+    if kind == RateLimiterType.BUCKET:
+        return 0.0
+    if kind == RateLimiterType.MAX_OF:
+        known = [d for d in (rate_limiter_delay(s, requeues) for s in spec.get("of") or []) if d is not None]
+        return max(known) if known else None
+    return None
+
+
+def rate_limiter_step(spec: dict[str, Any] | None, requeues: int, delay: float) -> dict[str, Any] | None:
+    """Which part of the limiter ``spec`` chose ``delay`` for a key's ``requeues``-th retry: the
+    first per-key limiter whose delay for that retry it is (within 1 µs + 0.1 %); else, for a delay
+    no shorter than every per-key one, the token bucket (it had tokens, or the queue retried faster
+    than ``qps`` beyond its burst); else the ``other`` limiter; ``None`` when no part explains it."""
+    leaves: list[dict[str, Any]] = []
+
+    def walk(s: Any) -> None:
+        if isinstance(s, dict) and s.get("type") == RateLimiterType.MAX_OF:
+            for child in s.get("of") or []:
+                walk(child)
+        elif isinstance(s, dict):
+            leaves.append(s)
+
+    walk(spec)
+    for leaf in leaves:
+        if leaf.get("type") in (RateLimiterType.BUCKET, RateLimiterType.OTHER):
+            continue
+        expected = rate_limiter_delay(leaf, requeues)
+        if expected is not None and abs(delay - expected) <= 1e-6 + 1e-3 * expected:
+            return leaf
+    longest = rate_limiter_delay(spec, requeues) or 0.0
+    for kind in (RateLimiterType.BUCKET, RateLimiterType.OTHER):
+        for leaf in leaves:
+            if leaf.get("type") == kind and (delay >= longest - 1e-6 or kind == RateLimiterType.OTHER):
+                return leaf
+    return None
+
+
 # -- the handler progress model (v1.1) -----------------------------------------------------------------
 RETRIED_ERROR_KINDS = frozenset({ErrorKind.TEMPORARY, ErrorKind.EXCEPTION, ErrorKind.CHILDREN})
 """Error kinds after which the framework runs the handler again on its own (at ``ts + delay``)."""
@@ -565,6 +629,7 @@ VOCABULARY: dict[str, type[StrEnum]] = {
     "WatchEndReason": WatchEndReason,
     "QueueOp": QueueOp,
     "ReconcileResult": ReconcileResult,
+    "RateLimiterType": RateLimiterType,
     "ControllerEvent": ControllerEvent,
     "ErrorKind": ErrorKind,
     "HandlerCause": HandlerCause,

@@ -46,7 +46,7 @@ from controllers.reconcile.handlers import EnqueueRequestForObject, EnqueueReque
 from controllers.reconcile.predicates import Predicate
 from controllers.reconcile.request import Reconciler, Request, Result, TerminalError
 from controllers.schema import ControllerEvent, ReconcileResult
-from controllers.workqueue import RateLimiter, RateLimitingQueue, default_controller_rate_limiter
+from controllers.workqueue import RateLimiter, RateLimitingQueue, default_controller_rate_limiter, describe_rate_limiter
 
 log = logging.getLogger("ctrlscope.controller")
 
@@ -163,7 +163,8 @@ class Controller:
     def _report(self, *, started: bool) -> None:
         if self._obs is not None:
             self._obs.on_controller(self.name, watches=[s.name for s in self._sources],
-                                    workers=self.max_concurrent_reconciles, started=started)
+                                    workers=self.max_concurrent_reconciles, started=started,
+                                    rate_limiter=describe_rate_limiter(self.queue.rate_limiter))
 
     def enqueue(self, request: Request) -> None:
         """Add a request directly (a generic event / channel source)."""

@@ -273,10 +273,13 @@ class TelemetryObserver(Observer):
                                               "requests": requests, "filtered_by": filtered_by})
 
     def on_controller(self, controller: str, *, watches: list[str], workers: int, started: bool,
-                      mode: str | None = None, unseen: list[str] | None = None) -> None:
+                      mode: str | None = None, unseen: list[str] | None = None,
+                      rate_limiter: dict[str, Any] | None = None) -> None:
         extra: dict[str, Any] = {}
         if mode is not None:  # v1.1
             extra.update(mode=str(mode), unseen=list(unseen or []))
+        if rate_limiter is not None:  # v1.5
+            extra["rate_limiter"] = rate_limiter
         self._component(controller, ComponentKind.CONTROLLER, watches=list(watches), workers=workers, started=started,
                         **extra)
         with self._counts_lock:

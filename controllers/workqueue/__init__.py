@@ -14,6 +14,7 @@ from controllers.workqueue.rate_limiters import (
     MaxOfRateLimiter,
     RateLimiter,
     default_controller_rate_limiter,
+    describe_rate_limiter,
 )
 from controllers.workqueue.rate_limiting import RateLimitingQueue
 
@@ -27,4 +28,5 @@ __all__ = [
     "RateLimiter",
     "RateLimitingQueue",
     "default_controller_rate_limiter",
+    "describe_rate_limiter",
 ]

@@ -8,15 +8,20 @@ back off each key on its own; the token bucket limits the retry rate of the whol
 ``default_controller_rate_limiter()`` is what controller-runtime gives every controller: the slower
 of a per-key exponential backoff (5 ms, 10 ms, 20 ms, ... capped at 1000 s) and a global token bucket
 (10 retries/s, burst 100). Limiters are shared by all workers, so each keeps its own lock.
+
+``describe_rate_limiter(limiter)`` is what the dashboard is told about a queue's limiter (protocol v1.5, a
+RateLimiterSpec in the controller component's ``rate_limiter``): enough to say which part chose each
+retry's delay and what the next delay will be.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
-from typing import Protocol
+from typing import Any, Protocol
 
 from controllers.clock import Clock, RealClock
+from controllers.schema import RateLimiterType
 
 
 class RateLimiter(Protocol):
@@ -145,3 +150,18 @@ def default_controller_rate_limiter(*, clock: Clock | None = None) -> MaxOfRateL
         ItemExponentialFailureRateLimiter(0.005, 1000.0),
         BucketRateLimiter(10.0, 100, clock=clock),
     )
+
+
+def describe_rate_limiter(limiter: RateLimiter) -> dict[str, Any]:
+    """``limiter`` as a RateLimiterSpec (protocol/README.md): its type and parameters, recursively for
+    a ``MaxOfRateLimiter``; a limiter of another class is ``other``, named by its class."""
+    if isinstance(limiter, ItemExponentialFailureRateLimiter):
+        return {"type": RateLimiterType.EXPONENTIAL.value, "base": limiter.base_delay, "max": limiter.max_delay}
+    if isinstance(limiter, ItemFastSlowRateLimiter):
+        return {"type": RateLimiterType.FAST_SLOW.value, "fast": limiter.fast_delay, "slow": limiter.slow_delay,
+                "fast_attempts": limiter.max_fast_attempts}
+    if isinstance(limiter, BucketRateLimiter):
+        return {"type": RateLimiterType.BUCKET.value, "qps": limiter.qps, "burst": limiter.burst}
+    if isinstance(limiter, MaxOfRateLimiter):
+        return {"type": RateLimiterType.MAX_OF.value, "of": [describe_rate_limiter(sub) for sub in limiter.limiters]}
+    return {"type": RateLimiterType.OTHER.value, "name": type(limiter).__name__}

@@ -152,6 +152,9 @@ func call(t *testing.T, tel *Telemetry, ctx *context.Context, s map[string]any) 
 	case "controller":
 		started, _ := s["started"].(bool)
 		tel.Controller(str(s["controller"]), strList(s["watches"]), int(num(s["workers"])), started)
+		if spec, ok := s["rate_limiter"].(map[string]any); ok { // v1.5
+			tel.ControllerRateLimiter(str(s["controller"]), RateLimiterSpec(spec))
+		}
 	case "event":
 		tel.Event(str(s["controller"]), ControllerEvent(str(s["event"])), str(s["key"]), strList(s["requests"]), str(s["filtered_by"]))
 	case "reconcile_start":

@@ -3,7 +3,7 @@
 package ctrlscope
 
 // ProtocolVersion is what every frame says in "v" (protocol/README.md §6).
-const ProtocolVersion = "1.4"
+const ProtocolVersion = "1.5"
 
 // ProtocolMajor is the major version this module speaks.
 const ProtocolMajor = 1
@@ -193,6 +193,21 @@ const (
 
 // AllReconcileResult lists every ReconcileResult, in the specification's order.
 var AllReconcileResult = []ReconcileResult{ReconcileResultSuccess, ReconcileResultError, ReconcileResultRequeue, ReconcileResultRequeueAfter, ReconcileResultTerminal, ReconcileResultPanic}
+
+// RateLimiterType: v1.5: which kind of limiter a RateLimiterSpec describes (client-go `default_rate_limiters.go`).
+type RateLimiterType string
+
+// The values of RateLimiterType.
+const (
+	RateLimiterTypeExponential RateLimiterType = "exponential"
+	RateLimiterTypeFastSlow    RateLimiterType = "fast_slow"
+	RateLimiterTypeBucket      RateLimiterType = "bucket"
+	RateLimiterTypeMaxOf       RateLimiterType = "max_of"
+	RateLimiterTypeOther       RateLimiterType = "other"
+)
+
+// AllRateLimiterType lists every RateLimiterType, in the specification's order.
+var AllRateLimiterType = []RateLimiterType{RateLimiterTypeExponential, RateLimiterTypeFastSlow, RateLimiterTypeBucket, RateLimiterTypeMaxOf, RateLimiterTypeOther}
 
 // ControllerEvent: An `event` record's `event`: the controller-runtime event handler method that ran.
 type ControllerEvent string

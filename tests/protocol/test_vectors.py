@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from controllers.schema import topic_part, worker_liveness
+from controllers.schema import rate_limiter_delay, rate_limiter_step, topic_part, worker_liveness
 from controllers.telemetry.topic_state import TopicState
 from tests.protocol import vectors
 
@@ -14,6 +14,7 @@ QUEUE = vectors.load("queue")
 DERIVE = vectors.load("derive")
 LIVENESS = vectors.load("liveness")
 NAMES = vectors.load("names")
+BACKOFF = vectors.load("backoff")
 
 
 def test_there_are_vectors_of_every_family():
@@ -68,3 +69,11 @@ def test_liveness_vector(path, vector):
 @pytest.mark.parametrize(("path", "vector"), NAMES, ids=[p.stem for p, _ in NAMES])
 def test_names_vector(path, vector):
     assert [[name, topic_part(name)] for name, _ in vector["cases"]] == vector["cases"]
+
+
+@pytest.mark.parametrize(("path", "vector"), BACKOFF, ids=[p.stem for p, _ in BACKOFF])
+def test_backoff_vector(path, vector):
+    spec = vector["rate_limiter"]
+    got = [[n, delay, (rate_limiter_step(spec, n, delay) or {}).get("type"), rate_limiter_delay(spec, n + 1)]
+           for n, delay, _, _ in vector["cases"]]
+    assert got == vector["cases"]

@@ -1,5 +1,6 @@
 """protocol/vectors/derive/ through the dashboard's own browser client (telemetry.js), and
-protocol/vectors/liveness/ and names/ through its liveness rule and topicPart (protocol.js), under Node."""
+protocol/vectors/liveness/, names/ and backoff/ through its liveness rule, topicPart and rate limiter
+derivation (protocol.js), under Node."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ NODE = shutil.which("node")
 DERIVE = vectors.load("derive")
 LIVENESS = vectors.load("liveness")
 NAMES = vectors.load("names")
+BACKOFF = vectors.load("backoff")
 
 
 @pytest.mark.skipif(NODE is None, reason="needs node (Debian nodejs) to run the browser's client")
@@ -55,4 +57,10 @@ def test_the_pages_judge_liveness_as_every_liveness_vector_says(tmp_path):
 @pytest.mark.skipif(NODE is None, reason="needs node (Debian nodejs) to run the browser's topicPart")
 def test_the_pages_make_topic_segments_as_every_names_vector_says(tmp_path):
     for (_, vector), got in zip(NAMES, run_rules(tmp_path, "names", NAMES), strict=True):
+        assert got["got"] == vector["cases"], vector["name"]
+
+
+@pytest.mark.skipif(NODE is None, reason="needs node (Debian nodejs) to run the browser's rate limiter derivation")
+def test_the_pages_tell_which_limiter_chose_each_delay_as_every_backoff_vector_says(tmp_path):
+    for (_, vector), got in zip(BACKOFF, run_rules(tmp_path, "backoff", BACKOFF), strict=True):
         assert got["got"] == vector["cases"], vector["name"]

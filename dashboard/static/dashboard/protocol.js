@@ -119,5 +119,39 @@
     return typeof lastFrame === "number" && now - lastFrame <= V.frame_stale_ms ? P.Liveness.LIVE : P.Liveness.STALE;
   };
 
+  // v1.5: a workqueue's rate limiter, as its controller component describes it (a RateLimiterSpec;
+  // schema.rate_limiter_delay / rate_limiter_step, fixed by protocol/vectors/backoff/).
+  // limiterDelay: the delay of a key's n-th retry after a forget (n ≥ 1) from the per-key parts,
+  // assuming the token buckets have tokens; null when the spec does not say.
+  const RL = P.RateLimiterType;
+  P.limiterDelay = function (spec, n) {
+    if (!spec || typeof spec !== "object" || !(n >= 1)) return null;
+    if (spec.type === RL.EXPONENTIAL) return n > 1000 ? Number(spec.max) : Math.min(spec.base * Math.pow(2, n - 1), spec.max);
+    if (spec.type === RL.FAST_SLOW) return Number(n <= spec.fast_attempts ? spec.fast : spec.slow);
+    if (spec.type === RL.BUCKET) return 0;
+    if (spec.type === RL.MAX_OF) {
+      const known = (spec.of || []).map((s) => P.limiterDelay(s, n)).filter((d) => d !== null);
+      return known.length ? Math.max(...known) : null;
+    }
+    return null;
+  };
+  // limiterStep: the part of the limiter that chose `delay` for a key's n-th retry (the leaf spec),
+  // or null: the first per-key part whose delay it is; else, for a delay no shorter than every
+  // per-key one, the token bucket; else a limiter the publisher could not describe.
+  P.limiterStep = function (spec, n, delay) {
+    const leaves = [];
+    const walk = (s) => { if (s && typeof s === "object") { if (s.type === RL.MAX_OF) (s.of || []).forEach(walk); else leaves.push(s); } };
+    walk(spec);
+    for (const leaf of leaves) {
+      if (leaf.type === RL.BUCKET || leaf.type === RL.OTHER) continue;
+      const expected = P.limiterDelay(leaf, n);
+      if (expected !== null && Math.abs(delay - expected) <= 1e-6 + 1e-3 * expected) return leaf;
+    }
+    const longest = P.limiterDelay(spec, n) || 0;
+    for (const leaf of leaves) if (leaf.type === RL.BUCKET && delay >= longest - 1e-6) return leaf;
+    for (const leaf of leaves) if (leaf.type === RL.OTHER) return leaf;
+    return null;
+  };
+
   global.ctrlscopeProtocol = Object.freeze(P);
 })(window);

@@ -24,7 +24,8 @@ func Key(r reconcile.Request) string { return clientgo.NamespacedKey(r.Namespace
 // or in the manager's controller options) its priority queue, else client-go's rate-limiting
 // queue; a NewQueue already in o is kept and its queue observed. The rate limiter controller-runtime
 // passes in (o.RateLimiter or upstream's default for the queue kind) is wrapped so that
-// add_rate_limited can say which delay it chose. A priority queue comes back as a
+// add_rate_limited can say which delay it chose, and described on the controller's components entry
+// (rate_limiter), so that the page can say which part of it chose each delay and what comes next. A priority queue comes back as a
 // priorityqueue.PriorityQueue, so the controller keeps adding with priorities (low for the initial
 // list's events, a Result's Priority) and taking the highest first.
 func (i *Instrumentation) ControllerOptions(name string, o controller.Options) controller.Options {
@@ -50,6 +51,7 @@ type newQueueFunc = func(string, workqueue.TypedRateLimiter[reconcile.Request]) 
 func (i *Instrumentation) newQueue(name string, usePQ bool, user newQueueFunc) newQueueFunc {
 	return func(controllerName string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 		observed := clientgo.ObserveRateLimiter(rl)
+		i.tel.ControllerRateLimiter(name, clientgo.DescribeRateLimiter(rl))
 		var inner workqueue.TypedRateLimitingInterface[reconcile.Request]
 		switch {
 		case user != nil:

@@ -243,11 +243,14 @@ def test_observer_hears_which_informers_a_controller_watches_and_when_its_worker
     c.watch(pods)
     c.start()
     c.stop()
+    # Each report also describes the queue's rate limiter (controller-runtime's default here).
+    limiter = {"type": "max_of", "of": [{"type": "exponential", "base": 0.005, "max": 1000.0},
+                                        {"type": "bucket", "qps": 10.0, "burst": 100}]}
     assert observer.of("on_controller") == [
-        {"watches": ["x/v1/PodSet"], "workers": 2, "started": False},
-        {"watches": ["x/v1/PodSet", "v1/Pod"], "workers": 2, "started": False},
-        {"watches": ["x/v1/PodSet", "v1/Pod"], "workers": 2, "started": True},
-        {"watches": ["x/v1/PodSet", "v1/Pod"], "workers": 2, "started": False}]
+        {"watches": ["x/v1/PodSet"], "workers": 2, "started": False, "rate_limiter": limiter},
+        {"watches": ["x/v1/PodSet", "v1/Pod"], "workers": 2, "started": False, "rate_limiter": limiter},
+        {"watches": ["x/v1/PodSet", "v1/Pod"], "workers": 2, "started": True, "rate_limiter": limiter},
+        {"watches": ["x/v1/PodSet", "v1/Pod"], "workers": 2, "started": False, "rate_limiter": limiter}]
 
 
 def test_handler_names_tell_a_controllers_for_owns_and_watches_handlers_apart(clock) -> None:

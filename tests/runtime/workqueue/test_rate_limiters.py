@@ -10,6 +10,7 @@ from controllers.workqueue import (
     ItemFastSlowRateLimiter,
     MaxOfRateLimiter,
     default_controller_rate_limiter,
+    describe_rate_limiter,
 )
 
 
@@ -95,3 +96,28 @@ def test_default_controller_rate_limiter_is_exponential_until_the_bucket_runs_dr
         limiter.when(i)
     # 100 tokens spent; the bucket now dominates a fresh key's 5 ms
     assert limiter.when("fresh") == pytest.approx(0.1)
+
+
+def test_describe_says_what_each_limiter_is_and_the_derived_delays_are_its_own() -> None:
+    """What the dashboard is told (protocol v1.5 RateLimiterSpec) predicts each limiter's delays."""
+    from controllers.schema import rate_limiter_delay, rate_limiter_step
+
+    default = default_controller_rate_limiter()
+    spec = describe_rate_limiter(default)
+    assert spec == {"type": "max_of", "of": [{"type": "exponential", "base": 0.005, "max": 1000.0},
+                                             {"type": "bucket", "qps": 10.0, "burst": 100}]}
+    for n in range(1, 25):
+        delay = default.when("a")
+        assert rate_limiter_delay(spec, n) == delay
+        assert rate_limiter_step(spec, n, delay) == spec["of"][0]
+    fast_slow = ItemFastSlowRateLimiter(0.5, 30.0, 2)
+    assert describe_rate_limiter(fast_slow) == {"type": "fast_slow", "fast": 0.5, "slow": 30.0, "fast_attempts": 2}
+    assert [rate_limiter_delay(describe_rate_limiter(fast_slow), n) for n in (1, 2, 3)] == [
+        fast_slow.when("a") for _ in range(3)]
+
+    class Mine:
+        def when(self, item): return 1.0
+        def forget(self, item): return None
+        def num_requeues(self, item): return 0
+
+    assert describe_rate_limiter(Mine()) == {"type": "other", "name": "Mine"}
