@@ -12,7 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from controllers.schema import TOPIC_SEGMENT as _SEGMENT
-from controllers.schema import TopicKind, worker_topic, worker_topic_prefix
+from controllers.schema import ComponentKind, TopicKind, topic_part, worker_topic, worker_topic_prefix
 from controllers.telemetry import inspector, redis_config
 from controllers.telemetry.redisboot import ping
 from controllers.telemetry.streams import NO_RECORDS_PREFIX, Keys, StreamReader
@@ -42,29 +42,82 @@ def controller(request: HttpRequest, worker: str, controller: str) -> HttpRespon
         return redirect_to_login(request.get_full_path())
     if not _SEGMENT.match(worker) or not _SEGMENT.match(controller):
         raise Http404("no such controller")
-    page = {
+    topics = {
+        "components": worker_topic(worker, TopicKind.COMPONENTS),
+        "metrics": worker_topic(worker, TopicKind.METRICS),
+        "queue": worker_topic(worker, TopicKind.QUEUE, controller),
+        "controller": worker_topic(worker, TopicKind.CONTROLLER, controller),
+        "informer_prefix": worker_topic_prefix(worker, TopicKind.INFORMER),
+    }
+    page = _live_page(request, worker, ComponentKind.CONTROLLER, controller, topics)
+    # Informer topics already known: the page starts loading their caches (snapshot.json) at once,
+    # in parallel with opening the websocket, which shortens the first paint of a large cache.
+    try:
+        page["informers"] = [t for t in _reader().topics() if t.startswith(topics["informer_prefix"])][:20]
+    except redis.RedisError:
+        page["informers"] = []
+    return render(request, "dashboard/controller.html", {**_shell_context(request), **panel_context(request), "page": page})
+
+
+def informer(request: HttpRequest, worker: str, informer: str) -> HttpResponse:
+    """One informer of one worker, whether a controller watches it or not (a plain client-go informer
+    with Add/Update/Delete handlers has no other home): its pipeline ending at its handlers, its
+    handlers' calls, its watch events and its cache. ``informer`` is the topic segment
+    (``w/{worker}/informer/{informer}``); ``?key=`` focuses one key, as on a controller's page."""
+    if not can_view(request.user):
+        return redirect_to_login(request.get_full_path())
+    if not _SEGMENT.match(worker) or not _SEGMENT.match(informer):
+        raise Http404("no such informer")
+    topic = worker_topic(worker, TopicKind.INFORMER, informer)
+    topics = {
+        "components": worker_topic(worker, TopicKind.COMPONENTS),
+        "informer": topic,
+        "informer_prefix": worker_topic_prefix(worker, TopicKind.INFORMER),
+    }
+    page = _live_page(request, worker, ComponentKind.INFORMER, informer, topics)
+    page["informers"] = [topic]
+    return render(request, "dashboard/informer.html", {**_shell_context(request), **panel_context(request), "page": page})
+
+
+def _live_page(request: HttpRequest, worker: str, kind: ComponentKind, segment: str,
+               topics: dict[str, str]) -> dict[str, object]:
+    """What a controller's or an informer's page starts from (the ``cs-page`` JSON): whose page it is,
+    its topics, the deep link's parts, and the names the worker gave its informers and this
+    component. Topics and URLs carry topic segments (``v1_Pod``); people read names (``v1/Pod``):
+    ``names`` maps each informer topic to its name as the components entry says it, so that even
+    the rows loaded with the page, before the websocket brings the components, are named as the
+    worker names them."""
+    page: dict[str, object] = {
+        "kind": str(kind),
         "worker": worker,
-        "controller": controller,
+        "controller" if kind == ComponentKind.CONTROLLER else "informer": segment,
         "key": request.GET.get("key", "")[:300],
         # Cache panel deep link: ?cache=<informer>&obj=<namespace/name> selects a cached object.
         "cache": request.GET.get("cache", "")[:120],
         "obj": request.GET.get("obj", "")[:300],
-        "topics": {
-            "components": worker_topic(worker, TopicKind.COMPONENTS),
-            "metrics": worker_topic(worker, TopicKind.METRICS),
-            "queue": worker_topic(worker, TopicKind.QUEUE, controller),
-            "controller": worker_topic(worker, TopicKind.CONTROLLER, controller),
-            "informer_prefix": worker_topic_prefix(worker, TopicKind.INFORMER),
-        },
+        "topics": topics,
+        "names": {},
+        "name": "",
     }
-    # Informer topics already known: the page starts loading their caches (snapshot.json) at once,
-    # in parallel with opening the websocket, which shortens the first paint of a large cache.
     try:
-        prefix = page["topics"]["informer_prefix"]
-        page["informers"] = [t for t in _reader().topics() if t.startswith(prefix)][:20]
+        _, components = _reader().snapshot(topics["components"])
     except redis.RedisError:
-        page["informers"] = []
-    return render(request, "dashboard/controller.html", {**_shell_context(request), **panel_context(request), "page": page})
+        return page
+    names: dict[str, str] = {}
+    for raw in components.values():
+        try:
+            entry = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str):
+            continue
+        if entry.get("kind") == ComponentKind.INFORMER:
+            names[worker_topic(worker, TopicKind.INFORMER, name)] = name
+        if entry.get("kind") == kind and topic_part(name) == segment:
+            page["name"] = name
+    page["names"] = names
+    return page
 
 
 def cluster(request: HttpRequest) -> HttpResponse:

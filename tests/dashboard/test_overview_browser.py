@@ -143,6 +143,12 @@ def test_overview_groups_workers_by_cluster_and_draws_each_controller_as_its_pip
     informers = page.eval_on_selector_all('.worker[data-worker="w1"] .ctl-card[data-controller="podset"] .informer-chain',
                                           "els => els.map(e => e.dataset.informer)")
     assert informers == ["configmaps", "pods"]
+    # An informer no controller watches is a card of its own: its chain, ending at its handlers.
+    plain = '.worker[data-worker="w1"] .informer-card[data-informer="secrets"]'
+    assert page.eval_on_selector(f"{plain} a.informer-link", "a => [a.textContent, a.getAttribute('href')]") == [
+        "secrets", "/c/w1/informer/secrets/"]
+    assert page.eval_on_selector_all(f"{plain} .stage", "els => els.map(e => e.dataset.stage)") == [
+        "reflector", "fifo", "cache", "handlers"]
     reflector = stage(page, "w1", "podset", "reflector", informer="pods")
     assert "watching" in reflector and "synced" in reflector
     assert "3 objects" in stage(page, "w1", "podset", "cache", informer="pods")

@@ -2,7 +2,11 @@
  * The overview (/): every cluster and controller known to Redis. Workers are grouped by the cluster
  * they talk to (their components' "cluster" entry), and each controller is drawn as its pipeline
  * (pipeline.js, shared with the controller page) with live per-stage rates, state badges and initial
- * sync progress, plus leader/follower.
+ * sync progress, plus leader/follower. An informer that no controller watches (a plain client-go
+ * informer with Add/Update/Delete handlers, the classic program) is a card of its own: its chain,
+ * ending at its handlers, linking to its page. Every informer is on some card: a controller's (its
+ * components entry's `watches`; one that does not say watches every informer of its worker) or its
+ * own.
  *
  * Cheap by design: the page subscribes only to each worker's w/{worker}/components (what runs) and
  * w/{worker}/metrics (once a second: controller-runtime's families and the pipeline's stage counters,
@@ -134,24 +138,34 @@
   const sum = (o) => { let n = 0; for (const k in o || {}) n += o[k]; return n; };
   const histCount = (h) => (h ? sum(h.b) : undefined);
 
+  const informersOf = (comps) => [...comps.values()].filter((v) => v && v.kind === P.ComponentKind.INFORMER);
+  const latestStages = (w) => (w.samples[w.samples.length - 1] || {}).stages || { informers: {}, controllers: {} };
+
+  // Informer components (sorted by name) as pipeline.js draws them, from the newest sample's stages.
+  function informerModels(w, informers, stale) {
+    const samples = stale ? [] : w.samples;
+    const stages = latestStages(w);
+    const inf = (s, name) => ((s.stages || {}).informers || {})[name] || {};
+    return informers.sort((a, b) => (a.name < b.name ? -1 : 1)).map((v) => {
+      const st = (stages.informers || {})[v.name] || {};
+      const r = (field) => rate(samples, (s) => inf(s, v.name)[field]);
+      return { name: v.name, state: v.state, synced: v.synced, fifo: v.fifo, rv: v.rv, size: st.size, listed: v.listed,
+        fifoDepth: st.fifo_depth, handlerCalls: st.handlers, handlerErrors: st.handler_errors, scope: v,
+        rates: { watch: r("watch"), fifo: r("fifo"), cache: r("cache"), handlers: r("handlers") } };
+    });
+  }
+
   function model(w, comps, ctl, stale) {
     const samples = stale ? [] : w.samples;
     const latest = w.samples[w.samples.length - 1] || {};
-    const stages = latest.stages || { informers: {}, controllers: {} };
-    const informers = [...comps.values()].filter((v) => v && v.kind === P.ComponentKind.INFORMER);
+    const stages = latestStages(w);
+    const informers = informersOf(comps);
     const watched = ctl.watches ? informers.filter((v) => ctl.watches.includes(v.name)) : informers;
     const fam = (s) => (s.families || {})[ctl.name] || {};
-    const inf = (s, name) => ((s.stages || {}).informers || {})[name] || {};
     const cs = (stages.controllers || {})[ctl.name] || {};
     const f = fam(latest);
     return {
-      informers: watched.sort((a, b) => (a.name < b.name ? -1 : 1)).map((v) => {
-        const st = (stages.informers || {})[v.name] || {};
-        const r = (field) => rate(samples, (s) => inf(s, v.name)[field]);
-        return { name: v.name, state: v.state, synced: v.synced, fifo: v.fifo, rv: v.rv, size: st.size, listed: v.listed,
-          fifoDepth: st.fifo_depth, handlerCalls: st.handlers, handlerErrors: st.handler_errors, scope: v,
-          rates: { watch: r("watch"), fifo: r("fifo"), cache: r("cache"), handlers: r("handlers") } };
-      }),
+      informers: informerModels(w, watched, stale),
       controller: {
         depth: f.workqueue_depth, busy: f.controller_runtime_active_workers, workers: ctl.workers || f.controller_runtime_max_concurrent_reconciles,
         lastResult: cs.last_result, writes: cs.writes, writeErrors: cs.write_errors,
@@ -175,6 +189,17 @@
     }
     for (const v of comps.values()) if (v && v.kind === P.ComponentKind.CONTROLLER) ctls.set(P.topicPart(v.name), v);
     return ctls;
+  }
+
+  // The worker's informers that no controller watches, by name. None while a controller does not
+  // say what it watches: it watches them all.
+  function plainInformers(comps, ctls) {
+    const watched = new Set();
+    for (const ctl of ctls.values()) {
+      if (!Array.isArray(ctl.watches)) return [];
+      for (const name of ctl.watches) watched.add(name);
+    }
+    return informersOf(comps).filter((v) => !watched.has(v.name));
   }
 
   // The overview is redrawn every second (rates, ages), but its elements are kept and updated in
@@ -218,6 +243,23 @@
     return v.root;
   }
 
+  // An informer no controller watches: its card is its chain, ending at its handlers, and links to
+  // its page (events, handlers, cache).
+  function informerCard(w, inf, stale) {
+    const seg = P.topicPart(inf.name);
+    const v = view("informer|" + w.name + "|" + inf.name, () => {
+      const link = el("a", { href: U.informer(w.name, seg), className: "informer-link" });
+      const box = el("div", { className: "pipeline compact" });
+      return { link: link, box: box,
+        root: el("div", { className: "ctl-card informer-card", dataset: { informer: inf.name } },
+          el("div", { className: "ctl-card-head" }, link, el("span", { className: "ctl-badges" },
+            el("span", { className: "badge kind-badge", title: "an informer no controller watches: its handlers are where its events end" }, "informer"))), box) };
+    });
+    if (v.link.textContent !== inf.name) v.link.textContent = inf.name;
+    window.ctrlscopePipeline.render(v.box, { informers: informerModels(w, [inf], stale), controller: null });
+    return v.root;
+  }
+
   // When the worker was last heard from (0: never), what both "stale" and "stopped" are measured from.
   const lastSeen = (w) => w.lastArrival || w.lastTs;
 
@@ -231,7 +273,8 @@
     const me = Page.workerEntry(comps);
     const lease = [...comps.values()].find((v) => v && v.kind === P.ComponentKind.LEASE);
     const ctls = controllersOf(w.name, comps);
-    const cards = [...ctls].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([seg, ctl]) => controllerCard(w, seg, ctl, comps, lease, stale));
+    const cards = [...ctls].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([seg, ctl]) => controllerCard(w, seg, ctl, comps, lease, stale))
+      .concat(plainInformers(comps, ctls).map((inf) => informerCard(w, inf, stale)));
     const v = view("worker|" + w.name, () => {
       const badge = el("span", { className: "badge" }), seen = el("span", { className: "muted last-seen" });
       const runtime = el("span", { className: "badge runtime", title: "the runtime that publishes this worker's telemetry" });
@@ -239,7 +282,7 @@
       const cardsBox = el("div", { className: "ctl-cards" });
       const forget = el("button", { type: "button", className: "forget", hidden: true, dataset: { forget: w.name },
         title: "delete this worker's telemetry from Redis now (it is stopped; retention would drop it later)" }, "forget");
-      return { badge: badge, seen: seen, runtime: runtime, writes: writes, cards: cardsBox, forget: forget, empty: el("p", { className: "muted" }, "no controllers (yet)"),
+      return { badge: badge, seen: seen, runtime: runtime, writes: writes, cards: cardsBox, forget: forget, empty: el("p", { className: "muted" }, "no controllers or informers (yet)"),
         notice: el("p", { className: "notice protocol-notice", role: "status" }),
         root: el("div", { className: "worker", dataset: { worker: w.name } },
           el("div", { className: "worker-head" }, "worker ", el("b", null, w.name), " ", runtime, " ", writes, " ", badge, seen, " ", forget), cardsBox) };

@@ -62,7 +62,7 @@
   }
 
   function init(api) {
-    const { client, page, topics: T, informerTopics, workerNow, stateOf } = api;
+    const { client, page, topics: T, informerTopics, informerName, workerNow, stateOf } = api;
 
     // ---- per-informer and per-controller stage meters -----------------------------------
     const infStats = new Map(); // informer topic -> {watch, fifo, cache, handlers, handlerErrors, listItems, fifoDepth}
@@ -99,33 +99,41 @@
     function setScrollTop(top) { scroller.scrollTop = top; viewport.top = scroller.scrollTop; }
     function setText(node, text) { if (node.textContent !== text) node.textContent = text; }
 
-    function informerName(topic) { return informerTopics.get(topic) || topic.slice(T.informer_prefix.length); }
-
     let userChose = false; // the user picked an informer in the select: keep it
     function chooseInformer() {
       const list = [...informerTopics.keys()].sort();
       const names = list.map(informerName);
       if (select.options.length !== list.length || [...select.options].some((o, i) => o.value !== list[i])) {
         select.replaceChildren(...list.map((t, i) => el("option", { value: t }, names[i])));
+      } else {
+        // A name that arrived after the option was made (the components entry came later).
+        [...select.options].forEach((o, i) => { if (o.textContent !== names[i]) o.textContent = names[i]; });
       }
       // Unless the URL or the user chose one: this controller's first watched informer (its For()),
       // once the controller said what it watches -- not the worker's alphabetically first one.
-      const watched = api.watchedInformers();
+      const watched = api.watchedTopics();
       const automatic = !page.cache && !userChose;
-      const foreign = automatic && watched && cache.topic && !watched.has(informerName(cache.topic));
+      const foreign = automatic && watched && cache.topic && !watched.has(cache.topic);
       if (!cache.topic || !informerTopics.has(cache.topic) || foreign) {
         const wanted = page.cache ? list.find((t) => informerName(t) === page.cache || t.endsWith("/" + page.cache)) : null;
-        const own = watched ? [...watched].map((n) => list.find((t) => informerName(t) === n)).find(Boolean) : null;
+        const own = watched ? [...watched].find((t) => informerTopics.has(t)) : null;
         const topic = wanted || own || list[0] || "";
         if (topic && topic !== cache.topic) setInformer(topic);
       }
       if (cache.topic) select.value = cache.topic;
+      nameHead();
+    }
+    // The panel's head names the informer (its topic in the tooltip, for developers).
+    function nameHead() {
+      const head = $("cache-topic");
+      setText(head, cache.topic ? informerName(cache.topic) : "");
+      head.title = cache.topic ? "topic " + cache.topic : "";
     }
 
     function setInformer(topic) {
       cache.topic = topic;
       cache.rebuild = true; cache.ready = false; cache.flash.clear(); cache.history.clear();
-      $("cache-topic").textContent = topic;
+      nameHead();
       closeDetails(false);
       schedule();
     }
@@ -418,17 +426,23 @@
       const comps = stateOf(T.components);
       const me = api.controllerComponent();
       // The worker's other informers belong to other controllers; all of them until this one has said.
-      const watched = api.watchedInformers();
+      const watched = api.watchedTopics();
       const informers = [];
       for (const topic of [...informerTopics.keys()].sort()) {
         const name = informerName(topic);
-        if (watched && !watched.has(name)) continue;
+        if (watched && !watched.has(topic)) continue;
         const comp = comps.get(P.componentKey(P.ComponentKind.INFORMER, name)) || {};
         const s = stats(topic);
         informers.push({ name: name, state: comp.state, synced: comp.synced, fifo: comp.fifo, rv: comp.rv,
           size: stateOf(topic).size, listed: s.listItems !== null ? s.listItems : comp.listed, fifoDepth: s.fifoDepth, handlerCalls: s.handlerCalls,
           handlerErrors: s.handlerErrors, scope: comp,
           rates: { watch: s.watch.rate(now), fifo: s.fifo.rate(now), cache: s.cache.rate(now), handlers: s.handlers.rate(now) } });
+      }
+      if (page.kind === P.ComponentKind.INFORMER) {
+        // An informer's page: its chain ends at its handlers.
+        window.ctrlscopePipeline.render($("pipeline"), { informers: informers, controller: null });
+        overviewDirty = false;
+        return;
       }
       let busy = 0;
       for (const v of stateOf(T.queue).values()) if (v && v.s === P.QueueItemState.PROCESSING) busy += 1;

@@ -1,9 +1,11 @@
 /*
- * One controller's page (/c/{worker}/{controller}/): the bootstrap every panel of it shares. Loaded
- * last; the panels' scripts register in window.ctrlscopePanels before it runs (queue_panel.js,
+ * One controller's page (/c/{worker}/{controller}/), or one informer's (/c/{worker}/informer/{name}/:
+ * an informer no controller watches has only this home): the bootstrap every panel of it shares.
+ * Loaded last; the panels' scripts register in window.ctrlscopePanels before it runs (queue_panel.js,
  * timeline_panel.js, handlers_panel.js, logs_panel.js, mode_banner.js, events_panel.js, cache.js,
- * metrics.js, faults.js, fault_markers.js) and are started here, before the socket opens, so they
- * see every message.
+ * metrics.js, faults.js, fault_markers.js; an informer's page: handler_calls_panel.js, events_panel.js,
+ * cache.js, faults.js, fault_markers.js) and are started here, before the socket opens, so they see
+ * every message.
  *
  * Owns what the panels share: the cs-page JSON (worker, controller, its topics), the tab's
  * TelemetryClient and which topics it subscribes to (informer caches load over HTTP first), the
@@ -13,8 +15,14 @@
  * and the timeline's moving time axis current. Every list is capped, so the DOM stays bounded whatever
  * the event rate; what is not drawn is counted and said.
  *
- * The api a panel's init(api) gets: client, page, topics, informerTopics, workerNow, stateOf,
- * schedule, want, controllerComponent, watchedInformers, focusKey, setFocus, onFocus, onKey,
+ * Names: topics and URLs carry topic segments ("v1_Pod"), people read names ("v1/Pod"). Every
+ * informer name a panel shows comes from informerName(topic): the name the worker's components entry
+ * gives the topic's informer (the server resolves the ones it knows when it renders the page, so
+ * that rows loaded with the page are named like live ones); panels keep topics in their rows and name
+ * them when they draw, and redraw when a name arrives (onComponents).
+ *
+ * The api a panel's init(api) gets: client, page, topics, informerTopics, informerName, workerNow,
+ * stateOf, schedule, want, controllerComponent, watchedTopics, focusKey, setFocus, onFocus, onKey,
  * onRender, onComponents, and what the panels add for each other (queue, events, pushEvent, logs).
  */
 (function () {
@@ -25,6 +33,10 @@
   const Page = window.ctrlscopePage;
   const page = JSON.parse(document.getElementById("cs-page").textContent);
   const T = page.topics;
+  // An informer's page shows that informer alone; a controller's, every informer of the worker
+  // (the cache panel browses them all), its watched ones in its pipeline and events.
+  const informerPage = page.kind === P.ComponentKind.INFORMER;
+  const mineTopic = (t) => (informerPage ? t === T.informer : t.startsWith(T.informer_prefix));
   const $ = (id) => document.getElementById(id);
 
   // History: 500 frames of context per topic; the metrics topic's frames are one sample a second, and
@@ -55,7 +67,7 @@
   let connGen = 0;
   function fetchSnapshot(topic) {
     const marks = (window.ctrlscopeTimings = window.ctrlscopeTimings || {})[topic] = { fetch: performance.now() };
-    const url = U("/c/" + page.worker + "/informer/" + encodeURIComponent(topic.slice(T.informer_prefix.length)) + "/snapshot.json?history=500");
+    const url = U.informer(page.worker, topic.slice(T.informer_prefix.length)) + "snapshot.json?history=500";
     return fetch(url, { credentials: "same-origin", cache: "no-store" })
       .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); marks.response = performance.now(); return r.json(); })
       .then((snap) => { marks.parsed = performance.now(); return snap; });
@@ -93,22 +105,27 @@
     for (const t of [...subscribed]) {
       if (!t.startsWith(T.informer_prefix)) continue;
       subscribed.delete(t); client.topics.delete(t);
-      if (informerTopics.has(t) && api.pushEvent) api.pushEvent({ marker: "stream", ts: workerNow(), inf: informerTopics.get(t), text: "⟳ reconnected: cache reloaded from a fresh snapshot" });
+      if (informerTopics.has(t) && api.pushEvent) api.pushEvent({ marker: "stream", ts: workerNow(), topic: t, text: "⟳ reconnected: cache reloaded from a fresh snapshot" });
     }
   });
   client.on("error", (err) => {
     if (err && err.code === "unknown_topic" && err.topic) { subscribed.delete(err.topic); client.topics.delete(err.topic); known.delete(err.topic); }
   });
 
-  const informerTopics = new Map(); // topic -> informer name
+  // Informer topic -> its informer's name, "" while no components entry has named it.
+  const informerTopics = new Map();
+  for (const t in page.names || {}) if (mineTopic(t)) informerTopics.set(t, page.names[t]);
   let componentsDirty = true;
+  // The informer's name for people; only for a topic no components entry has named (a publisher
+  // that never announced its informer) the topic segment stands in for it.
+  function informerName(topic) { return informerTopics.get(topic) || topic.slice(T.informer_prefix.length); }
 
   Page.connectionBadge(client);
   client.on("topics", (topics) => {
     known = new Set(topics);
     subscribeLater();
     // Informer topics can appear before the components entry that names them.
-    for (const t of topics) if (t.startsWith(T.informer_prefix) && !informerTopics.has(t)) { informerTopics.set(t, t.slice(T.informer_prefix.length)); want(t); }
+    for (const t of topics) if (mineTopic(t) && !informerTopics.has(t)) { informerTopics.set(t, ""); want(t); }
     componentsDirty = true; schedule();
   });
   client.on("snapshot", (topic) => {
@@ -147,23 +164,38 @@
   function syncInformers() {
     for (const [k, v] of stateOf(T.components)) {
       if (v && v.kind === P.ComponentKind.INFORMER) {
-        const topic = T.informer_prefix + P.topicPart(v.name || k.slice(P.componentKey(P.ComponentKind.INFORMER, "").length));
-        if (!informerTopics.has(topic) || informerTopics.get(topic) !== v.name) informerTopics.set(topic, v.name);
+        const name = v.name || k.slice(P.componentKey(P.ComponentKind.INFORMER, "").length);
+        const topic = informerTopic(name);
+        if (!mineTopic(topic)) continue;
+        if (informerTopics.get(topic) !== name) informerTopics.set(topic, name);
         want(topic);
       }
     }
   }
+  const informerTopic = (name) => T.informer_prefix + P.topicPart(name);
+  // An informer's page, for a link.
+  const informerUrl = (name) => U.informer(page.worker, P.topicPart(name));
 
   function renderComponents() {
     const box = $("components");
     const items = [];
-    for (const [, v] of [...stateOf(T.components)].sort()) {
+    const comps = [...stateOf(T.components)].sort();
+    for (const [, v] of comps) {
       if (!v) continue;
       if (v.kind === P.ComponentKind.INFORMER) {
+        const current = informerPage && informerTopic(v.name) === T.informer;
+        if (informerPage && !current) continue;
+        if (current && v.name && $("h-informer").textContent !== v.name) $("h-informer").textContent = v.name;
         const st = window.ctrlscopePipeline.reflectorState(v);
-        items.push(el("span", { className: "comp informer", title: "informer " + v.name + " · " + (v.fifo || "") + " · rv " + (v.rv || "?") },
-          "informer ", el("b", null, v.name), " ", el("span", { className: "badge st-" + st }, st),
-          v.synced ? el("span", { className: "badge ok" }, "synced") : el("span", { className: "badge warn" }, "syncing")));
+        items.push(el(current ? "span" : "a", { className: "comp informer" + (current ? " current" : ""), href: current ? undefined : informerUrl(v.name),
+          title: "informer " + v.name + " · " + (v.fifo || "") + " · rv " + (v.rv || "?") + (current ? "" : " · its page: events, handlers, cache") },
+        "informer ", el("b", null, v.name), " ", el("span", { className: "badge st-" + st }, st),
+        v.synced ? el("span", { className: "badge ok" }, "synced") : el("span", { className: "badge warn" }, "syncing")));
+      } else if (v.kind === P.ComponentKind.CONTROLLER && informerPage) {
+        // Here only the controllers that watch this informer: its other consumers.
+        const name = informerTopics.get(T.informer);
+        if (!Array.isArray(v.watches) || !v.watches.includes(name)) continue;
+        items.push(el("a", { className: "comp controller", href: U("/c/" + page.worker + "/" + P.topicPart(v.name) + "/") }, "watched by controller " + v.name));
       } else if (v.kind === P.ComponentKind.CONTROLLER) {
         const seg = P.topicPart(v.name);
         // The URL and the breadcrumb carry the topic segment ("/" made "_"): the head shows the
@@ -234,19 +266,23 @@
   }
   Presence.listen(() => schedule());
 
-  // This page's controller as the worker's components report it ({} until reported).
+  // This page's controller as the worker's components report it ({} until reported, and on an
+  // informer's page).
   function controllerComponent() {
+    if (informerPage) return {};
     for (const v of stateOf(T.components).values()) {
       if (v && v.kind === P.ComponentKind.CONTROLLER && P.topicPart(v.name) === page.controller) return v;
     }
     return {};
   }
-  // The informers this controller watches (null: not reported yet, so every informer of the worker
-  // counts). The events panel and the pipeline show only these; the cache panel can still browse
-  // every informer of the worker.
-  function watchedInformers() {
+  // The topics of the informers this page is about: the informer of an informer's page; those this
+  // controller watches (null: not reported yet, so every informer of the worker counts). The events
+  // panel and the pipeline show only these; the cache panel can still browse every informer of the
+  // worker. By topic, not by name: a row knows its topic from the moment it arrives.
+  function watchedTopics() {
+    if (informerPage) return new Set([T.informer]);
     const w = controllerComponent().watches;
-    return Array.isArray(w) ? new Set(w) : null;
+    return Array.isArray(w) ? new Set(w.map(informerTopic)) : null;
   }
 
   // ---- the focused key -----------------------------------------------------------------------
@@ -289,10 +325,11 @@
 
   // Countdowns, ages and the timeline's time axis move even when nothing arrives: 10 frames/s.
   setInterval(schedule, 100);
-  want(T.components); want(T.queue); want(T.controller);
+  want(T.components);
+  if (!informerPage) { want(T.queue); want(T.controller); }
   window.ctrlscope = { client: client, skew: () => skew, page: page };
-  const api = { client: client, page: page, topics: T, informerTopics: informerTopics, workerNow: workerNow,
-    stateOf: stateOf, schedule: schedule, want: want, controllerComponent: controllerComponent, watchedInformers: watchedInformers,
+  const api = { client: client, page: page, topics: T, informerTopics: informerTopics, informerName: informerName, workerNow: workerNow,
+    stateOf: stateOf, schedule: schedule, want: want, controllerComponent: controllerComponent, watchedTopics: watchedTopics,
     focusKey: () => focusKey, setFocus: setFocus, onFocus: (fn) => focusListeners.push(fn),
     onKey: (key, fn) => keys.set(key, fn), onRender: (fn) => renderers.push(fn), onComponents: (fn) => componentListeners.push(fn) };
   for (const init of window.ctrlscopePanels || []) { try { init(api); } catch (e) { console.error(e); } }

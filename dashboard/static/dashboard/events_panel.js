@@ -4,7 +4,11 @@
  * backoff, state changes) as muted rows, consecutive bookmarks folded into one row, periodic resyncs
  * and stream resyncs as marker rows (fault_markers.js adds the injected faults). Filter (/), pause (p).
  *
- * Data: every informer topic of the worker (w/{worker}/informer/{name}). At most MAX_EVENT_ROWS rows
+ * Data: every informer topic of the worker (w/{worker}/informer/{name}); an informer's page, its own.
+ * A row keeps its informer's topic, and the informer is named (api.informerName) when the row is
+ * drawn: rows that arrived before the worker's components named the informer (the history loaded
+ * with the page) read like the live ones, and rows are kept or hidden by topic, whichever arrived
+ * first. At most MAX_EVENT_ROWS rows
  * are drawn (BUSY_EVENT_ROWS while the table is busy) and MAX_EVENT_DATA kept for re-filtering. A frame
  * adds at most MAX_ROWS_PER_FRAME rows, the newest; what it skips is counted and marked by one row,
  * and pausing redraws every kept row.
@@ -35,28 +39,36 @@
   const BUSY_RATE = 100;
 
   function init(api) {
-    const { client, informerTopics, workerNow, schedule } = api;
+    const { client, informerTopics, informerName, workerNow, schedule } = api;
     const events = api.events = { data: [], paused: false, heldSince: 0, filter: [], rate: new UI.Series(60), fresh: [], rebuild: true, summarised: 0, busy: false };
-    // The worker's informers this controller does not watch, as of the last components update: their
-    // rows stay out of the events panel (rows about anything else, e.g. fault markers, always show).
-    let hiddenInformers = new Set();
+    // The topics of the worker's informers this controller does not watch, as of the last components
+    // update: their rows stay out of the events panel (rows about anything else, e.g. fault markers,
+    // always show).
+    let hiddenTopics = new Set();
+    let names = ""; // the informers' names as last drawn: rows are redrawn when one changes
+    const rowInformer = (row) => (row.topic ? informerName(row.topic) : row.inf || "");
     api.pushEvent = pushEvent;
     Object.assign(window.ctrlscope, { events: events, setPaused: setPaused });
 
     client.on("resync", (topic, reason) => {
       if (!informerTopics.has(topic)) return;
-      pushEvent({ marker: "stream", ts: workerNow(), inf: informerTopics.get(topic),
+      pushEvent({ marker: "stream", ts: workerNow(), topic: topic,
         text: "⟳ stream resynced (" + reason + "): cache state reloaded from a fresh snapshot" });
     });
     client.on("records", (topic, records) => { if (informerTopics.has(topic)) onInformer(topic, records); });
     api.onComponents(() => {
-      const mine = api.watchedInformers();
-      const names = [...new Set(informerTopics.values())];
-      // Rows pushed before the components entry named a topic carry its topic part (v1_Pod), not
-      // the informer's name (v1/Pod): hide both spellings, or a history's rows leak in.
-      const others = [...new Set(names.filter((n) => mine && !mine.has(n)).flatMap((n) => [n, P.topicPart(n)]))];
-      if (String(others) !== String([...hiddenInformers])) { hiddenInformers = new Set(others); events.rebuild = true; }
-      $("ev-informers").textContent = names.filter((n) => !hiddenInformers.has(n)).join(", ");
+      const mine = api.watchedTopics();
+      const topics = [...informerTopics.keys()].sort();
+      const others = topics.filter((t) => mine && !mine.has(t));
+      if (String(others) !== String([...hiddenTopics])) { hiddenTopics = new Set(others); events.rebuild = true; }
+      const shown = topics.filter((t) => !hiddenTopics.has(t)).map(informerName).join(", ");
+      if (shown !== names) {
+        // A name arrived: the rows drawn so far say it too, and filter by it.
+        names = shown;
+        for (const row of events.data) row.lc = undefined;
+        events.rebuild = true;
+      }
+      $("ev-informers").textContent = shown;
     });
     api.onFocus((key) => {
       filterBox.value = key;
@@ -79,8 +91,8 @@
     // A row's searchable text, built the first time a filter needs it (most rows are never filtered).
     function searchText(row) {
       if (row.lc === undefined) {
-        row.text = row.text || [row.inf, row.kind, row.type, row.key, row.rv, row.handler, row.outcome, row.error].filter(Boolean).join(" ");
-        row.lc = row.text.toLowerCase();
+        row.lc = (row.marker ? rowInformer(row) + " " + row.text
+          : [rowInformer(row), row.kind, row.type, row.key, row.rv, row.handler, row.outcome, row.error].filter(Boolean).join(" ")).toLowerCase();
       }
       return row.lc;
     }
@@ -97,15 +109,14 @@
 
     // Bookmarks arrive every few seconds per informer and only move the resourceVersion: consecutive
     // ones of one informer share a row ("BOOKMARK ×12", first → last rv) instead of flooding the list.
-    function pushBookmark(ts, inf, rv) {
+    function pushBookmark(ts, topic, rv) {
       const last = events.data[events.data.length - 1];
-      if (last && last.kind === P.RecordKind.BOOKMARK && last.inf === inf) {
+      if (last && last.kind === P.RecordKind.BOOKMARK && last.topic === topic) {
         last.count = (last.count || 1) + 1;
         last.ts = ts;
         last.type = P.WatchEventType.BOOKMARK + " ×" + last.count;
         last.rv = last.firstRv + " → " + rv;
-        last.text = [inf, P.RecordKind.BOOKMARK, last.type, last.rv].join(" ");
-        last.lc = undefined; // rebuilt from text when a filter asks
+        last.lc = undefined; // rebuilt when a filter asks
         if (last.tr && last.tr.isConnected) {
           last.tr.cells[0].textContent = clock(ts);
           last.tr.cells[3].textContent = last.type;
@@ -113,49 +124,48 @@
         }
         return;
       }
-      pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.BOOKMARK, meta: true, type: P.WatchEventType.BOOKMARK, rv: rv, firstRv: rv, count: 1 });
+      pushEvent({ ts: ts, topic: topic, kind: P.RecordKind.BOOKMARK, meta: true, type: P.WatchEventType.BOOKMARK, rv: rv, firstRv: rv, count: 1 });
     }
 
     function onInformer(topic, records) {
-      const inf = informerTopics.get(topic);
       let syncs = 0, syncTs = 0;
       for (const r of records) {
         const ts = r.ts || workerNow();
         switch (r.k) {
           case P.RecordKind.WATCH:
             events.rate.add(ts);
-            pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.WATCH, type: r.type, key: r.key, rv: r.rv });
+            pushEvent({ ts: ts, topic: topic, kind: P.RecordKind.WATCH, type: r.type, key: r.key, rv: r.rv });
             break;
           case P.RecordKind.HANDLER:
             events.rate.add(ts);
-            pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.HANDLER, type: r.event, key: r.key, rv: r.rv, handler: r.handler,
+            pushEvent({ ts: ts, topic: topic, kind: P.RecordKind.HANDLER, type: r.event, key: r.key, rv: r.rv, handler: r.handler,
               outcome: r.outcome, error: r.error, duration: r.duration });
             break;
           case P.RecordKind.FIFO:
             if (r.delta === P.DeltaType.SYNC && r.op === P.FifoOp.QUEUED) { syncs += 1; syncTs = ts; }
             break;
           case P.RecordKind.LIST:
-            pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.LIST, meta: true, type: r.error ? "LIST failed" : "LIST " + r.items + " items", rv: r.rv,
+            pushEvent({ ts: ts, topic: topic, kind: P.RecordKind.LIST, meta: true, type: r.error ? "LIST failed" : "LIST " + r.items + " items", rv: r.rv,
               error: r.error, outcome: r.duration !== undefined ? fmtDuration(r.duration * 1000) : "" });
             break;
-          case P.RecordKind.WATCH_START: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.WATCH_START, meta: true, type: "WATCH from", rv: r.rv }); break;
-          case P.RecordKind.WATCH_END: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.WATCH_END, meta: true, type: "watch ended", key: r.error ? r.reason + ": " + r.error : r.reason }); break;
-          case P.RecordKind.BOOKMARK: pushBookmark(ts, inf, r.rv); break;
-          case P.RecordKind.BACKOFF: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.BACKOFF, meta: true, type: "backoff " + fmtDuration((r.delay || 0) * 1000), key: r.reason }); break;
-          case P.RecordKind.STATE: pushEvent({ ts: ts, inf: inf, kind: P.RecordKind.STATE, meta: true, type: r.state }); break;
+          case P.RecordKind.WATCH_START: pushEvent({ ts: ts, topic: topic, kind: P.RecordKind.WATCH_START, meta: true, type: "WATCH from", rv: r.rv }); break;
+          case P.RecordKind.WATCH_END: pushEvent({ ts: ts, topic: topic, kind: P.RecordKind.WATCH_END, meta: true, type: "watch ended", key: r.error ? r.reason + ": " + r.error : r.reason }); break;
+          case P.RecordKind.BOOKMARK: pushBookmark(ts, topic, r.rv); break;
+          case P.RecordKind.BACKOFF: pushEvent({ ts: ts, topic: topic, kind: P.RecordKind.BACKOFF, meta: true, type: "backoff " + fmtDuration((r.delay || 0) * 1000), key: r.reason }); break;
+          case P.RecordKind.STATE: pushEvent({ ts: ts, topic: topic, kind: P.RecordKind.STATE, meta: true, type: r.state }); break;
           default: break;
         }
       }
       if (syncs) {
         // Periodic resync: the FIFO re-delivers every cached object as a Sync delta. One marker per burst.
         const lastRow = events.data[events.data.length - 1];
-        if (lastRow && lastRow.marker === "resync" && lastRow.inf === inf && syncTs - lastRow.ts < 1000) {
+        if (lastRow && lastRow.marker === "resync" && lastRow.topic === topic && syncTs - lastRow.ts < 1000) {
           lastRow.count += syncs;
           lastRow.text = "⟳ informer resync: " + lastRow.count + " cached objects re-delivered (" + P.DeltaType.SYNC + ")";
           lastRow.lc = undefined;
-          if (lastRow.tr) lastRow.tr.firstChild.textContent = clock(lastRow.ts) + "  " + inf + "  " + lastRow.text;
+          if (lastRow.tr) lastRow.tr.firstChild.textContent = clock(lastRow.ts) + "  " + rowInformer(lastRow) + "  " + lastRow.text;
         } else {
-          pushEvent({ marker: "resync", ts: syncTs, inf: inf, count: syncs, text: "⟳ informer resync: " + syncs + " cached objects re-delivered (" + P.DeltaType.SYNC + ")" });
+          pushEvent({ marker: "resync", ts: syncTs, topic: topic, count: syncs, text: "⟳ informer resync: " + syncs + " cached objects re-delivered (" + P.DeltaType.SYNC + ")" });
         }
       }
     }
@@ -164,12 +174,12 @@
     // (type:added, kind:handler, ns:default, name:web, key:, rv:, handler:, outcome:error, informer:).
     const FIELDS = {
       type: (r) => r.type, kind: (r) => r.kind, key: (r) => r.key, rv: (r) => r.rv, handler: (r) => r.handler,
-      outcome: (r) => r.outcome, informer: (r) => r.inf,
+      outcome: (r) => r.outcome, informer: rowInformer,
       ns: (r) => (r.key && r.key.includes("/") ? r.key.split("/")[0] : ""),
       name: (r) => (r.key ? r.key.split("/").pop() : ""),
     };
     function matches(row) {
-      if (hiddenInformers.has(row.inf)) return false; // another controller's informer
+      if (row.topic && hiddenTopics.has(row.topic)) return false; // another controller's informer
       if (row.marker) return true; // markers stay visible whatever the filter: they explain gaps
       for (const term of events.filter) {
         const colon = term.indexOf(":");
@@ -188,14 +198,14 @@
     function eventRow(row) {
       let tr;
       if (row.marker) {
-        tr = el("tr", { className: "resync-marker marker-" + row.marker }, el("td", { colSpan: 8 }, clock(row.ts) + "  " + (row.inf || "") + "  " + row.text));
+        tr = el("tr", { className: "resync-marker marker-" + row.marker }, el("td", { colSpan: 8 }, clock(row.ts) + "  " + rowInformer(row) + "  " + row.text));
       } else {
         const focus = api.focusKey();
         tr = ROW_TEMPLATE.cloneNode(true);
         tr.className = "ev-" + row.kind + (row.meta ? " meta" : "") + (row.outcome === P.HandlerOutcome.ERROR ? " outcome-error" : "") + (focus && row.key === focus ? " focus" : "");
         const c = tr.cells;
         c[0].textContent = clock(row.ts);
-        if (row.inf) c[1].textContent = row.inf;
+        c[1].textContent = rowInformer(row);
         c[2].textContent = row.kind;
         c[3].className = "type type-" + String(row.type || "").split(" ")[0];
         if (row.type) c[3].textContent = row.type;

@@ -11,6 +11,8 @@
  *                   scope, rates: { watch, fifo, cache, handlers } }],
  *     controller: { depth, busy, workers, lastResult, writes, writeErrors, writeConflicts, writesRefused,
  *                   writesForbidden, lastForbidden, rates: { adds, gets, reconciles, errors, writes } } }
+ * `controller` is null for an informer no controller watches (a plain informer with handlers, on the
+ * overview's card of its own and on its page): its chain ends at the Handlers stage.
  * `writes` are the writes sent to the API server and `writeErrors` those that failed there;
  * `writesRefused` (protocol v1.4) are writes the worker refused itself (it is read-only) and never
  * sent: shown apart, as "refused: read-only", never as failed. `writesForbidden` (of the failed, those
@@ -140,6 +142,10 @@
   function render(box, model) {
     const chains = model.informers.map(informerChain);
     if (!chains.length) chains.push(el("span", { className: "muted" }, "no informers reported yet"));
+    if (!model.controller) {
+      box.replaceChildren(el("div", { className: "chains" }, ...chains));
+      return;
+    }
     const c = model.controller, r = c.rates || {};
     const failing = r.errors ? el("div", { className: "stage-err" }, fmtRate(r.errors) + " failing") : null;
     const tail = el("div", { className: "chain controller-chain" },
