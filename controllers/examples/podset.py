@@ -181,38 +181,31 @@ class HandlerPodSets:
     the first calls are an ``on_add`` for every cached PodSet, blind to the pods that exist: the
     handler approach's restart (and failover) problem, shown by the scenarios.
 
-    It reports itself to the ``observer`` as controller ``podset-handlers``, watching the PodSet
-    informer with no workers (no queue, no Reconcile), so the dashboard gives it a card and a page
-    whose informer events are its handler calls, key by key; alone in a worker
-    (``setup_handlers``) it would otherwise show as a worker with no controllers."""
+    It is no controller (no queue, no Reconcile), and is shown as what it is: the PodSet informer's
+    handler ``podset-handlers``, whose calls are that informer's handler records, key by key. Alone
+    in a worker (``setup_handlers``) the informer is watched by no controller and the dashboard gives
+    it a card and a page of its own; beside the Reconciler (``setup``) its calls are on the podset
+    controller's page too, the PodSet informer being that controller's as well."""
 
     NAME = "podset-handlers"
 
-    def __init__(self, client: Client, podsets: SharedInformer, *, observer: Any = None) -> None:
+    def __init__(self, client: Client, podsets: SharedInformer) -> None:
         self.client = client
         self.podsets = podsets
-        self.observer = observer
         self.handler_calls = 0
         self.api_calls = 0
         self.failed_side_effects = 0
         self._registration: Any = None
-        self._describe(started=False)
 
     def start(self) -> None:
         if self._registration is None:
             self._registration = self.podsets.add_event_handler(
                 on_add=self.on_add, on_update=self.on_update, on_delete=self.on_delete, name=self.NAME)
-            self._describe(started=True)
 
     def stop(self) -> None:
         if self._registration is not None:
             self.podsets.remove_event_handler(self._registration)
             self._registration = None
-            self._describe(started=False)
-
-    def _describe(self, *, started: bool) -> None:
-        if self.observer is not None:
-            self.observer.on_controller(self.NAME, watches=[self.podsets.name], workers=0, started=started)
 
     def _mine(self, obj: Any) -> bool:
         return isinstance(obj, dict) and implementation_of(obj) == "handlers"
@@ -529,7 +522,7 @@ def _wire(manager: Manager, *, handlers: bool, reconciler: bool, flaky: FlakyRec
     if OWNER_INDEX not in pods.store.get_indexers():
         pods.store.add_indexers({OWNER_INDEX: _owned_by})
     # One field owner per implementation: managedFields says which one wrote what.
-    handler_impl = (HandlerPodSets(manager.get_client(field_owner=HandlerPodSets.NAME), podsets, observer=manager.observer)
+    handler_impl = (HandlerPodSets(manager.get_client(field_owner=HandlerPodSets.NAME), podsets)
                     if handlers else None)
     if handler_impl is not None:
         manager.add_runnable(handler_impl)

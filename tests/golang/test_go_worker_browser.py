@@ -33,7 +33,8 @@ def test_a_killed_go_worker_is_marked_stopped_like_any_other(browser, dashboard_
     page.js_errors = []
     page.on("pageerror", lambda err: page.js_errors.append(str(err)))
     page.goto(dashboard.url + "/")
-    page.wait_for_selector(f'{WORKER}[data-liveness="live"] .ctl-card[data-controller="deployment-printer"]',
+    # The program has no controller: its informer is a card of its own.
+    page.wait_for_selector(f'{WORKER}[data-liveness="live"] .informer-card[data-informer="apps/v1/Deployment"]',
                            timeout=20_000)
     # The runtime label comes with the worker's own entry (worker/go-informer), which may arrive after
     # its controller's: the card can be drawn first, its label hidden until then (CI saw "").

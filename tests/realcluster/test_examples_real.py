@@ -2,9 +2,9 @@
 controller-manager, scheduler and kwok nodes), run as a user runs it, with writes allowed (the
 cluster is local and disposable), each test in its own namespace:
 
-- the PodSet Reconciler (``podset:setup_reconciler``) and the handler-only PodSet controller
-  (``podset:setup_handlers``): pods Running on the kwok nodes, the Reconciler repairing a deleted
-  pod, the handlers not;
+- the PodSet Reconciler (``podset:setup_reconciler``) and the handler-only PodSet, no controller but
+  a handler on a plain informer (``podset:setup_handlers``): pods Running on the kwok nodes, the
+  Reconciler repairing a deleted pod, the handlers not;
 - the deployment-summary reconciler in Python (``deployments:setup``) and in Go
   (``go/cmd/deployment-summary``, controller-runtime): the summary ConfigMap says what the real
   Deployment wants, follows a scale and comes back when deleted;
@@ -13,7 +13,8 @@ cluster is local and disposable), each test in its own namespace:
   quota admission refuse its first pods (403), kopf retries after its backoff, and it converges
   once the quota is gone.
 
-Each controller's page in headless Chromium then lists its keys. One dashboard (daphne) serves the
+Each controller's page (the handler-only PodSet's: its informer's page) in headless Chromium then
+lists its keys. One dashboard (daphne) serves the
 module: every worker publishes under one prefix, under its own worker name.
 """
 
@@ -26,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from controllers.examples.podset import API_VERSION, KOPF, ensure_crd, podset
+from controllers.examples.podset import API_VERSION, KIND, KOPF, ensure_crd, podset
 from controllers.informers import ApiError
 from controllers.informers.http_client import KubernetesClient
 from controllers.kopf import controller_name
@@ -152,7 +153,7 @@ def wait_for_lane(page, key: str, result: str = ReconcileResult.SUCCESS) -> str:
     return page.inner_text(lane)
 
 
-# -- PodSet: the Reconciler and the handler-only controller -------------------------------------------
+# -- PodSet: the Reconciler and the handler-only implementation ----------------------------------------
 def test_the_podset_reconciler_converges_on_kwok_nodes_repairs_a_deleted_pod_and_its_page_lists_the_key(
         realcluster, real_namespace, kube, python_worker, browser, site, artifacts) -> None:
     ns, worker = real_namespace, "podset-reconciler"
@@ -192,9 +193,10 @@ def test_the_handler_only_podset_converges_drifts_after_a_pod_dies_and_its_page_
     with pytest.raises(AssertionError):
         wait_until(lambda: running_on_kwok(kube, ns, "web", 5), timeout=3, interval=0.5)
 
-    page = controller_page(browser, site, worker, "podset-handlers")
+    # No controller: the PodSet informer is a plain informer with a handler, and its page is its
+    # home -- no workqueue, no Reconcile, but every handler call on the PodSet, by key.
+    page = open_page(browser, f"{site.url}/c/{worker}/informer/{topic_part(f'{API_VERSION}/{KIND}')}/")
     key = f"{ns}/web"
-    # Its page: no workqueue and no Reconcile, but every handler call on the PodSet, by key.
     calls = page.wait_for_function(
         """([key, handler]) => {
              const rows = [...document.querySelectorAll('#ievents tr')].map(tr => [...tr.cells].map(c => c.textContent));
@@ -202,11 +204,10 @@ def test_the_handler_only_podset_converges_drifts_after_a_pod_dies_and_its_page_
              return mine.includes('add') && mine.includes('update') ? mine : null;
            }""", arg=[key, "podset-handlers"], timeout=30_000).json_value()
     assert "delete" not in calls, calls
-    # Only the informer it watches: the worker's Pod informer (the scoreboard's) stays off its page,
-    # its history's rows included (they arrive named by topic, v1_Pod, before the components do).
+    # Only its own events: the worker's Pod informer (the scoreboard's) has a page of its own.
     informers = page.eval_on_selector_all("#ievents tr:not(.resync-marker)", "trs => trs.map(tr => tr.cells[1].textContent)")
-    assert informers and not {"v1/Pod", "v1_Pod"} & set(informers), set(informers)
-    assert page.inner_text("#lanes") == "no reconciles yet"
+    assert set(informers) == {f"{API_VERSION}/{KIND}"}, set(informers)
+    page.wait_for_selector('#handler-calls tr[data-handler="podset-handlers"]', timeout=10_000)
     save_screenshot(page, artifacts, "real-podset-handlers.png", full_page=True)
     close_page(page)
 

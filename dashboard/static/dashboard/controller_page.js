@@ -208,6 +208,12 @@
           el("span", { className: "badge " + (v.leader ? "ok" : "") }, v.leader ? "leader" : "follower (" + (v.holder || "?") + ")")));
       }
     }
+    if (informerPage && items.length === 1) {
+      // No controller watches it (a plain client-go informer and its handlers): the handlers are
+      // where its events end, and nothing retries what they fail to do.
+      items.push(el("span", { className: "muted comp", title: "an informer's handlers are called once per event and never retried; " +
+        "a controller's Reconcile is retried until it succeeds" }, "no controller watches it: its handlers are where its events end"));
+    }
     if (!items.length) items.push(el("span", { className: "muted" }, "waiting for the worker's components…"));
     box.replaceChildren(...items);
     renderProtocolNotice();

@@ -211,7 +211,7 @@
         if (row.type) c[3].textContent = row.type;
         if (row.key) c[4].textContent = row.key;
         if (row.rv) c[5].textContent = row.rv;
-        if (row.handler) c[6].textContent = row.handler;
+        if (row.handler) { c[6].textContent = row.handler; c[6].title = row.handler; }
         if (row.error) c[7].title = row.error;
         const outcome = row.outcome === P.HandlerOutcome.ERROR ? "error: " + (row.error || "") : row.outcome || "";
         if (outcome) c[7].textContent = outcome;

@@ -15,6 +15,8 @@
   const { el, fmtDuration, clock } = window.ctrlscopeUI;
   const P = window.ctrlscopeProtocol;
   const $ = (id) => document.getElementById(id);
+  // A handler call is often microseconds: "0 ms" would say nothing.
+  const callTime = (seconds) => (seconds < 0.001 ? Math.round(seconds * 1e6) + " µs" : fmtDuration(seconds * 1000));
 
   function init(api) {
     const { client, topics: T } = api;
@@ -55,8 +57,8 @@
         el("td", { className: "num", dataset: { event: P.HandlerEvent.UPDATE } }, h.byEvent[P.HandlerEvent.UPDATE].toLocaleString()),
         el("td", { className: "num", dataset: { event: P.HandlerEvent.DELETE } }, h.byEvent[P.HandlerEvent.DELETE].toLocaleString()),
         el("td", { className: "num errors" + (h.errors ? " bad" : "") }, h.errors.toLocaleString()),
-        el("td", { className: "num" }, fmtDuration((h.seconds / h.calls) * 1000)),
-        el("td", { className: "num" }, fmtDuration(h.max * 1000)),
+        el("td", { className: "num" }, callTime(h.seconds / h.calls)),
+        el("td", { className: "num" }, callTime(h.max)),
         el("td", null, h.last ? clock(h.last) : ""),
         el("td", { className: "error", title: h.lastError }, h.lastError));
     }

@@ -116,11 +116,6 @@ func run(kubeconfig, workerName, namespace string) error {
 		return err
 	}
 
-	// ctrlscope: the handlers are this program's controller as far as the dashboard goes: a card on
-	// the overview and a page whose informer panel shows every handler call. It has no workqueue
-	// and no reconciles, which is the point the page makes: a handler that fails is not retried.
-	tel.Controller("deployment-printer", []string{informerName}, 0, true)
-
 	// Informer 실행: run the informers until SIGINT/SIGTERM
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

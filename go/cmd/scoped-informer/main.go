@@ -115,7 +115,6 @@ func run(kubeconfig, workerName, namespace, selector, resource string, strip boo
 	})); err != nil {
 		return err
 	}
-	tel.Controller("scoped-printer", []string{name}, 0, true)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -83,8 +83,6 @@ func run(kubeconfig, worker string) error {
 	if err != nil {
 		return err
 	}
-	// ctrlscope: the handlers are this worker's controller on the dashboard (its card and page).
-	tel.Controller(worker, []string{name}, 0, true)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
