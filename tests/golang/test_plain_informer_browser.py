@@ -21,6 +21,7 @@ import pytest
 from controllers.process import stop_process
 from tests.conftest import ROOT, wait_until
 from tests.dashboard.test_cache_panel_browser import save_screenshot
+from tests.dashboard.test_informer_names_browser import SHOTS, event_rows
 from tests.dashboard.test_panels_browser import close_page
 from tests.golang.telemetry import Published
 from tests.golang.test_go_samples import kubectl
@@ -29,7 +30,6 @@ pytestmark = pytest.mark.browser
 
 INFORMER = "apps/v1/Deployment"
 SEGMENT = "apps_v1_Deployment"
-SHOTS = Path("/tmp/shots")
 # runtime -> (worker name, the handler's name in the program)
 PROGRAMS = {"go": ("go-printer", "print"), "python": ("py-printer", "deployment-logger")}
 
@@ -60,14 +60,6 @@ def start_program(request, sim_kubeconfig: Path, redis_url: str, prefix: str, tm
     yield start
     for proc in started:
         stop_process(proc)
-
-
-def event_rows(page) -> list[dict[str, str]]:
-    """The informer events table, newest first."""
-    return page.eval_on_selector_all("#ievents tr:not(.resync-marker):not(.ev-skipped)", """trs => trs.map(tr => {
-        const c = [...tr.cells].map(td => td.textContent);
-        return {informer: c[1], kind: c[2], type: c[3], key: c[4], rv: c[5], handler: c[6], outcome: c[7]};
-    })""")
 
 
 def shot(page, artifacts: Path, name: str) -> None:
