@@ -138,7 +138,7 @@ def test_controller_page_shows_queue_timeline_details_and_informer_events(browse
     assert [b["cls"].split()[1] for b in bars] == ["result-error", "result-success"]
     assert [b["bg"] for b in bars] == [RGB["error"], RGB["success"]]
     assert bars[0]["left"] < bars[1]["left"] and all(b["width"] >= 3 for b in bars)
-    assert page.inner_text(f"{lane} .lane-meta") == "2× · success"
+    assert page.inner_text(f"{lane} .lane-meta") == "2× · 1 failed → success"  # not only the last result
     page.wait_for_selector('#lanes .lane[data-key="default/api"] .attempt.result-requeue_after')
     assert page.eval_on_selector_all("#lanes .lane", "els => els.map(e => e.dataset.key)")[0] in ("default/web", "default/api")
     assert not page.query_selector('#q-waiting tr[data-key="default/web"]'), "forgotten and done: gone"

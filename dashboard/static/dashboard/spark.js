@@ -100,6 +100,23 @@
     return m + "m " + Math.floor((ms % 60000) / 1000) + "s";
   }
 
+  // A duration to a tenth of a millisecond below 10 ms ("0.3 ms", "5 ms"): retries of a fast
+  // rate limiter (5 ms, 10 ms, ...) and the sub-millisecond reconciles between them.
+  function fmtPrecise(ms) {
+    if (ms < 0.05) return ms > 0 ? "<0.1 ms" : "0 ms";
+    if (ms < 10) return Number(ms.toFixed(1)) + " ms";
+    return fmtDuration(ms);
+  }
+
+  // A long name shortened in the middle to at most max characters ("default/heldo…t-ok"): both ends
+  // stay, so keys that share a prefix (a namespace, a name stem) stay distinguishable.
+  function shortName(name, max) {
+    name = String(name);
+    if (name.length <= max) return name;
+    const head = Math.ceil((max - 1) * 0.6);
+    return name.slice(0, head) + "…" + name.slice(name.length - (max - 1 - head));
+  }
+
   function clock(ts) { return ts ? new Date(ts).toISOString().slice(11, 23) : ""; }
 
   // props.style (a string) is assigned to node.style, i.e. CSSOM cssText: the Content-Security-Policy's
@@ -114,5 +131,5 @@
     return node;
   }
 
-  global.ctrlscopeUI = { Series, sparkline, fmtDuration, clock, el, cssVar, themeColor };
+  global.ctrlscopeUI = { Series, sparkline, fmtDuration, fmtPrecise, shortName, clock, el, cssVar, themeColor };
 })(window);

@@ -4,6 +4,16 @@
  * attempts (backoff) labelled, the running attempt growing and the next scheduled retry marked from the
  * queue's state. Click a bar: the attempt's details, with the events that enqueued it.
  *
+ * Retries at controller-runtime's speed (5, 10, 20 ms apart) are far closer than a pixel at any
+ * window: attempts of one key (one handler row) whose bars would touch at the window's scale are drawn
+ * as one mark instead, coloured by its worst result, ended by a cap in its last result's colour, and
+ * labelled with what it holds ("3 errors → success in 36 ms"). Click it: the attempts in order on a
+ * strip zoomed to the mark's span, and a table of each attempt's result, start, duration, the wait
+ * before it and which part of the rate limiter chose that wait (the queue topic's add_rate_limited /
+ * add_after records, and the controller component's rate_limiter, protocol v1.5), and its error. The
+ * lane's label says how many of its attempts failed, not only the last result; keys are shortened in
+ * the middle (full on hover and in the details).
+ *
  * A framework that runs several named handlers per object (kopf, protocol v1.1) names the handler in
  * each attempt, with its cause, its retry number and what happens next (error_kind, delay): the bar's
  * title and the details say so ("retried in 1 s", "given up"), the lane's label lists the key's
@@ -13,11 +23,12 @@
  *
  * Data: the controller topic (w/{worker}/controller/{ctl}) — its event / reconcile_start / reconcile
  * records, and its state's per-key summaries (attempts, last result, handlers) for keys older than
- * the loaded history. Registered in window.ctrlscopePanels, started by controller_page.js.
+ * the loaded history; the queue topic's delayed adds (the waits between attempts). Registered in
+ * window.ctrlscopePanels, started by controller_page.js.
  */
 (function () {
   "use strict";
-  const { el, fmtDuration, clock } = window.ctrlscopeUI;
+  const { el, fmtDuration, fmtPrecise, shortName, clock } = window.ctrlscopeUI;
   const P = window.ctrlscopeProtocol;
   const $ = (id) => document.getElementById(id);
   const MAX_LANES = 50;
@@ -25,6 +36,18 @@
   const MAX_KEYS = 2000;        // lanes remembered (only MAX_LANES drawn)
   const SUBROW = 12;            // px per handler row in the lane of a key with several handlers
   const RESULTS = Object.values(P.ReconcileResult); // an attempt bar's colour: anything else is drawn as an error
+  const KEY_CHARS = 24;         // a lane label's key, shortened in the middle beyond this
+  const MIN_BAR_PX = 4;         // an attempt bar's least width (.attempt min-width)
+  const APART_PX = 4;           // bars closer than this are one mark: too close to tell apart
+  const LABEL_CHAR_PX = 6.6;    // a mark label's character (11px monospace), to fit it beside the mark
+  // How bad a result is: a mark of several attempts takes the colour of its worst.
+  const R = P.ReconcileResult;
+  const SEVERITY = [R.SUCCESS, R.REQUEUE_AFTER, R.REQUEUE, R.ERROR, R.TERMINAL, R.PANIC];
+  // A result counted in a mark's label: "error" → "3 errors" (one: the result itself).
+  const PLURAL = { [R.SUCCESS]: "successes", [R.ERROR]: "errors", [R.REQUEUE]: "requeues", [R.PANIC]: "panics" };
+  const counted = (n, result) => (n === 1 ? result : PLURAL[result] ? n + " " + PLURAL[result] : n + "× " + result);
+  const SUPERSCRIPT = "⁰¹²³⁴⁵⁶⁷⁸⁹";
+  const power = (n) => String(n).split("").map((d) => SUPERSCRIPT[Number(d)]).join("");
 
   function init(api) {
     const { client, topics: T, stateOf, workerNow, schedule } = api;
@@ -32,6 +55,10 @@
     let attemptSeq = 0;
     const attemptsById = new Map();
     let selected = null; // attempt id
+    let selectedMark = null; // the mark whose attempts the details list: {key, ids}
+    let backMark = null; // the mark the shown attempt's details were opened from
+    // Per key, the queue's delayed adds (add_rate_limited / add_after): the waits between attempts.
+    const waits = new Map(); // key -> [{ts, op, delay, requeues}]
     let timelineDirty = true;
     let windowSec = 60;
 
@@ -42,16 +69,20 @@
       note.hidden = false;
       note.textContent = "⟳ " + (topic === T.queue ? "queue" : "controller") + " stream resynced (" + reason + ") at " + clock(workerNow()) + ": attempts in between may be missing";
     });
-    client.on("records", (topic, records, id, frame) => { if (topic === T.controller) onController(records, frame); });
+    client.on("records", (topic, records, id, frame) => {
+      if (topic === T.controller) onController(records, frame);
+      else if (topic === T.queue) onQueue(records);
+    });
     api.onFocus((key) => { for (const l of lanes.values()) if (l.el) l.el.classList.toggle("focus", l.key === key); });
     api.onKey("Escape", () => closeDetails());
     api.onKey("f", () => {
-      // Focus the selected attempt's key (again: clear the focus).
+      // Focus the selected attempt's (or mark's) key (again: clear the focus).
       const a = attemptsById.get(selected);
-      if (a) api.setFocus(a.key === api.focusKey() ? "" : a.key); else if (api.focusKey()) api.setFocus("");
+      const key = a ? a.key : selectedMark ? selectedMark.key : null;
+      if (key !== null) api.setFocus(key === api.focusKey() ? "" : key); else if (api.focusKey()) api.setFocus("");
     });
     api.onRender((now) => renderTimeline(now));
-    Object.assign(window.ctrlscope, { lanes: lanes, showDetails: showDetails });
+    Object.assign(window.ctrlscope, { lanes: lanes, showDetails: showDetails, showMark: showMark });
     function lane(key) {
       let l = lanes.get(key);
       if (!l) {
@@ -92,6 +123,50 @@
         l.summary = v;
         if (v.at && v.at > l.last) l.last = v.at;
       }
+    }
+
+    function onQueue(records) {
+      for (const r of records) {
+        if (r.k !== P.RecordKind.QUEUE || (r.op !== P.QueueOp.ADD_RATE_LIMITED && r.op !== P.QueueOp.ADD_AFTER)) continue;
+        let list = waits.get(r.key);
+        if (!list) {
+          waits.set(r.key, (list = []));
+          // Forget the keys that waited longest ago (Map order is insertion order), in one batch.
+          if (waits.size > MAX_KEYS * 1.25) for (const k of [...waits.keys()].slice(0, waits.size - MAX_KEYS)) waits.delete(k);
+        }
+        list.push({ ts: r.ts || workerNow(), op: r.op, delay: Number(r.delay) || 0, requeues: r.requeues });
+        if (list.length > MAX_ATTEMPTS) list.shift();
+      }
+    }
+
+    // The delayed add that put attempt a back in the queue after prev (the same key's attempt
+    // before it): the last add_rate_limited / add_after made after prev started whose wait was over
+    // when a started. null: none loaded (an event re-queued the key, or the record is older than the
+    // loaded history). The records' times come from the worker's wall clock and an attempt's start
+    // from its end minus its duration (a monotonic clock): they may disagree by a fraction of a ms.
+    const SKEW_MS = 1;
+    function waitBefore(a, prev) {
+      const list = waits.get(a.key);
+      if (!list || !prev) return null;
+      let found = null;
+      for (const w of list) if (w.ts >= prev.start - SKEW_MS && w.ts + w.delay * 1000 <= a.start + SKEW_MS) found = w;
+      return found;
+    }
+
+    // Which part of the controller's rate limiter chose wait w (v1.5: its component's rate_limiter),
+    // in words: "exponential 5 ms × 2²", "token bucket 10/s, burst 100"; "" when not known.
+    function chosenBy(w) {
+      if (!w) return "";
+      if (w.op === P.QueueOp.ADD_AFTER) return "requeue_after (the Reconcile asked for it)";
+      const spec = api.controllerComponent().rate_limiter;
+      const n = Number(w.requeues) || 0;
+      const leaf = spec && n ? P.limiterStep(spec, n, w.delay) : null;
+      const retry = n ? "retry " + n : "a retry";
+      if (!leaf) return spec ? "the rate limiter (" + retry + ")" : "the rate limiter (" + retry + "; the worker does not describe it)";
+      if (leaf.type === P.RateLimiterType.EXPONENTIAL) return "exponential " + fmtPrecise(leaf.base * 1000) + " × 2" + power(n - 1) + " (" + retry + ")";
+      if (leaf.type === P.RateLimiterType.FAST_SLOW) return (n <= leaf.fast_attempts ? "fast, " + retry + " of " + leaf.fast_attempts : "slow, after " + leaf.fast_attempts + " fast retries");
+      if (leaf.type === P.RateLimiterType.BUCKET) return "token bucket " + leaf.qps + "/s, burst " + leaf.burst + (w.delay > 0 ? " (the queue retried faster than that)" : "");
+      return "limiter " + (leaf.name || "of its own") + " (" + retry + ")";
     }
 
     function onController(records, frame) {
@@ -139,7 +214,7 @@
 
     function laneElement(l) {
       if (!l.el) {
-        const label = el("div", { className: "lane-label" }, el("a", { className: "lane-key", title: "link to " + l.key + " (focus this key)", href: "?key=" + encodeURIComponent(l.key) }, l.key), el("span", { className: "lane-meta muted" }));
+        const label = el("div", { className: "lane-label" }, el("a", { className: "lane-key", title: l.key + " (link: focus this key)", href: "?key=" + encodeURIComponent(l.key) }, shortName(l.key, KEY_CHARS)), el("span", { className: "lane-meta muted" }));
         const track = el("div", { className: "lane-track" });
         l.el = el("div", { className: "lane", dataset: { key: l.key } }, label, track);
         if (l.key === api.focusKey()) l.el.classList.add("focus");
@@ -152,9 +227,68 @@
         a.el = el("div", { className: "attempt result-" + a.result, dataset: { id: String(a.id), result: a.rawResult } });
         if (a.handler) a.el.dataset.handler = a.handler;
         const named = a.handler ? [a.handler, a.cause, "retry " + (a.retry || 0)].filter(Boolean) : [];
-        a.el.title = [...named, a.rawResult, a.error_kind, fmtDuration(a.duration * 1000), nextStep(a), a.error].filter(Boolean).join(" · ");
+        a.el.title = [...named, a.rawResult, a.error_kind, fmtPrecise(a.duration * 1000), nextStep(a), a.error].filter(Boolean).join(" · ");
       }
       return a.el;
+    }
+
+    // What a mark of several attempts holds, in order: runs of one result ("3 errors → success"), or
+    // counts by result when it holds more than three runs; and the time from first start to last end.
+    function markText(list) {
+      const runs = [];
+      for (const a of list) {
+        const run = runs[runs.length - 1];
+        if (run && run[0] === a.rawResult) run[1] += 1; else runs.push([a.rawResult, 1]);
+      }
+      let what;
+      if (runs.length <= 3) what = runs.map(([r, n]) => counted(n, r)).join(" → ");
+      else {
+        const totals = new Map();
+        for (const a of list) totals.set(a.rawResult, (totals.get(a.rawResult) || 0) + 1);
+        what = list.length + " attempts: " + [...totals].sort((x, y) => SEVERITY.indexOf(y[0]) - SEVERITY.indexOf(x[0]))
+          .map(([r, n]) => counted(n, r)).join(", ") + ", last " + list[list.length - 1].rawResult;
+      }
+      return what + " in " + fmtPrecise(list[list.length - 1].end - list[0].start);
+    }
+    const worstOf = (list) => list.reduce((w, a) => (SEVERITY.indexOf(a.result) > SEVERITY.indexOf(w) ? a.result : w), R.SUCCESS);
+
+    // The element of a mark of several attempts (kept per first attempt across frames): coloured by
+    // its worst result, a cap in its last result's colour, its label beside it.
+    function markElement(l, m, handler) {
+      const first = m.attempts[0], last = m.attempts[m.attempts.length - 1];
+      let node = l.marks && l.marks.get(first.id);
+      const sig = m.attempts.length + ":" + last.id;
+      if (!node) {
+        node = el("div", { className: "attempt mark" }, el("span", { className: "mark-end" }), el("span", { className: "mark-label" }));
+        node.dataset.mark = String(first.id);
+        if (handler) node.dataset.handler = handler;
+      }
+      if (node.dataset.sig !== sig) {
+        const worst = worstOf(m.attempts);
+        const text = markText(m.attempts);
+        node.dataset.sig = sig;
+        node.dataset.ids = m.attempts.map((a) => a.id).join(" ");
+        node.dataset.result = worst;
+        node.dataset.count = String(m.attempts.length);
+        node.className = "attempt mark result-" + worst;
+        node.firstChild.className = "mark-end result-" + last.result;
+        node.lastChild.textContent = text;
+        node.title = (handler ? handler + ": " : "") + text + " — too close to tell apart at this scale: click for each attempt";
+      }
+      // Selected: its list is shown, or one of its attempts' details.
+      node.classList.toggle("selected", selectedMark ? selectedMark.ids[0] === first.id : m.attempts.some((a) => a.id === selected));
+      return node;
+    }
+
+    // A mark's label goes where it fits: right of the mark, else left, else the wider side, cut short.
+    function placeLabel(node, roomLeft, roomRight) {
+      const label = node.lastChild;
+      const need = label.textContent.length * LABEL_CHAR_PX + 8;
+      const right = roomRight >= need || roomRight >= roomLeft;
+      const room = Math.max(0, right ? roomRight : roomLeft);
+      label.className = "mark-label " + (right ? "on-right" : "on-left");
+      label.style.maxWidth = Math.floor(room) + "px";
+      label.hidden = room < 3 * LABEL_CHAR_PX;
     }
 
     // What the framework does after a handler's attempt, in words ("" for a plain Reconcile).
@@ -220,6 +354,9 @@
       const queueState = stateOf(T.queue);
       const hasQueue = client.knownTopics.includes(T.queue);
       let named = false;
+      // The track's width in px (every lane's is the same): marks are grouped at this scale.
+      const trackPx = (sorted.length && sorted[0].el.lastChild.clientWidth) || 800;
+      const px = (t) => ((t - t0) / total) * trackPx;
       for (const l of sorted) {
         const track = l.el.lastChild;
         const meta = l.el.querySelector(".lane-meta");
@@ -228,10 +365,18 @@
         const q = queueState.get(l.key);
         const handlers = laneHandlers(l);
         if (handlers.length) named = true;
-        const metaText = (attempts ? attempts + "×" + (lastResult ? " · " + lastResult : "") : (q && q.s) || "no attempts yet") +
-          (handlers.length ? " · " + handlers.join(", ") : "");
+        // How many attempts failed, not only how the last one ended ("5× · 3 failed → success"); of
+        // the loaded ones ("≥3") when the state counts attempts older than the loaded history.
+        const failed = l.attempts.filter((a) => P.FAILED_RESULTS.has(a.result)).length;
+        const parts = attempts ? [attempts + "×"] : [(q && q.s) || "no attempts yet"];
+        if (failed) parts.push((attempts > l.attempts.length ? "≥" : "") + failed + " failed");
+        const lastFailed = P.FAILED_RESULTS.has(lastResult) || (lastResult && !RESULTS.includes(lastResult));
+        const tail = attempts && lastResult ? (failed && !lastFailed ? " → " : " · ") + (failed && lastFailed ? "last " : "") + lastResult : "";
+        const metaText = parts.join(" · ") + tail + (handlers.length ? " · " + handlers.join(", ") : "");
         if (meta.textContent !== metaText) {
-          meta.textContent = metaText; meta.title = metaText; meta.className = "lane-meta muted last-" + lastResult;
+          meta.replaceChildren(parts[0], failed ? el("span", { className: "failed" }, " · " + parts[1]) : "",
+            tail ? el("span", { className: "last-result last-" + lastResult }, tail) : "", handlers.length ? " · " + handlers.join(", ") : "");
+          meta.title = metaText; meta.className = "lane-meta muted last-" + lastResult;
           meta.dataset.handlers = handlers.join(" ");
         }
         // A key with several handlers gets one row per handler in its lane: handlers of one object run
@@ -244,29 +389,58 @@
           node.style.top = row < 0 ? "" : 2 + row * SUBROW + (gap ? SUBROW / 2 - 1 : 0) + "px";
           if (!gap) { node.style.height = row < 0 ? "" : SUBROW - 2 + "px"; node.style.bottom = row < 0 ? "" : "auto"; }
         };
-        const want = [];
-        const prevOf = new Map(); // handler ("" for a plain Reconcile) -> its previous attempt
-        for (const a of l.attempts) {
-          const prev = prevOf.get(a.handler);
-          prevOf.set(a.handler, a);
-          if (a.end < t0) continue;
-          const bar = attemptElement(a);
-          const left = x(Math.max(a.start, t0));
-          bar.style.left = left + "%";
-          bar.style.width = Math.max(0, x(a.end) - left) + "%";
-          place(bar, a.handler, false);
-          bar.classList.toggle("selected", a.id === selected);
-          if (prev && a.start - prev.end > span / 40) {
-            // The gap between two attempts: a backoff (or simply no event) made visible and labelled.
-            if (!a.gapEl) a.gapEl = el("div", { className: "gap" }, el("span", null, "+" + fmtDuration(a.start - prev.end)));
-            const gl = x(Math.max(prev.end, t0));
-            a.gapEl.style.left = gl + "%";
-            a.gapEl.style.width = Math.max(0, x(a.start) - gl) + "%";
-            place(a.gapEl, a.handler, true);
-            want.push(a.gapEl);
+        // Marks per row (handler; "" for a plain Reconcile): runs of attempts whose bars would touch.
+        const byRow = new Map();
+        for (const a of l.attempts) { let list = byRow.get(a.handler); if (!list) byRow.set(a.handler, (list = [])); list.push(a); }
+        const drawn = []; // [start, gap or null, mark]: the track's children in time order, whatever the row
+        const marksEls = new Map();
+        for (const [handler, list] of byRow) {
+          const marks = [];
+          let before = null; // the attempt before the window, whose gap to the first mark is labelled
+          for (const a of list) {
+            if (a.end < t0) { before = a; continue; }
+            const cur = marks[marks.length - 1];
+            if (cur && px(a.start) - cur.right < APART_PX) cur.attempts.push(a);
+            else marks.push({ attempts: [a], prev: cur ? cur.attempts[cur.attempts.length - 1] : before });
+            const m = marks[marks.length - 1];
+            m.left = px(Math.max(m.attempts[0].start, t0));
+            m.right = Math.max(px(a.end), m.left + MIN_BAR_PX, m.right || 0);
           }
-          want.push(bar);
+          marks.forEach((m, i) => {
+            const first = m.attempts[0];
+            let gap = null;
+            if (m.prev && first.start - m.prev.end > span / 40) {
+              // The gap between two marks: a backoff (or simply no event) made visible and labelled.
+              // (its text follows the window: which attempt comes before a mark depends on the scale)
+              if (!first.gapEl) first.gapEl = el("div", { className: "gap" }, el("span"));
+              const text = "+" + fmtDuration(first.start - m.prev.end);
+              if (first.gapEl.firstChild.textContent !== text) first.gapEl.firstChild.textContent = text;
+              const gl = x(Math.max(m.prev.end, t0));
+              first.gapEl.style.left = gl + "%";
+              first.gapEl.style.width = Math.max(0, x(first.start) - gl) + "%";
+              place(first.gapEl, handler, true);
+              gap = first.gapEl;
+            }
+            let node;
+            if (m.attempts.length === 1) {
+              node = attemptElement(first);
+              node.classList.toggle("selected", first.id === selected);
+            } else {
+              node = markElement(l, m, handler);
+              marksEls.set(first.id, node);
+              const roomLeft = m.left - (i > 0 ? marks[i - 1].right : 0) - 4;
+              const roomRight = (i + 1 < marks.length ? marks[i + 1].left : trackPx) - m.right - 4;
+              placeLabel(node, roomLeft, roomRight);
+            }
+            node.style.left = x(Math.max(first.start, t0)) + "%";
+            node.style.width = Math.max(0, x(m.attempts[m.attempts.length - 1].end) - x(Math.max(first.start, t0))) + "%";
+            place(node, handler, false);
+            drawn.push([first.start, gap, node]);
+          });
         }
+        l.marks = marksEls;
+        const want = [];
+        for (const [, gap, node] of drawn.sort((p, q) => p[0] - q[0])) { if (gap) want.push(gap); want.push(node); }
         if (l.running) {
           if (!l.runEl) l.runEl = el("div", { className: "attempt result-running" });
           l.runEl.title = l.running.handler ? "running handler " + l.running.handler + "…" : "reconciling…";
@@ -296,9 +470,12 @@
       timelineDirty = false;
     }
 
-    function showDetails(id) {
+    // back: the mark whose list this attempt was opened from (its details offer the way back).
+    function showDetails(id, back) {
       const a = attemptsById.get(id);
       const box = $("details");
+      selectedMark = null;
+      backMark = back || null;
       if (!a) { box.hidden = true; selected = null; return; }
       selected = id;
       const l = lanes.get(a.key);
@@ -307,7 +484,7 @@
       let prev = null;
       for (let i = idx - 1; i >= 0 && !prev; i--) if (l.attempts[i].handler === a.handler) prev = l.attempts[i];
       const rows = [
-        ["key", a.key], ["result", a.rawResult], ["started", clock(a.start)], ["duration", fmtDuration(a.duration * 1000)],
+        ["key", a.key], ["result", a.rawResult], ["started", clock(a.start)], ["duration", fmtPrecise(a.duration * 1000)],
         ["worker", a.worker === undefined ? "" : a.worker],
       ];
       if (a.handler) {
@@ -318,7 +495,9 @@
       } else if (a.rawResult === P.ReconcileResult.TERMINAL) {
         rows.push(["next", "not retried: a terminal error (retrying cannot fix it)"]);
       }
-      if (prev) rows.push(["since previous attempt", fmtDuration(a.start - prev.end) + " (previous: " + prev.rawResult + ")"]);
+      if (prev) rows.push(["since previous attempt", fmtPrecise(a.start - prev.end) + " (previous: " + prev.rawResult + ")"]);
+      const w = waitBefore(a, prev);
+      if (w) rows.push(["waited before", waitText(w) + ranAfter(a, prev, w)], ["chosen by", chosenBy(w)]);
       if (a.requeue_after) rows.push(["requeue_after", a.requeue_after + " s"]);
       const evs = a.events.length
         ? el("ul", { className: "enqueued-by" }, ...a.events.map((e) => el("li", null, clock(e.ts) + "  " + e.event + "  " + e.key)))
@@ -336,6 +515,7 @@
           : "attempt " + (idx + 1) + " of " + a.key), " ",
           el("span", { className: "badge result-badge result-" + a.result }, a.rawResult),
           el("span", { className: "spacer" }),
+          backMark ? el("button", { type: "button", id: "details-back" }, "← all " + backMark.ids.length + " attempts") : null,
           el("button", { type: "button", id: "details-focus", dataset: { key: a.key } }, a.key === api.focusKey() ? "unfocus key (f)" : "focus key (f)"),
           el("button", { type: "button", id: "details-close" }, "close (Esc)")),
         el("dl", null, ...rows.flatMap(([k, v]) => [el("dt", null, k), el("dd", null, String(v))])),
@@ -346,15 +526,88 @@
       schedule();
     }
 
+    const waitText = (w) => fmtPrecise(w.delay * 1000) + (w.op === P.QueueOp.ADD_RATE_LIMITED && w.requeues ? ", retry " + w.requeues : "");
+    // The time from the previous attempt's end to this one's start, when it is well beyond the wait
+    // (a busy worker pool, a slow delaying queue): " · ran after 61 ms".
+    const ranAfter = (a, prev, w) => {
+      const gap = a.start - prev.end;
+      return gap > w.delay * 1000 * 1.5 + 5 ? " · ran after " + fmtPrecise(gap) : "";
+    };
+
+    // The attempts of one mark, zoomed so that each is visible: a strip spanning the mark's time
+    // (bars, and the waits between them with their delays), and one row per attempt.
+    function showMark(key, ids) {
+      const l = lanes.get(key);
+      const list = l ? ids.map((id) => attemptsById.get(id)).filter(Boolean) : [];
+      if (!list.length) { closeDetails(); return; }
+      selected = null;
+      backMark = null;
+      selectedMark = { key: key, ids: ids };
+      const first = list[0], last = list[list.length - 1];
+      const spanMs = Math.max(last.end - first.start, 1e-3);
+      const zx = (t) => ((t - first.start) / spanMs) * 100;
+      const prevOf = (a) => {
+        for (let i = l.attempts.indexOf(a) - 1; i >= 0; i--) if (l.attempts[i].handler === a.handler) return l.attempts[i];
+        return null;
+      };
+      const strip = [];
+      const rows = list.map((a, i) => {
+        const prev = prevOf(a);
+        const w = waitBefore(a, prev);
+        if (i > 0) {
+          const gl = zx(prev.end);
+          strip.push(el("div", { className: "zoom-gap", style: "left:" + gl + "%;width:" + Math.max(0, zx(a.start) - gl) + "%" },
+            el("span", null, w ? fmtPrecise(w.delay * 1000) : "+" + fmtPrecise(a.start - prev.end))));
+        }
+        strip.push(el("div", { className: "zoom-bar attempt-link result-" + a.result, title: "attempt " + (i + 1) + ": " + a.rawResult + " (click: its details)",
+          style: "left:" + zx(a.start) + "%;width:" + Math.max(0, zx(a.end) - zx(a.start)) + "%", dataset: { id: String(a.id) } },
+          el("span", { className: "zoom-n" }, String(i + 1))));
+        return el("tr", { className: "mark-attempt", dataset: { id: String(a.id), result: a.rawResult } },
+          el("td", { className: "num" }, String(i + 1)),
+          el("td", null, el("span", { className: "badge result-badge result-" + a.result }, a.rawResult)),
+          el("td", { className: "when" }, clock(a.start) + (i ? "  +" + fmtPrecise(a.start - first.start) : "")),
+          el("td", { className: "num took" }, fmtPrecise(a.duration * 1000)),
+          el("td", { className: "num waited" }, w ? waitText(w) + ranAfter(a, prev, w) : prev ? "+" + fmtPrecise(a.start - prev.end) + " (no delayed add)" : "–"),
+          el("td", { className: "chosen" }, w ? chosenBy(w) : prev ? "" : "first attempt"),
+          el("td", { className: "error" }, a.error || ""));
+      });
+      const box = $("details");
+      box.replaceChildren(
+        el("div", { className: "details-head" }, el("b", null, list.length + " attempts of " + key + (first.handler ? " (handler " + first.handler + ")" : "")),
+          " ", el("span", { className: "badge result-badge result-" + worstOf(list) }, markText(list)),
+          el("span", { className: "spacer" }),
+          el("button", { type: "button", id: "details-focus", dataset: { key: key } }, key === api.focusKey() ? "unfocus key (f)" : "focus key (f)"),
+          el("button", { type: "button", id: "details-close" }, "close (Esc)")),
+        el("div", { className: "zoom", "aria-label": "the attempts, zoomed to " + fmtPrecise(spanMs) }, ...strip),
+        el("div", { className: "zoom-axis muted" }, el("span", null, clock(first.start)), el("span", null, "+" + fmtPrecise(spanMs))),
+        el("table", { className: "events mark-table" },
+          el("thead", null, el("tr", null, ...["#", "result", "started", "took", "waited before", "chosen by", "error"].map((h) => el("th", null, h)))),
+          el("tbody", null, ...rows)),
+        el("h3", null, "enqueued by"),
+        first.events.length ? el("ul", { className: "enqueued-by" }, ...first.events.map((e) => el("li", null, clock(e.ts) + "  " + e.event + "  " + e.key)))
+          : el("p", { className: "muted enqueued-by" }, "no enqueuing event in the loaded history"));
+      box.hidden = false;
+      timelineDirty = true;
+      schedule();
+    }
+
     lanesBox.addEventListener("click", (e) => {
+      const mark = e.target.closest(".attempt.mark");
+      if (mark) { showMark(mark.closest(".lane").dataset.key, mark.dataset.ids.split(" ").map(Number)); return; }
       const bar = e.target.closest(".attempt[data-id]");
       if (bar) showDetails(Number(bar.dataset.id));
     });
     $("details").addEventListener("click", (e) => {
+      const link = e.target.closest(".attempt-link, tr.mark-attempt");
       if (e.target.id === "details-close") closeDetails();
-      else if (e.target.id === "details-focus") { const k = e.target.dataset.key; api.setFocus(k === api.focusKey() ? "" : k); showDetails(selected); }
+      else if (e.target.id === "details-back" && backMark) showMark(backMark.key, backMark.ids);
+      else if (e.target.id === "details-focus") {
+        const k = e.target.dataset.key;
+        api.setFocus(k === api.focusKey() ? "" : k);
+        if (selectedMark) showMark(selectedMark.key, selectedMark.ids); else showDetails(selected, backMark);
+      } else if (link && selectedMark) showDetails(Number(link.dataset.id), selectedMark);
     });
-    function closeDetails() { $("details").hidden = true; selected = null; timelineDirty = true; schedule(); }
+    function closeDetails() { $("details").hidden = true; selected = null; selectedMark = null; timelineDirty = true; schedule(); }
 
     $("window").addEventListener("click", (e) => {
       const b = e.target.closest("button[data-window]");
