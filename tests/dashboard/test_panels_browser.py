@@ -141,7 +141,9 @@ def test_controller_page_shows_queue_timeline_details_and_informer_events(browse
     assert page.inner_text(f"{lane} .lane-meta") == "2× · 1 failed → success"  # not only the last result
     page.wait_for_selector('#lanes .lane[data-key="default/api"] .attempt.result-requeue_after')
     assert page.eval_on_selector_all("#lanes .lane", "els => els.map(e => e.dataset.key)")[0] in ("default/web", "default/api")
-    assert not page.query_selector('#q-waiting tr[data-key="default/web"]'), "forgotten and done: gone"
+    assert not page.query_selector('#q-waiting tr[data-key="default/web"]:not(.waited)'), "forgotten and done: not waiting"
+    # ...but for a few seconds after its wait it says what it waited (a 5 ms wait is never drawn live).
+    assert page.inner_text('#q-waiting tr.waited[data-key="default/web"] td.waited-for') == "waited 4.0 s, retry 1"
     page.wait_for_selector('#q-waiting tr[data-key="default/api"]')
 
     # Click the failed attempt: its error text and the event that enqueued it.
