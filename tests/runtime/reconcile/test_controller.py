@@ -243,9 +243,8 @@ def test_observer_hears_which_informers_a_controller_watches_and_when_its_worker
     c.watch(pods)
     c.start()
     c.stop()
-    # Each report also describes the queue's rate limiter (controller-runtime's default here).
-    limiter = {"type": "max_of", "of": [{"type": "exponential", "base": 0.005, "max": 1000.0},
-                                        {"type": "bucket", "qps": 10.0, "burst": 100}]}
+    # Each report also describes the queue's rate limiter (make's: exponential from 1 s to 60 s).
+    limiter = {"type": "exponential", "base": 1.0, "max": 60.0}
     assert observer.of("on_controller") == [
         {"watches": ["x/v1/PodSet"], "workers": 2, "started": False, "rate_limiter": limiter},
         {"watches": ["x/v1/PodSet", "v1/Pod"], "workers": 2, "started": False, "rate_limiter": limiter},
