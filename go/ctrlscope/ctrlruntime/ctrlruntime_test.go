@@ -2,6 +2,7 @@ package ctrlruntime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -146,6 +147,15 @@ func TestPriorityQueueKeepsPrioritiesAndPublishesEachKey(t *testing.T) {
 	if c["workers"] != 3.0 || c["started"] != false {
 		t.Errorf("controller component after shutdown: %v", c)
 	}
+	sameLimiter(t, c, `{"base":0.005,"max":3600,"type":"exponential"}`)
+}
+
+// sameLimiter: the controller component describes the rate limiter its queue was given (v1.5).
+func sameLimiter(t *testing.T, c rec, want string) {
+	t.Helper()
+	if got, _ := json.Marshal(c["rate_limiter"]); string(got) != want {
+		t.Errorf("rate_limiter %s, want %s", got, want)
+	}
 }
 
 func TestClassicQueueWhenThePriorityQueueIsOff(t *testing.T) {
@@ -181,6 +191,8 @@ func TestClassicQueueWhenThePriorityQueueIsOff(t *testing.T) {
 	if len(state) != 0 {
 		t.Errorf("state %v", state)
 	}
+	sameLimiter(t, component(t, h, "controller/c"),
+		`{"of":[{"base":0.005,"max":1000,"type":"exponential"},{"burst":100,"qps":10,"type":"bucket"}],"type":"max_of"}`)
 }
 
 type reconcileFunc func(context.Context, reconcile.Request) (reconcile.Result, error)
