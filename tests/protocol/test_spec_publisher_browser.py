@@ -140,9 +140,12 @@ def test_a_publisher_written_from_the_spec_alone_gets_moving_pipeline_counters(b
             second(n)
         assert page.get_attribute('#overview .worker[data-worker="spec-worker"]', "data-liveness") == "live"
         stage = f'{card} .stage[data-stage="{{}}"]'
+        # The last sample drawn (the overview redraws at most 4 times a second), with rates.
         page.wait_for_function(f"""() => {{
             const r = document.querySelector('{stage.format("reconcile")} .rate');
-            return r && r.textContent !== '–' && parseFloat(r.textContent) > 0; }}""", timeout=10_000)
+            const h = document.querySelector('{stage.format("handlers")}');
+            return r && r.textContent !== '–' && parseFloat(r.textContent) > 0 && h.innerText.includes('25 calls'); }}""",
+            timeout=10_000)
         text = {s: page.inner_text(stage.format(s)) for s in ("reflector", "cache", "handlers", "workqueue", "workers",
                                                                "reconcile", "writes")}
         rates = {s: page.inner_text(stage.format(s) + " .rate") for s in text}
