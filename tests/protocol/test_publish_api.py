@@ -14,7 +14,7 @@ from controllers.publish import ProtocolPublisher
 from controllers.schema import PROTOCOL_VERSION, QueueOp, TopicKind, worker_topic
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.telemetry_observer import TelemetryObserver
-from controllers.workqueue import RateLimitingQueue
+from controllers.workqueue import RateLimitingQueue, default_controller_rate_limiter, describe_rate_limiter
 from tests.conftest import ROOT
 from tests.telemetry.test_publisher import read_snapshot, read_stream
 
@@ -133,6 +133,18 @@ def test_reconcile_results_errors_and_writes(api, redis_url, prefix):
     assert state["default/a"]["attempts"] == 2 and state["default/a"]["result"] == "error"
     stages = pub.telemetry.stages()["controllers"]["podsets"]
     assert (stages["writes"], stages["write_errors"], stages["write_conflicts"]) == (1, 1, 1)
+
+
+def test_a_controller_describes_its_rate_limiter_for_the_page(api, redis_url, prefix):
+    """v1.5: the limiter a process's queue retries with, so the page can say which part chose each
+    delay and what the next will be; a later announcement without it keeps it."""
+    pub = api(clock=FakeClock())
+    spec = describe_rate_limiter(default_controller_rate_limiter())
+    pub.controller("podsets", watches=["v1/Pod"], rate_limiter=spec)
+    pub.controller("podsets", watches=["v1/Pod", "v1/ConfigMap"])
+    flush(pub.publisher)
+    entry = snapshot(redis_url, prefix, worker_topic("api-worker", TopicKind.COMPONENTS))["controller/podsets"]
+    assert entry["rate_limiter"] == spec
 
 
 def test_a_refused_write_is_published_as_refused_not_as_a_failed_write(api, redis_url, prefix):
