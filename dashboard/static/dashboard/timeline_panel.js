@@ -157,7 +157,7 @@
     // in words: "exponential 5 ms × 2²", "token bucket 10/s, burst 100"; "" when not known.
     function chosenBy(w) {
       if (!w) return "";
-      if (w.op === P.QueueOp.ADD_AFTER) return "requeue_after (the Reconcile asked for it)";
+      if (w.op === P.QueueOp.ADD_AFTER) return "AddAfter: a delay asked for (requeue_after, or a framework's retry delay), not the rate limiter";
       const spec = api.controllerComponent().rate_limiter;
       const n = Number(w.requeues) || 0;
       const leaf = spec && n ? P.limiterStep(spec, n, w.delay) : null;
