@@ -10,9 +10,12 @@ orjson everywhere; YAML parsing is only paid for by clients that send YAML.
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 import orjson
+
 import yaml
 
 from controllers.sim import protobuf
@@ -40,12 +43,20 @@ MAX_DEPTH = 100
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader without anchors/aliases: a few aliases can expand to gigabytes ("billion laughs")."""
+    """SafeLoader without anchors/aliases: a few aliases can expand to gigabytes ("billion laughs").
+
+    Booleans are YAML 1.1's as go-yaml v2 (under sigs.k8s.io/yaml) resolves them, which adds
+    ``y``/``Y``/``n``/``N`` to PyYAML's set: the real server reads ``name: y`` as ``true``."""
+
+    bool_values = {**yaml.SafeLoader.bool_values, "y": True, "n": False}
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             raise yaml.YAMLError("YAML aliases are not supported")
         return super().compose_node(parent, index)
+
+
+_NoAliasLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN"))
 
 
 def _check_depth(doc: Any) -> Any:
@@ -114,9 +125,41 @@ def _yaml(raw: bytes) -> Any:
 def _json_compatible(doc: Any) -> Any:
     """YAML can carry what JSON cannot (dates, non-string keys, NaN): reject it as the server does."""
     try:
-        return orjson.loads(orjson.dumps(doc))
+        return orjson.loads(orjson.dumps(_string_keys(doc)))
     except (TypeError, orjson.JSONEncodeError) as e:
         raise _Undecodable(f"error converting YAML to JSON: {e}") from None
+
+
+def _string_keys(doc: Any) -> Any:
+    """sigs.k8s.io/yaml turns scalar keys into strings as Go formats them (``n: x`` is
+    ``{"false": "x"}``, ``1: x`` is ``{"1": "x"}``, ``~: x`` is ``{"null": "x"}``)."""
+    if isinstance(doc, list):
+        return [_string_keys(v) for v in doc]
+    if not isinstance(doc, dict):
+        return doc
+    out: dict[Any, Any] = {}
+    for key, value in doc.items():
+        if isinstance(key, bool):
+            key = "true" if key else "false"
+        elif key is None:
+            key = "null"
+        elif isinstance(key, (int, float)):
+            key = str(key) if isinstance(key, int) else go_float(key)
+        out[key] = _string_keys(value)
+    return out
+
+
+def go_float(value: float) -> str:
+    """strconv.FormatFloat(f, 'g', -1, 64), as Go's %v prints a float64: ``1`` for 1.0, ``2.5``, ``1e+21``."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return {True: "+Inf", False: "-Inf"}[value > 0] if value == value else "NaN"
+    if value == int(value) and abs(value) < 1e21:
+        return str(int(value))
+    text = repr(value)
+    if "e" in text:
+        mantissa, exp = text.split("e")
+        return f"{mantissa}e{'-' if exp.startswith('-') else '+'}{int(exp.lstrip('+-')):02d}"
+    return text
 
 
 def _json(raw: bytes) -> Any:

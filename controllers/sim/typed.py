@@ -32,7 +32,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from controllers.sim import protobuf
+from controllers.sim.codec import go_float
 from controllers.sim.errors import StatusError, bad_request
 from controllers.sim.protobuf import LIST, MAP, MESSAGES, Message
 from controllers.sim.schema import list_strategy
@@ -303,6 +306,25 @@ def _smd_got(value: Any) -> str:
     return "[]interface {}" if isinstance(value, list) else "map[string]interface {}"
 
 
+def _go_sharp_v(value: Any) -> str:
+    """Go's ``%#v`` of an unstructured value: ``1`` for the float 1.0, ``"x"``, ``true``,
+    ``[]interface {}{1}``, ``map[string]interface {}{"a":1}`` (keys sorted, as fmt sorts them)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return go_float(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return orjson.dumps(value).decode()
+    if isinstance(value, list):
+        return "[]interface {}{" + ", ".join(_go_sharp_v(v) for v in value) + "}"
+    if isinstance(value, dict):
+        return "map[string]interface {}{" + ", ".join(
+            f"{orjson.dumps(str(k)).decode()}:{_go_sharp_v(v)}" for k, v in sorted(value.items())) + "}"
+    return "<nil>"
+
+
 def _smd_element(key: str, item: Any, index: int) -> str:
     """A list element in an SMD path: ``[name="web"]`` by merge key, ``[="a"]`` in a set, else ``[0]``."""
     if key and isinstance(item, dict) and key in item:
@@ -322,15 +344,17 @@ class _ApplyWalk:
 
     def struct(self, obj: dict[str, Any], msg: Message, path: str, dotted: str, top: bool = False) -> None:
         table = _table(msg)
-        for name, value in obj.items():
-            if top and name in ("apiVersion", "kind", "metadata"):
-                continue  # TypeMeta; ObjectMeta is not checked by the apply of a built-in kind
-            slot = table.get(name)
-            here = f"{path}.{name}"
-            if slot is None:
-                self.errors.append(f"{here}: field not declared in schema")
-            elif value is not None:
-                self.field(value, slot, here, f"{dotted}.{name}".lstrip("."))
+        fields = sorted((name, value) for name, value in obj.items()
+                        if not (top and name in ("apiVersion", "kind")))  # TypeMeta
+        # A struct with a field its type lacks is reported for those alone, before any other
+        # error, and its fields are not walked (as the real server reports it).
+        undeclared = [f"{path}.{name}: field not declared in schema" for name, _ in fields if name not in table]
+        if undeclared:
+            self.errors[:0] = undeclared
+            return
+        for name, value in fields:
+            if value is not None:
+                self.field(value, table[name], f"{path}.{name}", f"{dotted}.{name}".lstrip("."))
 
     def field(self, value: Any, slot: _Slot, path: str, dotted: str) -> None:
         f = slot.field
@@ -347,7 +371,7 @@ class _ApplyWalk:
             if not isinstance(value, dict):
                 self.errors.append(f"{path}: expected map, got {_smd_got(value)}")
                 return
-            for name, item in value.items():
+            for name, item in sorted(value.items()):  # smd walks a map's keys in order
                 if item is not None:
                     self.one(item, slot, f"{path}.{name}", dotted)
         else:
@@ -361,7 +385,7 @@ class _ApplyWalk:
             ok = isinstance(value, str) if kind == "string" else isinstance(value, bool) if kind == "boolean" \
                 else isinstance(value, (int, float)) and not isinstance(value, bool)
             if not ok:
-                got = (f"&value.valueUnstructured{{Value:{value!r}}}" if kind == "string" else
+                got = (f"&value.valueUnstructured{{Value:{_go_sharp_v(value)}}}" if kind == "string" else
                        _smd_got(value) if kind == "numeric" else repr(value))
                 self.errors.append(f"{path}: expected {kind if kind != 'numeric' else 'numeric (int or float)'}, "
                                    f"got {got}")
@@ -385,6 +409,7 @@ def apply_errors(api_version: str, kind: str, key: tuple[str, str], doc: dict[st
 def typed_patch_failed(doc: dict[str, Any], errors: list[str]) -> StatusError:
     """Server-side apply's 500 (no reason: a plain Go error) for a configuration its type cannot hold."""
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    meta = {k: v for k, v in meta.items() if isinstance(v, str)}  # Go's GetName() of a non-string is ""
     api_version = str(doc.get("apiVersion") or "")
     group, _, version = api_version.rpartition("/")
     detail = errors[0] if len(errors) == 1 else "errors:\n" + "\n".join(f"  {e}" for e in errors)

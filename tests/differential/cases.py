@@ -381,6 +381,24 @@ def apply_on_deployment(s: Session) -> None:
            content_type=APPLY)
 
 
+@case
+def apply_values_its_type_cannot_hold(s: Session) -> None:
+    """YAML 1.1 as go-yaml reads it (``y``/``n``/``off`` are booleans, scalar keys become strings) and
+    the 500 server-side apply answers for values of the wrong type, metadata included."""
+    head = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"
+    s.call("float-in-data", "PATCH", q(f"{CMS}/t1", fieldManager="m"),
+           head.format(name="t1") + "  labels:\n    a: !!float 1\ndata:\n  a: 2.5\n", content_type=APPLY)
+    s.call("undeclared-first", "PATCH", q(f"{CMS}/t2", fieldManager="m"),
+           head.format(name="t2") + "  foo: 1\n  labels:\n    a: 1\ndata:\n  z: [1]\n  x: {a: 1}\n",
+           content_type=APPLY)
+    s.call("name-not-a-string", "PATCH", q(f"{CMS}/t3", fieldManager="m"), head.format(name="5"),
+           content_type=APPLY)
+    s.call("bool-key", "PATCH", q(f"{CMS}/t4", fieldManager="m"),
+           head.format(name="t4") + "data:\n  n: v\n  1: w\n", content_type=APPLY)
+    s.call("yaml-y-is-true", "POST", CMS, head.format(name="y"), content_type="application/yaml")
+    s.call("get-t4", "GET", f"{CMS}/t4")
+
+
 # -- validation ---------------------------------------------------------------------------------
 UNKNOWN_FIELD = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "u", "bogus": 1},
                  "data": {"k": "v"}, "extra": True}

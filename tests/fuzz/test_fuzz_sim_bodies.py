@@ -77,7 +77,10 @@ def check(sim: SimCluster, method: str, path: str, body: bytes, ctype: str) -> N
     """Send one request; a refusal must be a clear Status and change nothing."""
     before = stored(sim)
     status, payload = http(sim, method, path, body, ctype)
-    assert status < 500, (status, payload)
+    # Server-side apply of a value its type cannot hold is the real server's 500 (typed.py), still a Status.
+    typed_patch = ctype == APPLY_PATCH and status == 500 and str(payload.get("message", "")).startswith(
+        "failed to create typed patch object (")
+    assert status < 500 or typed_patch, (status, payload)
     if status < 400:
         record(TARGET, None)
         return
