@@ -7,6 +7,7 @@ encode then decode. tests/realcluster/test_protobuf_real.py holds the bytes to a
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from typing import Any
 
@@ -54,10 +55,17 @@ def test_every_kind_the_control_plane_writes_has_a_protobuf_form(sim: SimCluster
                  f"/apis/apps/v1/namespaces/{ns}/deployments", f"/apis/apps/v1/namespaces/{ns}/deployments/web/scale",
                  f"/api/v1/namespaces/{ns}/services", f"/api/v1/namespaces/{ns}/events", "/api/v1/nodes",
                  "/api/v1/namespaces", "/apis/coordination.k8s.io/v1/leases"):
-        ctype, data = get(sim, path, PROTOBUF)
+        # The control plane keeps writing (kubelet, controllers, events): a list's resourceVersion is
+        # the store's, so compare with a JSON list taken before and after that saw no write between.
+        for _ in range(50):
+            listed = json.loads(get(sim, path, "application/json")[1])
+            ctype, data = get(sim, path, PROTOBUF)
+            after = json.loads(get(sim, path, "application/json")[1])
+            if listed["metadata"].get("resourceVersion") == after["metadata"].get("resourceVersion"):
+                break
+            time.sleep(0.05)
         assert ctype == PROTOBUF, path
         decoded = protoenc.decode_response(data)
-        listed = json.loads(get(sim, path, "application/json")[1])
         assert decoded["kind"] == listed["kind"] and decoded["metadata"]["resourceVersion"] == \
             listed["metadata"]["resourceVersion"], path
         names = [i["metadata"]["name"] for i in listed.get("items") or []]
