@@ -204,6 +204,11 @@ def test_every_page_works_under_the_policy(browser, stack):
             page.click("#faults-panel > summary")
         page.wait_for_selector('#faults-sim[data-state="ok"]', timeout=10_000)
 
+        # An informer's own page: its handlers' calls, its events and its cache.
+        rec.visit(f"/c/{WORKER}/informer/apps_v1_Deployment/")
+        page.wait_for_selector('#conn[data-state="live"]', timeout=15_000)
+        page.wait_for_function("() => document.querySelectorAll('#ievents tr').length > 0", timeout=10_000)
+
         # The same page for a kopf operator: handlers, logs and the mode banner.
         rec.visit(KOPF_PAGE)
         page.wait_for_selector("#mode:not([hidden])", timeout=15_000)

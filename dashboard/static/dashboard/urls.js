@@ -10,9 +10,10 @@
   "use strict";
   const meta = global.document.querySelector('meta[name="ctrlscope-base"]');
   const base = meta ? meta.content.replace(/\/+$/, "") : "";
-  global.ctrlscopeUrl = function (path) { return base + path; };
+  const U = function (path) { return base + path; };
+  global.ctrlscopeUrl = U;
   global.ctrlscopeUrl.base = base;
   global.ctrlscopeUrl.informer = function (worker, segment) {
-    return base + "/c/" + encodeURIComponent(worker) + "/informer/" + encodeURIComponent(segment) + "/";
+    return U("/c/" + encodeURIComponent(worker) + "/informer/" + encodeURIComponent(segment) + "/");
   };
 })(window);
