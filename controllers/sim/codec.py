@@ -11,11 +11,9 @@ orjson everywhere; YAML parsing is only paid for by clients that send YAML.
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 import orjson
-
 import yaml
 
 from controllers.sim import protobuf
