@@ -39,6 +39,7 @@ from controllers.schema import (
     ReconcileResult,
     ReflectorState,
     WatchEndReason,
+    WatcherVariant,
     WatchEventType,
     WriteRefusal,
 )
@@ -105,6 +106,31 @@ class Observer:
                    old: Any = None, new: Any = None, tombstone: bool = False) -> None:
         """An event handler ran; ``outcome`` is ``ok`` or ``error``. ``tombstone``: a delete seen only
         by a relist (client-go's DeletedFinalStateUnknown); ``new`` is then the last known object."""
+
+    # -- Raw watcher (v1.6) ----------------------------------------------------------------
+    # A program's own watch loop, not the runtime's: no reflector, no FIFO, no cache. The runtime
+    # never calls these; the publisher API (``ProtocolPublisher.watcher``) does, for the loop.
+    def on_watcher(self, watcher: str, *, resource: str, namespace: str | None, variant: WatcherVariant) -> None:
+        """A raw watch loop started on ``resource`` (``apps/v1/deployments``) in ``namespace``
+        (``None``: all), and what it does when its stream ends (``variant``)."""
+
+    def on_watcher_state(self, watcher: str, *, state: ReflectorState) -> None:
+        """The loop is ``watching`` (a stream is open, or it is about to open one) or ``stopped``
+        (the loop returned or raised: nothing watches any more, whatever the process does next)."""
+
+    def on_watcher_watch_start(self, watcher: str, *, resource_version: str) -> None:
+        """The loop opened a watch from ``resource_version`` (``""``: from now, with every existing
+        object sent first as ADDED)."""
+
+    def on_watcher_event(self, watcher: str, *, event_type: WatchEventType, key: str, resource_version: str) -> None:
+        """The loop received one watch event."""
+
+    def on_watcher_watch_end(self, watcher: str, *, reason: WatchEndReason, error: str | None = None) -> None:
+        """The loop's watch stream ended, and why (``expired``: the server answered 410)."""
+
+    def on_watcher_read(self, watcher: str, *, key: str, path: str, code: int, duration: float) -> None:
+        """The loop read object ``key`` from the API server (``GET path``, ``code`` 0 without an
+        answer): what an informer's handler reads from its cache."""
 
     # -- Workqueue -------------------------------------------------------------------------
     def on_queue(self, queue: str, *, op: QueueOp, key: str, depth: int,

@@ -58,6 +58,7 @@ from controllers.schema import (
     Runtime,
     TopicKind,
     WatchEndReason,
+    WatcherVariant,
     WatchEventType,
     WriteRefusal,
     fold_queue_op,
@@ -67,7 +68,8 @@ from controllers.telemetry.metrics_sampler import MetricsSampler
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.telemetry_observer import TelemetryObserver
 
-__all__ = ["ControllerReport", "InformerReport", "ProtocolPublisher", "QueueReport", "ReconcileAttempt"]
+__all__ = ["ControllerReport", "InformerReport", "ProtocolPublisher", "QueueReport", "ReconcileAttempt",
+           "WatcherReport"]
 
 
 class ProtocolPublisher:
@@ -138,6 +140,13 @@ class ProtocolPublisher:
         self.observer.on_informer(name, fifo=fifo, resync_period=resync_period,
                                   scope=informer_scope_fields(scope) or None)
         return InformerReport(self, name)
+
+    def watcher(self, name: str, *, resource: str, variant: str, namespace: str | None = None) -> WatcherReport:
+        """v1.6: a raw watch loop of this process (a ``Watch`` call in a loop, no informer) on
+        ``resource`` (``apps/v1/deployments``); ``variant`` (WatcherVariant) says what the loop does
+        when its stream ends. Announces it at once; report ``watching()`` when the loop starts."""
+        self.observer.on_watcher(name, resource=resource, namespace=namespace, variant=WatcherVariant(variant))
+        return WatcherReport(self, name)
 
     def queue(self, name: str) -> QueueReport:
         """A workqueue; name it like its controller, as controller-runtime does."""
@@ -233,6 +242,64 @@ class InformerReport:
                          error=f"{type(exc).__name__}: {exc}", old=old, new=new)
             raise
         self.handler(handler, event, key, duration=self._clock.now() - start, old=old, new=new)
+
+
+class WatcherReport:
+    """Reports one raw watch loop: the watches it opens, the events it gets, how each stream ends,
+    the GETs it makes because it has no cache, and whether it still watches at all."""
+
+    def __init__(self, owner: ProtocolPublisher, name: str) -> None:
+        self.name = name
+        self._obs = owner.observer
+        self._clock = owner.clock
+
+    def watching(self) -> None:
+        """The loop runs (it is about to open its first watch)."""
+        self._obs.on_watcher_state(self.name, state=ReflectorState.WATCHING)
+
+    def stopped(self) -> None:
+        """The loop returned or raised: nothing watches any more, whatever the process does next."""
+        self._obs.on_watcher_state(self.name, state=ReflectorState.STOPPED)
+
+    def watch_started(self, resource_version: str) -> None:
+        """A watch was opened from ``resource_version`` (``""``: from now, existing objects first)."""
+        self._obs.on_watcher_watch_start(self.name, resource_version=resource_version)
+
+    def event(self, event_type: str, obj: dict[str, Any]) -> None:
+        """One watch event (``ADDED``/``MODIFIED``/``DELETED``/``BOOKMARK``) for ``obj`` (a dict)."""
+        rv = (obj.get("metadata") or {}).get("resourceVersion", "")
+        self._obs.on_watcher_event(self.name, event_type=WatchEventType(event_type), key=object_key(obj),
+                                   resource_version=rv)
+
+    def watch_ended(self, reason: str, *, error: str | None = None) -> None:
+        """How the stream ended: a ``WatchEndReason`` (``closed`` by the server, ``expired``: 410,
+        ``error`` with its text...)."""
+        self._obs.on_watcher_watch_end(self.name, reason=WatchEndReason(reason), error=error)
+
+    def read(self, key: str, *, path: str, code: int, duration: float) -> None:
+        """A GET of object ``key`` the loop made (``code`` 0: no answer)."""
+        self._obs.on_watcher_read(self.name, key=key, path=path, code=code, duration=duration)
+
+    @contextmanager
+    def reading(self, key: str, path: str) -> Iterator[ReadOutcome]:
+        """Times a GET; set the answer's status on what it yields (``outcome.code = 404``), or let an
+        exception out (reported with the code it carries as ``status``, else 0) -- re-raised."""
+        outcome = ReadOutcome()
+        start = self._clock.now()
+        try:
+            yield outcome
+        except Exception as exc:
+            status = getattr(exc, "status", 0)
+            self.read(key, path=path, code=status if isinstance(status, int) else 0, duration=self._clock.now() - start)
+            raise
+        self.read(key, path=path, code=outcome.code, duration=self._clock.now() - start)
+
+
+class ReadOutcome:
+    """What ``WatcherReport.reading`` reports: the GET's HTTP status (200 unless told otherwise)."""
+
+    def __init__(self) -> None:
+        self.code = 200
 
 
 class QueueReport:

@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 5
+PROTOCOL_MINOR = 6
 PROTOCOL_VERSION = f"{PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
 """What every frame says in ``"v"``. A reader speaks one major version: frames of another major are
 not interpreted (the dashboard shows a notice); a newer minor only adds optional fields and record
@@ -83,6 +83,9 @@ class RecordKind(StrEnum):
     STATE = "state"  # the reflector's state changed (ReflectorState)
     FIFO = "fifo"  # a delta was queued in / popped from the DeltaFIFO
     HANDLER = "handler"  # an event handler ran
+    # watcher topics (v1.6; also watch_start, watch, watch_end and state)
+    WATCHER = "watcher"  # a raw watch loop started (its resource and what it does when its stream ends)
+    READ = "read"  # the watch loop read an object from the API server (a GET: it has no cache)
     # queue topics
     QUEUE = "queue"  # one workqueue operation (QueueOp)
     # controller topics
@@ -158,6 +161,16 @@ class WatchEndReason(StrEnum):
     INITIAL_EVENTS_INCOMPLETE = "initial events incomplete"  # a WatchList stream ended before its end bookmark
     VERY_SHORT = "very short watch"  # closed at once with no event: relist after backoff, as upstream
     ERROR = "error"  # an error status event or a broken stream
+
+
+class WatcherVariant(StrEnum):
+    """v1.6: what a raw watch loop (a program's own ``Watch`` loop, no informer) does when its watch
+    stream ends (``watcher`` record and component ``variant``). None of them relists on 410 Expired:
+    that is what a reflector adds."""
+
+    STOPS_ON_END = "stops-on-end"  # its for-loop returns when the server closes the watch: it stops watching
+    RESTART_FROM_EMPTY = "restart-from-empty"  # watches again from resourceVersion "": every object arrives as ADDED again
+    RESTART_FROM_LAST = "restart-from-last"  # watches again from its last resourceVersion; a 410 is an error like any other
 
 
 class QueueOp(StrEnum):
@@ -295,6 +308,7 @@ class ComponentKind(StrEnum):
     CONTROLLER = "controller"
     LEASE = "lease"
     CLUSTER = "cluster"
+    WATCHER = "watcher"  # v1.6: a raw watch loop (no cache)
 
 
 class QueueItemState(StrEnum):
@@ -346,9 +360,11 @@ class TopicKind(StrEnum):
     COMPONENTS = "components"  # w/{worker}/components: state only, one entry per component
     METRICS = "metrics"  # w/{worker}/metrics: one sample record a second + latest state
     ERRORS = "errors"  # w/{worker}/errors: setup_error records
+    WATCHER = "watcher"  # v1.6: w/{worker}/watcher/{name}: a raw watch loop's records, no state
 
 
-NAMED_KINDS = frozenset({TopicKind.INFORMER, TopicKind.QUEUE, TopicKind.CONTROLLER, TopicKind.STATUS})
+NAMED_KINDS = frozenset({TopicKind.INFORMER, TopicKind.QUEUE, TopicKind.CONTROLLER, TopicKind.STATUS,
+                         TopicKind.WATCHER})
 """Worker topic kinds that take a name segment; the others are one topic per worker."""
 
 WORKER_PREFIX = "w/"
@@ -627,6 +643,7 @@ VOCABULARY: dict[str, type[StrEnum]] = {
     "HandlerOutcome": HandlerOutcome,
     "ReflectorState": ReflectorState,
     "WatchEndReason": WatchEndReason,
+    "WatcherVariant": WatcherVariant,
     "QueueOp": QueueOp,
     "ReconcileResult": ReconcileResult,
     "RateLimiterType": RateLimiterType,

@@ -10,7 +10,10 @@ Topics (one set per worker, so two replicas never overwrite each other's snapsho
 - ``w/{worker}/controller/{name}`` — records: event→request mapping, reconcile start/end; state: per
   key the last result, attempt count, last error.
   Also ``write`` records: the API writes (POST/PUT/PATCH/DELETE) a Reconcile made, with their status.
-- ``w/{worker}/components`` — state: one entry per informer/controller/leader lock (reflector state,
+- ``w/{worker}/watcher/{name}`` — (v1.6) records of a program's own raw watch loop: when it starts,
+  each watch it opens, each event, each stream end and each GET it makes for an event; no state
+  (it has no cache).
+- ``w/{worker}/components`` — state: one entry per informer/controller/leader lock/watcher (reflector state,
   resourceVersion, synced, FIFO model, the informers a controller watches, leadership) and the
   cluster the worker talks to (``describe_cluster``: a name and the server URL, never a credential).
 - ``w/{worker}/status/{table}`` — state: rows a controller reports about itself (``on_status``), e.g.
@@ -51,6 +54,8 @@ from controllers.schema import (
     Runtime,
     TopicKind,
     WatchEndReason,
+    WatcherVariant,
+    WatchEventType,
     fold_handler_record,
     fold_queue_op,
     informer_scope_fields,
@@ -60,6 +65,9 @@ from controllers.schema import (
 from controllers.telemetry.last_updates import LastUpdates
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.summary import resource_version, summarize
+
+WATCHER_COUNTERS = ("watch", "watch_starts", "watch_ends", "expired", "reads", "read_errors")
+"""v1.6: a raw watcher's stage counters (the metrics sample's ``stages.watchers``)."""
 
 
 class TelemetryObserver(Observer):
@@ -86,6 +94,7 @@ class TelemetryObserver(Observer):
         self._counts_lock = threading.Lock()
         self._informer_counts: dict[str, dict[str, int]] = {}
         self._controller_counts: dict[str, dict[str, Any]] = {}
+        self._watcher_counts: dict[str, dict[str, int]] = {}
         self._reconciling: dict[int, str] = {}  # thread id -> controller whose Reconcile runs on it
 
     def topic(self, kind: TopicKind, name: str) -> str:
@@ -141,19 +150,35 @@ class TelemetryObserver(Observer):
                                                        "writes_refused": 0, "last_result": ""}
         return c
 
+    def _watcher(self, watcher: str) -> dict[str, int]:
+        """The raw watcher's counters (the caller holds ``_counts_lock``)."""
+        c = self._watcher_counts.get(watcher)
+        if c is None:
+            c = self._watcher_counts[watcher] = dict.fromkeys(WATCHER_COUNTERS, 0)
+        return c
+
+    def _count_watcher(self, watcher: str, *fields: str) -> None:
+        with self._counts_lock:
+            c = self._watcher(watcher)
+            for field in fields:
+                c[field] += 1
+
     def stages(self) -> dict[str, Any]:
         """Cumulative counters per pipeline stage, for the pipeline overview (rates come from the
         differences between two samples). Per informer: watch events, FIFO deltas queued, cache
         writes, handler calls and failures, the FIFO's depth, the cache size and the item count of
         the last LIST (initial-sync progress). Per controller: API writes made from Reconcile,
         those that failed (no response or status >= 400), writes the worker refused itself
-        (``writes_refused``, never sent: in neither of the others) and the last reconcile result."""
+        (``writes_refused``, never sent: in neither of the others) and the last reconcile result.
+        v1.6, per raw watcher (``WATCHER_COUNTERS``): events, watches opened, streams ended, of those
+        ended by 410 Expired, GETs made, and of those failed."""
         with self._counts_lock:
             informers = {name: dict(c) for name, c in self._informer_counts.items()}
             controllers = {name: dict(c) for name, c in self._controller_counts.items()}
+            watchers = {name: dict(c) for name, c in self._watcher_counts.items()}
         for name, c in informers.items():
             c["size"] = self.publisher.state_len(self.topic(TopicKind.INFORMER, name))
-        return {"informers": informers, "controllers": controllers}
+        return {"informers": informers, "controllers": controllers, "watchers": watchers}
 
     # -- informer / reflector ----------------------------------------------------------------
     def on_informer(self, informer: str, *, fifo: str, resync_period: float,
@@ -253,6 +278,38 @@ class TelemetryObserver(Observer):
             c["handlers"] += 1
             if outcome == HandlerOutcome.ERROR:
                 c["handler_errors"] += 1
+
+    # -- raw watcher (v1.6) ----------------------------------------------------------------------
+    def on_watcher(self, watcher: str, *, resource: str, namespace: str | None, variant: WatcherVariant) -> None:
+        self._component(watcher, ComponentKind.WATCHER, resource=resource, namespace=namespace, variant=variant)
+        with self._counts_lock:
+            self._watcher(watcher)
+        self._emit(TopicKind.WATCHER, watcher, {"k": RecordKind.WATCHER, "resource": resource, "namespace": namespace,
+                                                "variant": variant})
+
+    def on_watcher_state(self, watcher: str, *, state: ReflectorState) -> None:
+        self._emit(TopicKind.WATCHER, watcher, {"k": RecordKind.STATE, "state": state})
+        # since: a card says how long a loop has not been watching, which its program never notices.
+        self._component(watcher, ComponentKind.WATCHER, state=state, since=wall_ms(self.clock))
+
+    def on_watcher_watch_start(self, watcher: str, *, resource_version: str) -> None:
+        self._emit(TopicKind.WATCHER, watcher, {"k": RecordKind.WATCH_START, "rv": resource_version})
+        self._count_watcher(watcher, "watch_starts")
+
+    def on_watcher_event(self, watcher: str, *, event_type: WatchEventType, key: str, resource_version: str) -> None:
+        self._emit(TopicKind.WATCHER, watcher, {"k": RecordKind.WATCH, "type": event_type, "key": key,
+                                                "rv": resource_version})
+        self._count_watcher(watcher, "watch")
+
+    def on_watcher_watch_end(self, watcher: str, *, reason: WatchEndReason, error: str | None = None) -> None:
+        self._emit(TopicKind.WATCHER, watcher, {"k": RecordKind.WATCH_END, "reason": reason, "error": error})
+        self._component(watcher, ComponentKind.WATCHER, last_end=reason)
+        self._count_watcher(watcher, "watch_ends", *(("expired",) if reason == WatchEndReason.EXPIRED else ()))
+
+    def on_watcher_read(self, watcher: str, *, key: str, path: str, code: int, duration: float) -> None:
+        self._emit(TopicKind.WATCHER, watcher, {"k": RecordKind.READ, "key": key, "path": path, "code": code,
+                                                "duration": duration})
+        self._count_watcher(watcher, "reads", *(("read_errors",) if code == 0 or code >= 400 else ()))
 
     # -- workqueue ---------------------------------------------------------------------------
     def on_queue(self, queue: str, *, op: str, key: str, depth: int, delay: float | None = None,

@@ -10,7 +10,9 @@ package ctrlscope
 //   - w/{worker}/queue/{name}: queue records; state: each key's QueueItem (FoldQueueOp).
 //   - w/{worker}/controller/{name}: event, reconcile_start, reconcile and write records; state: per
 //     key the last reconcile. controller/leader-{lock}: leader records.
-//   - w/{worker}/components: one entry per worker/informer/controller/lease/cluster.
+//   - w/{worker}/watcher/{name} (v1.6): a program's own raw watch loop: watcher, watch_start, watch,
+//     watch_end, state and read records; no state (it has no cache).
+//   - w/{worker}/components: one entry per worker/informer/controller/lease/cluster/watcher.
 //   - w/{worker}/status/{table}: rows a controller reports; w/{worker}/metrics: samples.
 //
 // Every method is safe for concurrent use and does no I/O: it builds a few bytes and hands them to
@@ -44,6 +46,7 @@ type Telemetry struct {
 	informers   map[string]*informerCounts // the values' fields are guarded by the publisher's mu
 	infTopics   map[string]*InformerTopic
 	ctrls       map[string]*controllerCounts
+	watchers    map[string]*watcherCounts
 
 	componentsTopic string
 	// MetricsTopic and ErrorsTopic are this worker's metrics and errors topics.
@@ -88,6 +91,16 @@ type controllerCounts struct {
 	LastResult     string `json:"last_result"`
 }
 
+// watcherCounts are a raw watcher's stage counters (v1.6; Python's WATCHER_COUNTERS).
+type watcherCounts struct {
+	Watch       int `json:"watch"`
+	WatchStarts int `json:"watch_starts"`
+	WatchEnds   int `json:"watch_ends"`
+	Expired     int `json:"expired"`
+	Reads       int `json:"reads"`
+	ReadErrors  int `json:"read_errors"`
+}
+
 // TelemetryOptions: Runtime labels the worker on the dashboard [go]; Clock [real].
 type TelemetryOptions struct {
 	Runtime Runtime
@@ -107,7 +120,7 @@ func NewTelemetry(pub *Publisher, worker string, opts TelemetryOptions) *Telemet
 	t := &Telemetry{pub: pub, worker: TopicPart(worker), clock: opts.Clock, topics: map[[2]string]string{},
 		components: map[string]map[string]any{}, queueTopics: map[string]*QueueTopic{},
 		ctrlTopics: map[string]*ControllerTopic{}, informers: map[string]*informerCounts{}, infTopics: map[string]*InformerTopic{},
-		ctrls: map[string]*controllerCounts{}}
+		ctrls: map[string]*controllerCounts{}, watchers: map[string]*watcherCounts{}}
 	t.componentsTopic = mustTopic(t.worker, TopicKindComponents, "")
 	t.MetricsTopic = mustTopic(t.worker, TopicKindMetrics, "")
 	t.ErrorsTopic = mustTopic(t.worker, TopicKindErrors, "")
@@ -201,7 +214,8 @@ func (t *Telemetry) controllerCounts(name string) *controllerCounts { // t.mu he
 // Stages are cumulative counters per pipeline stage for the metrics sample (the dashboard draws
 // every controller's pipeline with live rates from two samples): per informer watch events, FIFO
 // deltas, cache writes, handler calls and failures, FIFO depth and cache size; per controller API
-// writes from Reconcile, failed ones, conflicts and the last result.
+// writes from Reconcile, failed ones, conflicts and the last result; v1.6: per raw watcher events,
+// watches opened, streams ended and of those by 410, GETs and failed GETs.
 func (t *Telemetry) Stages() map[string]any {
 	t.mu.Lock()
 	live := make(map[string]*informerCounts, len(t.informers))
@@ -218,12 +232,16 @@ func (t *Telemetry) Stages() map[string]any {
 	for name, c := range t.ctrls {
 		ctrls[name] = *c
 	}
+	watchers := make(map[string]watcherCounts, len(t.watchers))
+	for name, c := range t.watchers {
+		watchers[name] = *c
+	}
 	t.mu.Unlock()
 	for name, c := range informers {
 		c.Size = t.pub.StateLen(t.Topic(TopicKindInformer, name))
 		informers[name] = c
 	}
-	return map[string]any{"informers": informers, "controllers": ctrls}
+	return map[string]any{"informers": informers, "controllers": ctrls, "watchers": watchers}
 }
 
 // -- informer / reflector ----------------------------------------------------------------------
@@ -866,4 +884,84 @@ func (t *Telemetry) DescribeWrites(name string, simulated *bool, writes WriteMod
 		fields["simulated"] = *simulated
 	}
 	t.component(name, ComponentKindCluster, fields)
+}
+
+// -- raw watcher (v1.6) -------------------------------------------------------------------------
+//
+// A raw watcher is a program's own watch loop (clientset...Watch in a for loop): no reflector, no
+// FIFO, no cache. These calls report what the loop does; go/cmd/raw-watcher shows them in use.
+
+// Watcher: a raw watch loop started on resource (group/version/resource, "apps/v1/deployments") in
+// namespace ("": all), and what it does when its stream ends.
+func (t *Telemetry) Watcher(watcher, resource, namespace string, variant WatcherVariant) {
+	var ns any
+	if namespace != "" {
+		ns = namespace
+	}
+	t.mu.Lock()
+	t.watcherCountsLocked(watcher)
+	t.mu.Unlock()
+	t.component(watcher, ComponentKindWatcher, map[string]any{"resource": resource, "namespace": ns, "variant": string(variant)})
+	t.emit(TopicKindWatcher, watcher, newRecord(RecordKindWatcher).str("resource", resource).optStr("namespace", namespace).
+		str("variant", string(variant)))
+}
+
+func (t *Telemetry) watcherCountsLocked(name string) *watcherCounts { // t.mu held
+	c := t.watchers[name]
+	if c == nil {
+		c = &watcherCounts{}
+		t.watchers[name] = c
+	}
+	return c
+}
+
+func (t *Telemetry) countWatcher(name string, count func(c *watcherCounts)) {
+	t.mu.Lock()
+	count(t.watcherCountsLocked(name))
+	t.mu.Unlock()
+}
+
+// WatcherState: the loop is watching, or stopped (it returned or panicked: nothing watches any more,
+// whatever the program does next). The component says since when.
+func (t *Telemetry) WatcherState(watcher string, state ReflectorState) {
+	now := t.now()
+	t.emit(TopicKindWatcher, watcher, newRecord(RecordKindState).str("state", string(state)))
+	t.component(watcher, ComponentKindWatcher, map[string]any{"state": string(state), "since": now})
+}
+
+// WatcherWatchStart: the loop opened a watch from resourceVersion ("": from now, existing objects first).
+func (t *Telemetry) WatcherWatchStart(watcher, resourceVersion string) {
+	t.emit(TopicKindWatcher, watcher, newRecord(RecordKindWatchStart).str("rv", resourceVersion))
+	t.countWatcher(watcher, func(c *watcherCounts) { c.WatchStarts++ })
+}
+
+// WatcherEvent: the loop received one watch event.
+func (t *Telemetry) WatcherEvent(watcher string, eventType WatchEventType, key, resourceVersion string) {
+	t.emit(TopicKindWatcher, watcher, newRecord(RecordKindWatch).str("type", string(eventType)).str("key", key).
+		str("rv", resourceVersion))
+	t.countWatcher(watcher, func(c *watcherCounts) { c.Watch++ })
+}
+
+// WatcherWatchEnd: the loop's watch stream ended (errText "" unless there was an error).
+func (t *Telemetry) WatcherWatchEnd(watcher string, reason WatchEndReason, errText string) {
+	t.emit(TopicKindWatcher, watcher, newRecord(RecordKindWatchEnd).str("reason", string(reason)).optStr("error", errText))
+	t.component(watcher, ComponentKindWatcher, map[string]any{"last_end": string(reason)})
+	t.countWatcher(watcher, func(c *watcherCounts) {
+		c.WatchEnds++
+		if reason == WatchEndReasonExpired {
+			c.Expired++
+		}
+	})
+}
+
+// WatcherRead: the loop read object key from the API server (GET path; code 0: no response).
+func (t *Telemetry) WatcherRead(watcher, key, path string, code int, duration time.Duration) {
+	t.emit(TopicKindWatcher, watcher, newRecord(RecordKindRead).str("key", key).str("path", path).int("code", code).
+		float("duration", duration.Seconds()))
+	t.countWatcher(watcher, func(c *watcherCounts) {
+		c.Reads++
+		if code == 0 || code >= 400 {
+			c.ReadErrors++
+		}
+	})
 }

@@ -169,6 +169,18 @@ func call(t *testing.T, tel *Telemetry, ctx *context.Context, s map[string]any) 
 		tel.WriteRefused(*ctx, str(s["method"]), str(s["path"]), WriteRefusal(str(s["reason"])))
 	case "leader":
 		tel.Leader(str(s["name"]), str(s["identity"]), s["leader"].(bool), str(s["holder"]))
+	case "watcher":
+		tel.Watcher(str(s["watcher"]), str(s["resource"]), str(s["namespace"]), WatcherVariant(str(s["variant"])))
+	case "watcher_state":
+		tel.WatcherState(str(s["watcher"]), ReflectorState(str(s["state"])))
+	case "watcher_watch_start":
+		tel.WatcherWatchStart(str(s["watcher"]), str(s["resource_version"]))
+	case "watcher_event":
+		tel.WatcherEvent(str(s["watcher"]), WatchEventType(str(s["event_type"])), str(s["key"]), str(s["resource_version"]))
+	case "watcher_watch_end":
+		tel.WatcherWatchEnd(str(s["watcher"]), WatchEndReason(str(s["reason"])), str(s["error"]))
+	case "watcher_read":
+		tel.WatcherRead(str(s["watcher"]), str(s["key"]), str(s["path"]), int(num(s["code"])), seconds(s["duration"]))
 	case "status":
 		v, _ := s["value"].(map[string]any)
 		tel.Status(str(s["table"]), str(s["key"]), v)
@@ -201,7 +213,8 @@ func checkFrameBytes(t *testing.T, raw string) {
 
 // runEncodeSteps runs an encode vector's steps through a Publisher and Telemetry under prefix,
 // on the vector's clock, and stops the publisher: the frames are in Redis afterwards. It returns
-// the Telemetry's per-controller stage counters after the steps, as JSON values.
+// the Telemetry's stage counters after the steps, as JSON values: per controller, and (v1.6) per
+// watcher when there is any.
 func runEncodeSteps(t *testing.T, v map[string]any, prefix string) any {
 	t.Helper()
 	ctx := context.Background()
@@ -226,9 +239,14 @@ func runEncodeSteps(t *testing.T, v map[string]any, prefix string) any {
 			call(t, tel, &rctx, s)
 		}
 	}
-	var stages any
-	_ = json.Unmarshal(mustJSON(tel.Stages()["controllers"]), &stages)
-	return stages
+	sample := tel.Stages()
+	stages := map[string]any{"controllers": sample["controllers"]}
+	if w := sample["watchers"].(map[string]watcherCounts); len(w) > 0 {
+		stages["watchers"] = w
+	}
+	var out any
+	_ = json.Unmarshal(mustJSON(stages), &out)
+	return out
 }
 
 // supportedCapabilities are the vector "requires" entries this publisher implements. The Go module
@@ -298,8 +316,8 @@ func TestEncodeVectors(t *testing.T) {
 			if !reflect.DeepEqual(gotSnaps, v["snapshots"]) {
 				t.Errorf("snapshots differ:\n got  %s\n want %s", pretty(gotSnaps), pretty(v["snapshots"]))
 			}
-			if want, ok := v["stages"].(map[string]any); ok && !reflect.DeepEqual(gotStages, want["controllers"]) {
-				t.Errorf("stage counters differ:\n got  %s\n want %s", pretty(gotStages), pretty(want["controllers"]))
+			if want, ok := v["stages"].(map[string]any); ok && !reflect.DeepEqual(gotStages, want) {
+				t.Errorf("stage counters differ:\n got  %s\n want %s", pretty(gotStages), pretty(want))
 			}
 		})
 	}

@@ -3,7 +3,7 @@
 package ctrlscope
 
 // ProtocolVersion is what every frame says in "v" (protocol/README.md §6).
-const ProtocolVersion = "1.5"
+const ProtocolVersion = "1.6"
 
 // ProtocolMajor is the major version this module speaks.
 const ProtocolMajor = 1
@@ -40,6 +40,8 @@ const (
 	RecordKindState          RecordKind = "state"
 	RecordKindFifo           RecordKind = "fifo"
 	RecordKindHandler        RecordKind = "handler"
+	RecordKindWatcher        RecordKind = "watcher"
+	RecordKindRead           RecordKind = "read"
 	RecordKindQueue          RecordKind = "queue"
 	RecordKindEvent          RecordKind = "event"
 	RecordKindReconcileStart RecordKind = "reconcile_start"
@@ -56,7 +58,7 @@ const (
 )
 
 // AllRecordKind lists every RecordKind, in the specification's order.
-var AllRecordKind = []RecordKind{RecordKindInformer, RecordKindList, RecordKindWatchStart, RecordKindWatch, RecordKindBookmark, RecordKindWatchEnd, RecordKindBackoff, RecordKindState, RecordKindFifo, RecordKindHandler, RecordKindQueue, RecordKindEvent, RecordKindReconcileStart, RecordKindReconcile, RecordKindWrite, RecordKindLeader, RecordKindLog, RecordKindProgress, RecordKindMetrics, RecordKindSetupError, RecordKindFault, RecordKindNarration, RecordKindReplay}
+var AllRecordKind = []RecordKind{RecordKindInformer, RecordKindList, RecordKindWatchStart, RecordKindWatch, RecordKindBookmark, RecordKindWatchEnd, RecordKindBackoff, RecordKindState, RecordKindFifo, RecordKindHandler, RecordKindWatcher, RecordKindRead, RecordKindQueue, RecordKindEvent, RecordKindReconcileStart, RecordKindReconcile, RecordKindWrite, RecordKindLeader, RecordKindLog, RecordKindProgress, RecordKindMetrics, RecordKindSetupError, RecordKindFault, RecordKindNarration, RecordKindReplay}
 
 // WatchEventType: A watch event's `type` as the API server sends it (client-go `watch.EventType`).
 type WatchEventType string
@@ -157,6 +159,19 @@ const (
 
 // AllWatchEndReason lists every WatchEndReason, in the specification's order.
 var AllWatchEndReason = []WatchEndReason{WatchEndReasonClosed, WatchEndReasonExpired, WatchEndReasonTooManyRequests, WatchEndReasonStopped, WatchEndReasonInitialEventsIncomplete, WatchEndReasonVeryShort, WatchEndReasonError}
+
+// WatcherVariant: v1.6: what a raw watch loop (a program's own `Watch` loop, no informer) does when its watch
+type WatcherVariant string
+
+// The values of WatcherVariant.
+const (
+	WatcherVariantStopsOnEnd       WatcherVariant = "stops-on-end"
+	WatcherVariantRestartFromEmpty WatcherVariant = "restart-from-empty"
+	WatcherVariantRestartFromLast  WatcherVariant = "restart-from-last"
+)
+
+// AllWatcherVariant lists every WatcherVariant, in the specification's order.
+var AllWatcherVariant = []WatcherVariant{WatcherVariantStopsOnEnd, WatcherVariantRestartFromEmpty, WatcherVariantRestartFromLast}
 
 // QueueOp: A `queue` record's `op` (client-go workqueue operations, split by outcome).
 type QueueOp string
@@ -336,10 +351,11 @@ const (
 	ComponentKindController ComponentKind = "controller"
 	ComponentKindLease      ComponentKind = "lease"
 	ComponentKindCluster    ComponentKind = "cluster"
+	ComponentKindWatcher    ComponentKind = "watcher"
 )
 
 // AllComponentKind lists every ComponentKind, in the specification's order.
-var AllComponentKind = []ComponentKind{ComponentKindWorker, ComponentKindInformer, ComponentKindController, ComponentKindLease, ComponentKindCluster}
+var AllComponentKind = []ComponentKind{ComponentKindWorker, ComponentKindInformer, ComponentKindController, ComponentKindLease, ComponentKindCluster, ComponentKindWatcher}
 
 // QueueItemState: A queue topic's state value `s` per key (see `fold_queue_op`).
 type QueueItemState string
@@ -397,10 +413,11 @@ const (
 	TopicKindComponents TopicKind = "components"
 	TopicKindMetrics    TopicKind = "metrics"
 	TopicKindErrors     TopicKind = "errors"
+	TopicKindWatcher    TopicKind = "watcher"
 )
 
 // AllTopicKind lists every TopicKind, in the specification's order.
-var AllTopicKind = []TopicKind{TopicKindInformer, TopicKindQueue, TopicKindController, TopicKindStatus, TopicKindComponents, TopicKindMetrics, TopicKindErrors}
+var AllTopicKind = []TopicKind{TopicKindInformer, TopicKindQueue, TopicKindController, TopicKindStatus, TopicKindComponents, TopicKindMetrics, TopicKindErrors, TopicKindWatcher}
 
 // Liveness: Whether a worker publishes now: the one rule (`worker_liveness`) every reader applies, written
 type Liveness string
@@ -435,4 +452,4 @@ var ControllerRuntimeFamilies = []string{
 }
 
 // namedKinds are the topic kinds that take a name segment.
-var namedKinds = map[TopicKind]bool{TopicKindController: true, TopicKindInformer: true, TopicKindQueue: true, TopicKindStatus: true}
+var namedKinds = map[TopicKind]bool{TopicKindController: true, TopicKindInformer: true, TopicKindQueue: true, TopicKindStatus: true, TopicKindWatcher: true}

@@ -56,7 +56,8 @@ FIELD_ENUMS = {("watch", "type"): schema.WatchEventType, ("watch_end", "reason")
                ("handler", "outcome"): schema.HandlerOutcome, ("queue", "op"): schema.QueueOp,
                ("event", "event"): schema.ControllerEvent, ("reconcile", "result"): schema.ReconcileResult,
                ("log", "level"): schema.LogLevel, ("progress", "state"): schema.HandlerProgress,
-               ("reconcile", "error_kind"): schema.ErrorKind, ("write", "refused"): schema.WriteRefusal}
+               ("reconcile", "error_kind"): schema.ErrorKind, ("write", "refused"): schema.WriteRefusal,
+               ("watcher", "variant"): schema.WatcherVariant}
 
 
 def test_record_schemas_enumerate_the_schema_modules_values():

@@ -59,7 +59,7 @@ def _call(observer: TelemetryObserver, step: dict[str, Any]) -> None:
 def run_encode(vector: dict[str, Any], url: str,
                prefix: str) -> tuple[dict[str, list[bytes]], dict[str, Any], dict[str, Any]]:
     """Run one encode vector; returns (raw frames per topic, snapshot state per topic, the
-    publisher's per-controller stage counters afterwards)."""
+    publisher's stage counters afterwards: ``controllers``, and ``watchers`` (v1.6) when any)."""
     clock = FakeClock(start=START, wall_offset=vector["wall_ms"] / 1000 - START)
     publisher = RedisPublisher(url, prefix=prefix, clock=clock, name=vector["publisher"])
     try:
@@ -72,7 +72,9 @@ def run_encode(vector: dict[str, Any], url: str,
                 publisher.flush()
             else:
                 _call(observer, step)
-        stages = orjson.loads(orjson.dumps(observer.stages()["controllers"]))
+        sample = observer.stages()
+        stages = orjson.loads(orjson.dumps({"controllers": sample["controllers"],
+                                            **({"watchers": sample["watchers"]} if sample["watchers"] else {})}))
     finally:
         publisher.stop()
     client = redis.Redis.from_url(url)
@@ -134,7 +136,7 @@ def regenerate(url: str) -> None:
         vector["frames"] = {t: [orjson.loads(f) for f in fs] for t, fs in frames.items()}
         vector["snapshots"] = snapshots
         if "stages" in vector:  # opt-in: the vectors whose point is what the counters say
-            vector["stages"] = {"controllers": stages}
+            vector["stages"] = stages
         path.write_text(json.dumps(vector, indent=1, ensure_ascii=False) + "\n")
     for path, vector in load("queue"):
         vector.pop("state", None)
