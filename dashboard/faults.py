@@ -17,7 +17,7 @@ from django import forms
 from django.conf import settings
 from django.http import HttpRequest
 
-from controllers.sim.faults import VERBS
+from controllers.faults.vocabulary import VERBS
 from controllers.sim.faults_client import SimFaults
 from dashboard.access import is_operator
 

@@ -69,7 +69,8 @@ from controllers.sim.validation import check_apply_type, check_name_match, check
 from controllers.sim.watch import CloseReason, Watcher, WatchEvent
 
 if TYPE_CHECKING:
-    from controllers.sim.faults import FaultInjector
+    from controllers.faults.injector import FaultInjector
+    from controllers.faults.request_counts import RequestCounter
     from controllers.sim.kubelet import Kubelet
 
 log = logging.getLogger(__name__)
@@ -335,11 +336,12 @@ class KubeAPI:
 
     def __init__(self, *, store: Store, discovery: Discovery, faults: FaultInjector, kubelet: Kubelet,
                  bookmark_interval: float, server_address: Callable[[], str], flush_delay: float = 0.0,
-                 protobuf: bool = True) -> None:
+                 protobuf: bool = True, requests: RequestCounter | None = None) -> None:
         self.store = store
         self.registry = store.registry
         self.discovery = discovery
         self.faults = faults
+        self.requests = requests
         self.kubelet = kubelet
         self.bookmark_interval = bookmark_interval
         self.flush_delay = flush_delay
@@ -499,7 +501,11 @@ class KubeAPI:
         if verb != "watch":
             request[_MEDIA] = req.media
             request[_STORED] = verb in ("get", "list")  # objects as stored: their messages may be cached
-        await self.faults.before_request(verb, req.rt.plural)
+        if self.requests is not None:
+            self.requests.count(request.headers.get("User-Agent", ""), verb, req.rt.plural)
+        injected = await self.faults.before_request(verb, req.rt.plural)
+        if injected is not None:
+            raise StatusError(injected.code, injected.message, reason=injected.reason)
         handler: Callable[[web.Request, ResourceRequest], Awaitable[web.StreamResponse]]
         if verb == "watch":
             handler = self.watch

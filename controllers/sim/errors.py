@@ -15,22 +15,7 @@ from typing import Any
 
 import orjson
 
-_REASONS: dict[int, str] = {
-    400: "BadRequest",
-    403: "Forbidden",
-    404: "NotFound",
-    405: "MethodNotAllowed",
-    406: "NotAcceptable",
-    409: "Conflict",
-    410: "Expired",
-    413: "RequestEntityTooLarge",
-    415: "UnsupportedMediaType",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
-}
+from controllers.faults.status import REASONS
 
 
 class StatusError(Exception):
@@ -52,7 +37,7 @@ class StatusError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-        self.reason = _REASONS.get(code, "Unknown") if reason is None else reason
+        self.reason = REASONS.get(code, "Unknown") if reason is None else reason
         # StatusDetails' fields are all omitempty: an empty name and the core group ("") are left out.
         self.details: dict[str, Any] = {}
         if name:

@@ -1,10 +1,10 @@
-"""A client for the simulator's ``/_sim/`` fault endpoints (served by ``faults``).
+"""A client for the ``/_sim/`` fault endpoints (``controllers.faults.endpoints``).
 
-The simulator owns its fault API, so the client for it lives here too: scenarios and the dashboard's
-fault panel both drive the simulator through ``SimFaults``. It speaks over whatever Kubernetes API
-client the caller already has (anything with ``get_json``/``send_json``, e.g. the runtime's
-``KubernetesClient``), so the faults travel the same connection, TLS and auth as the API calls, and
-the simulator still never imports the runtime.
+The simulator and the fault proxy (``controllers.faultproxy``, in front of a real API server) serve
+the same fault API, so scenarios and the dashboard's fault panel drive either through
+``SimFaults``. It speaks over whatever Kubernetes API client the caller already has (anything with
+``get_json``/``send_json``, e.g. the runtime's ``KubernetesClient``), so the faults travel the same
+connection, TLS and auth as the API calls, and the simulator still never imports the runtime.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from controllers.sim.faults import ACTOR_HEADER
+from controllers.faults.vocabulary import ACTOR_HEADER
 
 
 class JsonClient(Protocol):
@@ -25,10 +25,11 @@ class JsonClient(Protocol):
 
 
 class SimFaults:
-    """The simulator's ``/_sim/`` fault endpoints, over the same client as the API calls.
+    """The ``/_sim/`` fault endpoints (the simulator's or a fault proxy's), over the same client as
+    the API calls.
 
-    Each call returns the simulator's JSON answer and raises the client's API error with the
-    simulator's message when it refuses (a real cluster has no ``/_sim/``: 404) or
+    Each call returns the JSON answer and raises the client's API error with the server's message
+    when it refuses (a real cluster has no ``/_sim/``: 404; a fault the fault proxy cannot do: 501) or
     ``ConnectionRefusedError`` when it is not there at all. With an ``actor`` (``as_actor``) every
     fault is sent with ``ACTOR_HEADER``, and the simulator's fault record says who injected it.
     """
@@ -87,6 +88,14 @@ class SimFaults:
 
     def kill_pods(self, count: int, namespace: str | None = None) -> Any:
         return self._send("POST", "/_sim/pods/kill", {"count": count, "namespace": namespace})
+
+    def requests(self) -> Any:
+        """Resource requests served so far, by user agent, verb and resource (``GET /_sim/requests``)."""
+        return self.client.get_json("/_sim/requests", timeout=self.timeout)
+
+    def reset_requests(self) -> Any:
+        """Start counting requests afresh."""
+        return self._send("DELETE", "/_sim/requests")
 
     def reset(self) -> Any:
         """Clear every fault and every object; all watches end."""

@@ -2,7 +2,8 @@
 
 It wires the parts together — ``Registry`` (what is served), ``Store`` (objects, RVs, history,
 watchers), ``GarbageCollector``, ``ControlPlane`` (deployment/replica set controllers), ``Kubelet``,
-``EventRecorder``, ``FaultInjector`` and the aiohttp ``KubeAPI`` — and runs them on one asyncio
+``EventRecorder``, ``FaultInjector`` (over its ``SimFaultBackend``, served by ``FaultEndpoints``) and
+the aiohttp ``KubeAPI`` — and runs them on one asyncio
 event loop (uvloop when installed), which is also what makes the store's order total without locks.
 
 Two ways to run it:
@@ -32,13 +33,16 @@ import yaml
 from aiohttp import web
 
 from controllers.clock import Clock, RealClock
+from controllers.faults.endpoints import FaultEndpoints
+from controllers.faults.injector import FaultHook, FaultInjector
+from controllers.faults.request_counts import RequestCounter
 from controllers.schema import WatchEventType
 from controllers.sim.api import Access, KubeAPI
 from controllers.sim.codec import MAX_BODY
 from controllers.sim.controlplane import ControlPlane
 from controllers.sim.discovery import Discovery
 from controllers.sim.events import EventRecorder
-from controllers.sim.faults import FaultHook, FaultInjector
+from controllers.sim.faults import SimFaultBackend
 from controllers.sim.gc import GarbageCollector
 from controllers.sim.gctuning import GcFreezer
 from controllers.sim.kubelet import Kubelet
@@ -97,9 +101,14 @@ class SimCluster:
         self.control_plane = ControlPlane(self.store, events=self.events) if control_plane else None
         # kube-root-ca.crt in every namespace, as a real controller-manager publishes it (see rootca.py).
         self.root_ca = RootCAPublisher(self.store) if control_plane and publish_root_ca else None
-        self.faults = FaultInjector(self.store, self.kubelet, seed=seed, on_fault=on_fault, reset=self._reset)
+        self.faults = FaultInjector(SimFaultBackend(self.store, self.kubelet, reset=self._reset), seed=seed,
+                                    on_fault=on_fault)
+        # Resource requests served, by user agent (GET /_sim/requests): the load each client makes.
+        self.requests = RequestCounter(clock=self.clock)
+        self.fault_api = FaultEndpoints(self.faults, requests=self.requests)
         self.discovery = Discovery(self.registry, git_version=git_version)
         self.api = KubeAPI(store=self.store, discovery=self.discovery, faults=self.faults, kubelet=self.kubelet,
+                           requests=self.requests,
                            bookmark_interval=bookmark_interval, server_address=lambda: f"{self.host}:{self.port}",
                            flush_delay=watch_flush_delay, protobuf=protobuf_responses)
         if record_access:
@@ -194,7 +203,7 @@ class SimCluster:
 
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY)
-        app.router.add_route("*", "/_sim/{tail:.*}", self.faults.handle)
+        app.router.add_route("*", "/_sim/{tail:.*}", self.fault_api.handle)
         app.router.add_route("*", "/{tail:.*}", self.api.handle)
         return app
 
