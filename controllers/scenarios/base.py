@@ -36,6 +36,9 @@ class ScenarioResult:
     name: str
     claims: list[Claim] = field(default_factory=list)
     measurements: dict[str, Any] = field(default_factory=dict)
+    # A results table for the scenarios page: {"columns": [...], "rows": [{"label", "cells": [...],
+    # "claim": index of the claim the row measures, or None}]} (the first column is the row label).
+    table: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -195,6 +198,10 @@ class ScenarioContext:
     lease: LeaseHolder | None = None  # the leader-election Lease of replicated workers, if any
     standby: StandbyControl | None = None  # how to add a standby replica, if the scenario needs one
     actor: str = "scenario"  # who the simulator's fault log says injected the scenario's faults
+    # For scenarios that start programs of their own against the cluster, published to the dashboard:
+    kubeconfig: str | None = None  # the cluster's kubeconfig (the one ``client`` was made from)
+    redis_url: str | None = None  # the dashboard's Redis
+    prefix: str = "ctrlscope:"  # and its key prefix (CTRLSCOPE_PREFIX)
 
     @property
     def faults(self) -> SimFaults:

@@ -4,7 +4,9 @@ Implemented here: retry storm and pod killer (measured by pod counts from the AP
 coalescing and watch break and relist (handler calls, reconciles, lists, tombstones and the cache,
 read from the worker's telemetry), and controller restart (the worker is killed and supervised
 back) and leader failover (two replicas on a Lease; the holder is killed), and kopf versus the
-reconciler (both frameworks' retries under the same errors, from both workers' telemetry).
+reconciler (both frameworks' retries under the same errors, from both workers' telemetry), and
+watcher versus informer (a raw watch loop's three common shapes beside the source document's informer,
+measured by the server's request counts and the sides' telemetry: ``watcher_vs_informer.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from controllers.examples.podset import GROUP, KOPF
 from controllers.informers import ApiError
 from controllers.kopf import controller_name
+from controllers.scenarios import watcher_vs_informer as wvi
 from controllers.scenarios.base import KOPF_WORKER, Scenario, ScenarioContext, ScenarioResult
 from controllers.schema import (
     FAILED_RESULTS,
@@ -405,6 +408,92 @@ def _kopf_backoff(attempts: list[dict]) -> float:
                default=KOPF_DEFAULT_BACKOFF)
 
 
+def watcher_vs_informer(ctx: ScenarioContext) -> ScenarioResult:
+    result = ScenarioResult("watcher-vs-informer")
+    run = wvi.Run(ctx)
+    run.clean()
+    for i in range(wvi.DEPLOYMENTS):
+        run.create(i)
+    ctx.say(f"{wvi.DEPLOYMENTS} Deployments. The source document's informer (worker {wvi.INFORMER_WORKER}) and three raw "
+            f"watch loops (worker {wvi.WATCHERS_WORKER}: stops-on-end, restart-from-empty, restart-from-last) start on "
+            "them; each raw loop GETs the Deployment of every event, the informer's handler reads its cache.")
+    before = ctx.faults.requests()
+    run.start_sides()
+    stall_s = max(1.0, 3.0 * ctx.time_scale)
+    try:
+        last = run.changes[-1]
+        run.wait_seen(last, wvi.SIDES, timeout=20)
+        ctx.say("Steady state: every Deployment is scaled three times. Every side sees every change.")
+        for replicas in (2, 3, 4):
+            for i in range(wvi.DEPLOYMENTS):
+                last = run.scale(i, replicas)
+        run.wait_seen(last, wvi.SIDES, timeout=20)
+        closed = run.phase("the server closed every watch")
+        ctx.say("The API server closes every watch, as it does whenever a watch's timeout runs out. stops-on-end's "
+                "for loop simply ends: its program runs on and watches nothing. restart-from-empty watches again from "
+                "\"\": every Deployment arrives as ADDED once more.")
+        ctx.faults.end_watches()
+        run.probe(closed, 0, 5, timeout=10)
+        dropped = run.phase("the connection dropped")
+        ctx.say("The connection drops and cannot come back for 2 s. Meanwhile a Deployment is created, one scaled and "
+                "one deleted. restart-from-empty never hears of the delete: no watch was open, and a new one only "
+                "lists what exists.")
+        run.during_outage(lambda: (run.create(6), run.scale(1, 5), run.delete(2)), compact=False)
+        run.probe(dropped, 3, 5, timeout=10)
+        expired = run.phase("410 Expired (history compacted)")
+        ctx.say("The connection drops again; a Deployment is created, one scaled and one deleted, and the API server "
+                "compacts its history. Resuming from an old resourceVersion now gets 410 Expired: the informer relists, "
+                "restart-from-last tries the same resourceVersion again and again.")
+        run.during_outage(lambda: (run.create(7), run.scale(4, 5), run.delete(5)), compact=True)
+        run.probe(expired, 0, 6, timeout=10)
+        ctx.say(f"A network stall: nothing the API server sends arrives for {stall_s:.1f} s. Each side reads a "
+                "Deployment the way its program does: the informer from its cache, the raw loops with a GET.")
+        stall = run.stalled_reads(run.key(0), stall_s)
+        ctx.sleep(2)
+        until_ms = ctx.wall_ms()
+        cache_keys = set(run.informer.informer.store.list_keys()) if run.informer else set()
+        server_keys = run.server_keys()
+    finally:
+        run.stop_sides()
+    after = ctx.faults.requests()
+    measured = wvi.measure(run, before=before, after=after, until_ms=until_ms, stall=stall)
+    changes = sum(1 for c in run.changes if c.at >= run.started_ms)
+    phases = [p.name for p in run.phases]
+    result.table = wvi.results_table(measured, changes=changes, stall_s=stall_s,
+                                     cache_equal=cache_keys == server_keys, phases=phases)
+    for side, r in measured.items():
+        slug = side.replace("-", "_")
+        result.measurements.update({f"{slug}_requests": r.total_requests, f"{slug}_api_reads": r.api_reads,
+                                    f"{slug}_memory_reads": r.memory_reads, f"{slug}_missed": r.missed,
+                                    f"{slug}_duplicates": r.duplicates})
+    informer = measured[wvi.INFORMER_SIDE]
+    watchers = {w: measured[w] for w in wvi.WATCHERS}
+    result.measurements.update(changes=changes, stall_s=stall_s, bytes_per_cached_object=informer.bytes_per_object)
+    ctx.say("Requests served: informer " + str(informer.total_requests) + "; "
+            + ", ".join(f"{w} {r.total_requests}" for w, r in watchers.items()) + ".")
+    result.claim("an informer caches, so it lightens the API server: fewer requests than every raw watch loop, "
+                 "and its handler's reads come from memory",
+                 informer.api_reads == 0 and all(informer.total_requests < r.total_requests and r.api_reads > 0
+                                                 for r in watchers.values()),
+                 f"informer {informer.total_requests} requests, {informer.memory_reads} reads from memory; "
+                 + "; ".join(f"{w} {r.total_requests} requests, {r.api_reads} GETs" for w, r in watchers.items()))
+    result.claim("it survives network failures: the informer saw every change and recovered from every fault, each "
+                 "raw watch loop missed changes",
+                 informer.missed == 0 and all(v is not None for v in informer.recovered.values())
+                 and all(r.missed > 0 for r in watchers.values()),
+                 f"changes never seen of {changes}: informer {informer.missed}, "
+                 + ", ".join(f"{w} {r.missed}" for w, r in watchers.items()))
+    held = informer.stall_read[0] and informer.stall_read[1] < 0.05 and all(
+        not r.stall_read[0] or r.stall_read[1] >= 0.5 * stall_s for r in watchers.values())
+    result.claim("its cache keeps data while the connection is down: during the stall the informer answered from "
+                 "memory, every raw watch loop had to wait for the network", held,
+                 f"informer {wvi.stall_text(informer.stall_read, stall_s)}; "
+                 + "; ".join(f"{w} {wvi.stall_text(r.stall_read, stall_s)}" for w, r in watchers.items()))
+    result.claim("the informer's cache equals the API server's Deployments afterwards", cache_keys == server_keys,
+                 f"cache {sorted(cache_keys)}, server {sorted(server_keys)}")
+    return result
+
+
 def _seconds(value: float | None) -> str:
     return "not converged" if value is None else f"{value:.2f} s"
 
@@ -467,6 +556,22 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "The results count each framework's handler attempts or reconciles and API writes from their telemetry "
         "(kopf's include its own PATCHes: the progress it stores on the PodSet after every attempt).",
     ), kopf_vs_reconciler, needs_faults=True),
+    Scenario("watcher-vs-informer", "Watcher versus informer: a raw watch loop and an informer, measured", (
+        "The second source document asks: when writing an operator, a Watcher or an Informer? It answers: an "
+        "informer caches, so it lightens the API server; it survives network failures; its cache keeps data while "
+        "the connection is down. Here both run on the same Deployments: the document's informer program, and the "
+        "raw watch loop people write before they meet informers (controllers/examples/raw_watcher.py), in its three "
+        "common shapes.",
+        "Each raw loop GETs the Deployment of every event (it has no cache); the informer's handler reads its cache. "
+        "The server counts every side's requests by its User-Agent.",
+        "Then the faults every watch meets: the server closes it (its timeout), the connection drops, history is "
+        "compacted (410 Expired), the network stalls. stops-on-end simply stops; restart-from-empty sees every "
+        "Deployment again and never hears of a delete made while it was away; restart-from-last survives a drop but "
+        "not a 410. The informer resumes, relists on 410, and answers reads from memory through the stall.",
+        "The table counts, per side, the requests the server served, reads from memory and from the API, memory per "
+        "cached object, changes never seen, duplicates, when each side saw the next change after each fault, how "
+        "long a stream end went unanswered, and a read during the stall.",
+    ), watcher_vs_informer, needs_faults=True),
     Scenario("pod-killer", "Pod killer: chaos deletes pods", (
         "Two pods of each PodSet are deleted behind the controllers' backs.",
         "The Reconciler watches the pods it owns: every deletion enqueues its PodSet, and the level-based "

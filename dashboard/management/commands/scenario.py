@@ -99,7 +99,9 @@ class Command(BaseCommand):
                                                       telemetry=reader, kopf_telemetry=kopf_reader,
                                                       workers=PidFileWorker(settings.RUN_DIR / "worker.pid", clock=clock),
                                                       lease=LeaseHolder(client, lease_ns, lease_name),
-                                                      standby=standby, actor=f"scenario {scenario.name}"))
+                                                      standby=standby, actor=f"scenario {scenario.name}",
+                                                      kubeconfig=opts["kubeconfig"], redis_url=redis_handle.url,
+                                                      prefix=settings.CTRLSCOPE_PREFIX))
             finally:
                 reader.close()
                 kopf_reader.close()
@@ -109,7 +111,7 @@ class Command(BaseCommand):
             publisher.set_state(SCENARIOS_TOPIC, scenario.name, {
                 "title": scenario.title, "narration": list(scenario.narration), "running": False,
                 "claims": [{"text": c.text, "held": c.held, "detail": c.detail} for c in result.claims],
-                "measurements": result.measurements, "finished": clock.wall() * 1000})
+                "measurements": result.measurements, "table": result.table, "finished": clock.wall() * 1000})
         finally:
             publisher.stop()
             redis_handle.stop()
