@@ -18,6 +18,7 @@ from controllers.scenarios import watcher_vs_informer as wvi
 from controllers.scenarios.telemetry import TelemetryReader
 from controllers.schema import ComponentKind, RecordKind, ReflectorState, TopicKind, WatchEndReason, WatcherVariant
 from controllers.sim import SimCluster
+from controllers.sim.faults_client import SimFaults
 from tests.conftest import ROOT, wait_until
 from tests.sim.conftest import FAST
 
@@ -122,9 +123,14 @@ def test_a_raw_watch_loop_publishes_what_it_does(variant, cluster, redis_url, pr
             # The second watch resumes from the last resourceVersion the first one delivered.
             last_seen = [r["rv"] for r in after_second_start()[0] if r["k"] == RecordKind.WATCH][-1]
             assert starts[0] == "" and starts[1] == last_seen
-            client.send_json("POST", "/_sim/watches/drop", {})
-            client.send_json("POST", "/_sim/history/compact", {})
+            # Re-watching is held back (API latency) until a change is made and history
+            # is compacted: the resume from before the change gets 410.
+            faults = SimFaults(client)
+            faults.latency(verb="watch", resource="deployments", ms=1000)
+            faults.drop_watches()
             client.send_json("PATCH", f"{path}/web", {"spec": {"replicas": 3}}, headers={"Content-Type": "application/merge-patch+json"})
+            faults.compact_history()
+            faults.clear_latency()
             wait_until(lambda: sum(r["reason"] == WatchEndReason.EXPIRED for r in records(RecordKind.WATCH_END)) >= 2,
                        timeout=10, what="410 after 410: the loop retries the same resourceVersion")
             assert loop.is_alive()
