@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "dashboard": (None, "the dashboard under daphne (--host, --port, --migrate; --check verifies the installation)"),
     "worker": ("runcontrollers", "a worker: controllers (--controller MODULE:NAME) or kopf resources, published to Redis"),
     "simcluster": ("simcluster", "the simulated Kubernetes API server"),
+    "faultproxy": ("faultproxy", "a fault proxy: the simulator's faults on any cluster (clients use its --kubeconfig)"),
     "realcluster": ("realcluster", "a real Kubernetes control plane on loopback, built from upstream (needs Go and a checkout)"),
     "kopf": ("runkopf", "a kopf operator, unmodified, in-process (ctrlscope kopf [options] -- <kopf run arguments>)"),
     "record": ("record", "save live telemetry to a file"),

@@ -9,8 +9,10 @@ websocket from the ``cluster/faults`` topic the simulator publishes (``FaultTele
   are validated first (``dashboard.faults``; 400 with the reason, nothing sent); the simulator's own
   refusals and an unreachable or real cluster come back as 502 with its message. Every action, done
   or refused, is logged with the user who asked.
-* ``GET /cluster/faults/status`` says whether the configured cluster is a simulator at all, so the
-  page can say "fault injection needs the simulated cluster" instead of offering buttons.
+* ``GET /cluster/faults/status`` says whether the configured cluster is a simulator (or a fault
+  proxy) at all, so the page can say "fault injection needs the simulated cluster" instead of
+  offering buttons, and which actions it cannot do (``disabled``: action → why), which the page
+  disables with that reason.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.access import can_view, is_operator
-from dashboard.faults import ACTIONS, form_error
+from dashboard.faults import ACTIONS, disabled_actions, form_error
 from dashboard.simulator import CALL_ERRORS, NoSimulator, explain, probe, sim_faults
 
 log = logging.getLogger(__name__)
@@ -32,7 +34,10 @@ log = logging.getLogger(__name__)
 def fault_status(request: HttpRequest) -> JsonResponse:
     if not can_view(request.user):
         return JsonResponse({"error": "forbidden"}, status=403)
-    return JsonResponse(probe())
+    status = probe()
+    if status["state"] == "ok":
+        status["disabled"] = disabled_actions(status.pop("unsupported"))
+    return JsonResponse(status)
 
 
 def _who(request: HttpRequest) -> str:

@@ -17,7 +17,7 @@ from django import forms
 from django.conf import settings
 from django.http import HttpRequest
 
-from controllers.faults.vocabulary import VERBS
+from controllers.faults.vocabulary import VERBS, Capability
 from controllers.sim.faults_client import SimFaults
 from dashboard.access import is_operator
 
@@ -75,28 +75,36 @@ class ResetForm(forms.Form):
 
 @dataclass(frozen=True)
 class Action:
-    """One thing the Faults panel can do to the simulator."""
+    """One thing the Faults panel can do to the cluster (through the simulator or a fault proxy)."""
 
     label: str
     call: Callable[[SimFaults, dict[str, Any]], Any]
     form: type[forms.Form] | None = None
+    needs: Capability | None = None  # what the fault API must be able to do (None: everyone can)
 
 
 ACTIONS: dict[str, Action] = {
     "drop-watches": Action("drop watches", lambda f, _: f.drop_watches()),
     "end-watches": Action("end watches", lambda f, _: f.end_watches()),
-    "compact": Action("compact history", lambda f, _: f.compact_history()),
+    "compact": Action("compact history", lambda f, _: f.compact_history(), needs=Capability.COMPACT),
     "errors": Action("inject errors", lambda f, d: f.errors(verb=d["verb"], resource=d["resource"],
                                                           rate=d["rate"] / 100, code=d["code"]), ErrorsForm),
     "clear-errors": Action("clear errors", lambda f, _: f.clear_errors()),
     "latency": Action("add latency", lambda f, d: f.latency(verb=d["verb"], resource=d["resource"], ms=d["ms"]),
                       LatencyForm),
     "clear-latency": Action("clear latency", lambda f, _: f.clear_latency()),
-    "pause-kubelet": Action("pause kubelet", lambda f, _: f.pause_kubelet()),
-    "resume-kubelet": Action("resume kubelet", lambda f, _: f.resume_kubelet()),
-    "kill-pods": Action("kill pods", lambda f, d: f.kill_pods(d["count"], d["namespace"] or None), KillPodsForm),
-    "reset": Action("reset cluster", lambda f, _: f.reset(), ResetForm),
+    "pause-kubelet": Action("pause kubelet", lambda f, _: f.pause_kubelet(), needs=Capability.KUBELET),
+    "resume-kubelet": Action("resume kubelet", lambda f, _: f.resume_kubelet(), needs=Capability.KUBELET),
+    "kill-pods": Action("kill pods", lambda f, d: f.kill_pods(d["count"], d["namespace"] or None), KillPodsForm,
+                        needs=Capability.KILL_PODS),
+    "reset": Action("reset cluster", lambda f, _: f.reset(), ResetForm, needs=Capability.RESET),
 }
+
+
+def disabled_actions(unsupported: dict[str, str]) -> dict[str, str]:
+    """The actions the fault API cannot do (``unsupported`` of ``GET /_sim/faults``: capability →
+    why), each with that reason: the panel disables them and says why on hover."""
+    return {name: unsupported[a.needs] for name, a in ACTIONS.items() if a.needs is not None and a.needs in unsupported}
 
 
 def form_error(form: forms.Form) -> str:

@@ -1,4 +1,4 @@
-"""Where the dashboard finds the simulated cluster an operator may inject faults into.
+"""Where the dashboard finds the simulated cluster -- or the fault proxy -- an operator may inject faults into.
 
 ``CTRLSCOPE_SIM_KUBECONFIG`` names its kubeconfig: by default ``run/kubeconfig-sim.yaml``, the file
 the demo's simulator writes each time it starts (on a new port), so the client is rebuilt whenever
@@ -6,8 +6,10 @@ that file's content changes (it is a few hundred bytes, read on every use). Empt
 real cluster: the dashboard then never holds that cluster's credentials).
 
 Whether the cluster behind a kubeconfig *is* a simulator only the cluster can say: a real API server
-has no ``/_sim/`` and answers 404 (or 401/403), which ``probe`` reports as "not a simulator".
-Everything goes through ``SimFaults``, the same client the scenarios use.
+has no ``/_sim/`` and answers 404 (or 401/403), which ``probe`` reports as "not a simulator". A fault
+proxy in front of a real cluster (``ctrlscope faultproxy``; point ``CTRLSCOPE_SIM_KUBECONFIG`` at its
+kubeconfig) serves the same ``/_sim/`` and says what it cannot do (``unsupported``), which ``probe``
+passes on. Everything goes through ``SimFaults``, the same client the scenarios use.
 """
 
 from __future__ import annotations
@@ -64,21 +66,25 @@ def explain(exc: Exception, url: str) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return f"the simulator at {url} does not answer (is `make demo` running?)"
     if isinstance(exc, ApiError) and exc.code in NOT_A_SIMULATOR:
-        return f"{url} has no /_sim/ endpoints ({exc.code}): it is not a simulator, and {NEEDS_SIMULATOR}"
+        return (f"{url} has no /_sim/ endpoints ({exc.code}): it is not a simulator, and {NEEDS_SIMULATOR} "
+                "(or a fault proxy in front of this cluster: ctrlscope faultproxy)")
+    if isinstance(exc, ApiError) and exc.code == 501:
+        return f"not possible here: {exc.message or exc}"
     if isinstance(exc, ApiError):
-        return f"the simulator refused: {exc.message or exc}"
+        return f"refused: {exc.message or exc}"
     return f"{url} answered with something other than the simulator's JSON ({exc}): it is not a simulator"
 
 
 def probe() -> dict[str, Any]:
-    """Is fault injection possible? ``state``: ``ok``, ``off``, ``not-simulator``, ``unreachable``, ``error``."""
+    """Is fault injection possible? ``state``: ``ok``, ``off``, ``not-simulator``, ``unreachable``, ``error``;
+    when ``ok``, also ``backend`` ("simulator" or "fault proxy") and ``unsupported`` (capability → why not)."""
     try:
         faults = sim_faults()
     except NoSimulator as exc:
         return {"state": "off", "message": str(exc)}
     url = faults.client.server
     try:
-        faults.status()
+        status = faults.status()
     except CALL_ERRORS as exc:
         if isinstance(exc, ConnectionRefusedError):
             state = "unreachable"
@@ -87,4 +93,6 @@ def probe() -> dict[str, Any]:
         else:
             state = "not-simulator"
         return {"state": state, "url": url, "message": explain(exc, url)}
-    return {"state": "ok", "url": url}
+    # A simulator from before the shared fault model names neither: it could do everything.
+    return {"state": "ok", "url": url, "backend": status.get("backend", "simulator"),
+            "unsupported": status.get("unsupported") or {}}

@@ -75,35 +75,16 @@ class Credentials:
 def generate(directory: Path) -> Credentials:
     """Write a fresh CA, serving certificate, service-account key pair and token file into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)  # tolerate clock skew
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ctrlscope-realcluster-ca")])
-    ca_cert = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now).not_valid_after(now + VALIDITY)
-               .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                            content_commitment=False, key_encipherment=False,
-                                            data_encipherment=False, key_agreement=False,
-                                            encipher_only=False, decipher_only=False), critical=True)
-               .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
-    sans = [x509.DNSName(n) for n in SERVING_DNS] + [x509.IPAddress(ipaddress.ip_address(i)) for i in SERVING_IPS]
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now).not_valid_after(now + VALIDITY)
-            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    ca_cert, ca_key, cert, key = serving_certificate(ca_name="ctrlscope-realcluster-ca", name="kube-apiserver",
+                                                     dns=SERVING_DNS, ips=SERVING_IPS)
     sa_key = ec.generate_private_key(ec.SECP256R1())
     tokens = {identity: secrets.token_urlsafe(32) for identity in IDENTITIES}
     creds = Credentials(directory, tokens)
     _write(creds.ca_cert, ca_cert.public_bytes(serialization.Encoding.PEM))
-    _write(directory / "ca.key", _private(ca_key), secret=True)
+    _write(directory / "ca.key", private_pem(ca_key), secret=True)
     _write(creds.serving_cert, cert.public_bytes(serialization.Encoding.PEM))
-    _write(creds.serving_key, _private(key), secret=True)
-    _write(creds.service_account_key, _private(sa_key), secret=True)
+    _write(creds.serving_key, private_pem(key), secret=True)
+    _write(creds.service_account_key, private_pem(sa_key), secret=True)
     _write(creds.service_account_pub, sa_key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     rows = []
@@ -114,7 +95,38 @@ def generate(directory: Path) -> Credentials:
     return creds
 
 
-def _private(key: ec.EllipticCurvePrivateKey) -> bytes:
+def serving_certificate(*, ca_name: str, name: str, dns: tuple[str, ...], ips: tuple[str, ...],
+                        validity: datetime.timedelta = VALIDITY
+                        ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey, x509.Certificate,
+                                   ec.EllipticCurvePrivateKey]:
+    """A fresh CA and a TLS serving certificate it signed for ``dns`` names and ``ips``:
+    ``(ca_cert, ca_key, cert, key)``. Clients trust the CA (a kubeconfig's certificate-authority)."""
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)  # tolerate clock skew
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
+    ca_cert = (x509.CertificateBuilder().subject_name(ca_subject).issuer_name(ca_subject)
+               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now).not_valid_after(now + validity)
+               .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                            content_commitment=False, key_encipherment=False,
+                                            data_encipherment=False, key_agreement=False,
+                                            encipher_only=False, decipher_only=False), critical=True)
+               .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans = [x509.DNSName(n) for n in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + validity)
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    return ca_cert, ca_key, cert, key
+
+
+def private_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    """``key`` as unencrypted PKCS#8 PEM."""
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
 

@@ -1,4 +1,8 @@
-"""FaultTelemetry: the simulated cluster's injected faults, published on the ``cluster/faults`` topic.
+"""FaultTelemetry: injected faults, published on the ``cluster/faults`` topic.
+
+The faults come from whatever serves the fault API (``controllers.faults``): the simulated cluster,
+or the fault proxy in front of a real one -- the same records and state from either, with
+``backend`` saying which (and the proxy's ``upstream``).
 
 A fault is the cause the dashboard otherwise cannot see: a worker's informer reports a watch that
 broke, a 410 and a relist, but not that someone dropped every watch on purpose a moment before. So
@@ -11,12 +15,14 @@ the fault took effect — is this object:
   to the workers' records);
 * the topic's **state** is what the simulator looks like now: ``rules`` (the active error and
   latency rules and whether the kubelet is paused, read from the simulator in the same callback, so
-  it is exactly what that fault left behind) and ``simulator`` (its URL, whether it runs).
+  it is exactly what that fault left behind) and ``simulator`` (its URL, whether it runs, which
+  ``backend`` it is: "simulator" or "fault proxy", and a fault proxy's ``upstream`` URL -- never a
+  credential).
 
 Nothing here blocks the simulator: ``RedisPublisher.publish`` and ``set_state`` only append to
 memory, and the publisher's own thread talks to Redis. A list parameter (``kill-pods``' victims) is
 cut to ``MAX_LIST_ITEMS`` so that no record grows with the cluster. The simulator does not import
-this module (``.importlinter``); ``manage.py simcluster`` wires the two together.
+this module (``.importlinter``); ``manage.py simcluster`` and ``manage.py faultproxy`` wire them.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ MAX_LIST_ITEMS = 20
 
 
 class FaultSource(Protocol):
-    """What the simulator's ``FaultInjector`` offers: the callback slot and its active rules."""
+    """What a ``FaultInjector`` offers: the callback slot and its active rules."""
 
     on_fault: Callable[[dict[str, Any]], None] | None
 
@@ -50,12 +56,15 @@ class FaultTelemetry:
         self._source: FaultSource | None = None
         self._simulator: dict[str, Any] = {}
 
-    def attach(self, source: FaultSource, *, url: str) -> None:
-        """Become ``source``'s fault callback and publish the simulator as running (call on its loop)."""
+    def attach(self, source: FaultSource, *, url: str, backend: str = "simulator", upstream: str = "") -> None:
+        """Become ``source``'s fault callback and publish its server as running (call on its loop)."""
         self._source = source
         source.on_fault = self
-        self._simulator = {"url": url, "running": True, "since": wall_ms(self.clock), "run": self.publisher.name}
-        self.publisher.describe(role="simulator", name=url)
+        self._simulator = {"url": url, "running": True, "since": wall_ms(self.clock), "run": self.publisher.name,
+                           "backend": backend}
+        if upstream:
+            self._simulator["upstream"] = upstream
+        self.publisher.describe(role=backend, name=url)
         self.publisher.set_state(self.topic, "simulator", self._simulator)
         self.publisher.set_state(self.topic, "rules", source.rules())
 

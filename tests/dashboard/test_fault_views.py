@@ -182,7 +182,7 @@ def test_status_and_502s_say_whether_the_cluster_is_a_simulator(users, sim, sim_
     dashboard = users
     op = login(dashboard, "op")
     status = lambda: op.get(dashboard.url + "/cluster/faults/status", timeout=15).json()  # noqa: E731
-    assert status() == {"state": "ok", "url": sim.url}
+    assert status() == {"state": "ok", "url": sim.url, "backend": "simulator", "disabled": {}}
 
     real = ThreadingHTTPServer(("127.0.0.1", 0), _RealApiServer)
     threading.Thread(target=real.serve_forever, daemon=True).start()

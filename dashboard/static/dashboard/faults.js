@@ -2,12 +2,14 @@
  * The Faults panel (templates/dashboard/_faults.html), on the cluster page and, folded, on every
  * controller page.
  *
- * What it shows comes from the `cluster/faults` topic the simulator publishes (FaultTelemetry):
- * the state's `rules` (active error and latency rules, a paused kubelet) and `simulator` (its URL,
- * whether it runs), and one record per fault, kept as the fault log (the newest MAX_LOG). What it
- * does goes through POST /cluster/faults/<action> (operators only; the server checks, the page only
- * disables the controls for others). GET /cluster/faults/status says first whether the configured
- * cluster is a simulator at all; when it is not, the panel says so and offers no buttons.
+ * What it shows comes from the `cluster/faults` topic the simulator (or a fault proxy in front of a
+ * real cluster) publishes (FaultTelemetry): the state's `rules` (active error and latency rules, a
+ * paused kubelet) and `simulator` (its URL, whether it runs, its `backend`), and one record per
+ * fault, kept as the fault log (the newest MAX_LOG). What it does goes through
+ * POST /cluster/faults/<action> (operators only; the server checks, the page only disables the
+ * controls for others). GET /cluster/faults/status says first whether the configured cluster is a
+ * simulator or a fault proxy at all -- when it is neither, the panel says so and offers no buttons
+ * -- and which actions it cannot do (`disabled`), which stay disabled with the reason on hover.
  *
  * Registered in window.ctrlscopePanels: the page's script (controller_page.js, cluster.js) owns the
  * TelemetryClient and starts the panels before the socket opens, so no message is missed.
@@ -70,15 +72,29 @@
     function showProbe(st) {
       const badge = $("#faults-sim");
       const ok = st.state === "ok";
-      badge.textContent = ok ? "simulator " + st.url.replace(/^https?:\/\//, "") : { off: "no simulator", "not-simulator": "not a simulator", unreachable: "simulator unreachable" }[st.state] || "simulator error";
+      badge.textContent = ok ? (st.backend || "simulator") + " " + st.url.replace(/^https?:\/\//, "") : { off: "no simulator", "not-simulator": "not a simulator", unreachable: "simulator unreachable" }[st.state] || "simulator error";
       badge.className = "badge " + (ok ? "ok" : "bad");
       badge.title = st.message || st.url || "";
       badge.dataset.state = st.state;
+      badge.dataset.backend = ok ? st.backend || "simulator" : "";
       const actions = $("#faults-actions"); // not rendered at all when fault injection is off
       if (actions) actions.hidden = !ok;
+      if (actions) disableUnsupported(actions, (ok && st.disabled) || {});
       const off = $("#faults-off");
       off.hidden = ok;
       off.textContent = ok ? "" : st.message || "fault injection needs the simulated cluster";
+    }
+    // What this backend cannot do (a fault proxy cannot pause a real kubelet): disabled, the reason on hover.
+    function disableUnsupported(actions, disabled) {
+      for (const ctl of actions.querySelectorAll("[data-action]")) {
+        const why = disabled[ctl.dataset.action];
+        for (const c of ctl.tagName === "FORM" ? ctl.querySelectorAll("button, input, select") : [ctl]) {
+          if (!("title0" in c.dataset)) c.dataset.title0 = c.title;
+          c.disabled = Boolean(why);
+          c.title = why ? "not possible here: " + why : c.dataset.title0;
+          if (why) c.dataset.unsupported = "1"; else delete c.dataset.unsupported;
+        }
+      }
     }
     function probe() {
       fetch(U("/cluster/faults/status"), { credentials: "same-origin", cache: "no-store" })
@@ -105,9 +121,9 @@
       const P = window.ctrlscopePresence, run = sim && sim.run ? P.run(sim.run) : null;
       if (sim && !sim.running) {
         chips.push(el("span", { className: "fault-chip stopped", title: run ? P.runText(run) : "" },
-          "simulator stopped " + clock(sim.stopped).slice(0, 8) + (run ? " (" + P.runText(run) + ")" : "")));
+          (sim.backend || "simulator") + " stopped " + clock(sim.stopped).slice(0, 8) + (run ? " (" + P.runText(run) + ")" : "")));
       } else if (sim && run && !run.alive) {
-        chips.push(el("span", { className: "fault-chip stopped", title: P.runText(run) }, "simulator " + P.stoppedText(run)));
+        chips.push(el("span", { className: "fault-chip stopped", title: P.runText(run) }, (sim.backend || "simulator") + " " + P.stoppedText(run)));
       }
       if (rules) {
         for (const r of rules.errors || []) {
@@ -120,7 +136,7 @@
         }
         if (rules.kubeletPaused) chips.push(chip("kubelet paused", "kubelet", "resume-kubelet", {}, "pods stay where they are until the kubelet resumes"));
       }
-      if (!chips.length) chips.push(el("span", { className: "muted" }, t ? "no active faults" : "no fault telemetry yet (manage.py simcluster publishes it)"));
+      if (!chips.length) chips.push(el("span", { className: "muted" }, t ? "no active faults" : "no fault telemetry yet (manage.py simcluster or faultproxy publishes it)"));
       if (!presenceHooked) { presenceHooked = true; window.ctrlscopePresence.listen(() => renderRules()); }
       $("#faults-rules").replaceChildren(...chips);
       // A simulator that (re)started or stopped: ask again whether faults can be injected.
