@@ -13,8 +13,10 @@ user). Every request goes the same way:
 4. a network stall holds it; a latency rule delays it; an error rule answers it with a ``Status``
    instead of forwarding it; a watch from before the compaction point gets the 410 ERROR event;
 5. the rest is forwarded with the upstream's credentials (``Upstream``): method, path and query as
-   sent (percent-encoding kept), the client's headers but the hop-by-hop ones and ``Authorization``,
-   and the body. Writes therefore go exactly where the upstream's user may write, no further.
+   sent (percent-encoding kept), the client's headers but the hop-by-hop ones and ``Authorization``
+   (and a watch's ``Accept-Encoding``: the API server gzips watch streams for clients that accept
+   it, and events cannot be told apart in a compressed stream), and the body. Writes therefore go
+   exactly where the upstream's user may write, no further.
 6. the answer streams back as it arrives -- status, headers, body in chunks, compressed or not, JSON,
    protobuf or a table -- and a watch is a ``ForwardedWatch``, which the faults can end, drop or
    stall. An upstream that fails mid-answer makes the proxy abort the client's connection too.
@@ -132,6 +134,10 @@ class FaultProxy:
 
     async def _forward(self, request: web.Request, *, watch: bool) -> web.StreamResponse:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED}
+        if watch:
+            # A watch is asked for uncompressed (the client accepts that too): the proxy must see
+            # where each event ends, and in a gzip stream it cannot.
+            headers = {k: v for k, v in headers.items() if k.lower() != "accept-encoding"}
         body = await request.read() if request.body_exists else None
         try:
             upstream = await self.upstream.request(request.method, request.raw_path, headers=headers, data=body)

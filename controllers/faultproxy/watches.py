@@ -82,7 +82,9 @@ class ForwardedWatch:
         self.response = response
         self.upstream = upstream
         self.faults = faults
-        self.framing = framing_for(upstream.headers.get("Content-Type", ""))
+        # A compressed stream (the proxy asks for none) is copied as it comes: no event boundaries in it.
+        encoded = upstream.headers.get("Content-Encoding", "identity").lower() != "identity"
+        self.framing = None if encoded else framing_for(upstream.headers.get("Content-Type", ""))
         self.reason: CloseReason | None = None
         self._pump: asyncio.Task[None] | None = None
 

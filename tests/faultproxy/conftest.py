@@ -19,6 +19,7 @@ from controllers.faultproxy.upstream import Upstream
 from controllers.informers.http_client import KubernetesClient
 from controllers.sim import SimCluster
 from controllers.sim.faults_client import SimFaults
+from tests.golang.conftest import go_process, go_programs  # noqa: F401  (the Go programs, built once)
 from tests.sim.conftest import FAST
 
 
