@@ -21,7 +21,7 @@ import yaml
 
 from controllers.informers.http_client import KubernetesClient
 from controllers.telemetry.streams import Keys
-from dashboard.management.commands.demo import LogRelay
+from dashboard.management.commands.demo import LogRelay, fault_scenarios
 from tests.conftest import ROOT, wait_until
 from tests.dashboard.test_demo import demo_env, start_demo
 from tests.examples.test_deployments_end_to_end import DEPLOYMENT
@@ -89,8 +89,8 @@ def test_the_demo_on_your_cluster_only_observes_unless_told_to_write(your_cluste
         out = "".join(demo.lines)
         assert f"cluster:   {kubeconfig} (your cluster, read-only: the workers only observe it" in out, out
         assert '"refused: read-only"; --allow-writes lets them write' in out, out
-        assert "faults:    unavailable: the Faults panel and the scenarios that inject faults (retry-storm, " \
-               "watch-break, kopf-vs-reconciler) need the simulated cluster" in out, out
+        assert (f"faults:    unavailable: the Faults panel and the scenarios that inject faults "
+                f"({', '.join(fault_scenarios())}) need the simulated cluster or --real") in out, out
         assert "example controllers write" not in out and "write ConfigMaps" not in out
         cmdlines = _cmdlines(demo)
         worker = next(c for c in cmdlines if "runcontrollers" in c)
@@ -132,13 +132,12 @@ def test_the_demo_on_your_cluster_only_observes_unless_told_to_write(your_cluste
     assert demo.proc.returncode == 0, out
 
 
-def test_a_scenario_that_injects_faults_refuses_a_cluster_that_is_not_the_simulator(your_cluster, tmp_path,
-                                                                                    redis_url, prefix):
+def test_a_scenario_that_injects_faults_refuses_a_cluster_without_a_fault_api(your_cluster, tmp_path, redis_url,
+                                                                              prefix):
     _, proxy, kubeconfig = your_cluster
     done = subprocess.run([sys.executable, "manage.py", "scenario", "retry-storm", "--kubeconfig", str(kubeconfig)],
                           cwd=ROOT, env=demo_env(tmp_path, redis_url, prefix), capture_output=True, text=True,
                           timeout=60)
     assert done.returncode != 0, done.stdout
-    assert f"retry-storm injects the simulated cluster's faults, and {proxy.url} is not the simulated cluster" \
-        in done.stderr, done.stderr
+    assert f"retry-storm injects faults, and {proxy.url} serves no fault API" in done.stderr, done.stderr
     assert proxy.writes() == []

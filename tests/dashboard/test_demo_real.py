@@ -3,9 +3,10 @@
 The demo starts `manage.py realcluster` as a child (the build is cached by the time this runs: the
 session builds it once for every `realcluster` test, tests/conftest.py), relays its progress while it
 waits, and runs the Python worker, the Go samples and the kopf operator against it with writes
-allowed. The test checks what the demo says, the flags each worker got, that the cluster really
-converged (summary ConfigMaps from Python and Go, PodSets' pods Running on kwok nodes, a Deployment's
-ReplicaSet available), the page's "realcluster" group in Chromium, and that Ctrl-C leaves nothing.
+allowed, all through a fault proxy (`manage.py faultproxy`) in front of it. The test checks what the
+demo says, the flags each worker got, that the cluster really converged (summary ConfigMaps from
+Python and Go, PodSets' pods Running on kwok nodes, a Deployment's ReplicaSet available), the page's
+"realcluster" group in Chromium, and that Ctrl-C leaves nothing.
 """
 
 from __future__ import annotations
@@ -54,18 +55,24 @@ def test_demo_real_runs_the_whole_demo_on_a_real_control_plane(tmp_path, redis_u
         relayed = [line for line in lines[start + 1:ready] if line.startswith("cluster:   ")]
         assert relayed, "the control plane's progress lines were not relayed:\n" + out
         assert "writes:    allowed (--allow-writes): this control plane is local and disposable" in out, out
-        assert "faults:    unavailable: the Faults panel and the scenarios that inject faults" in out, out
+        proxied = tmp_path / "kubeconfig-faultproxy.yaml"
+        assert f"faults:    through a fault proxy in front of it (manage.py faultproxy; its kubeconfig {proxied})" \
+            in out, out
         assert "simulated" not in lines[ready], out
 
         cmdlines = [" ".join(c.cmdline()) for c in children]
         assert any("realcluster --kubeconfig " + str(kubeconfig) in c for c in cmdlines), cmdlines
+        assert any(f"faultproxy --upstream-kubeconfig {kubeconfig} --kubeconfig {proxied}" in c
+                   for c in cmdlines), cmdlines
         assert not any("simcluster" in c for c in cmdlines), cmdlines
         for program in ("runcontrollers", "runkopf", "deployment-summary"):
             mine = [c for c in cmdlines if program in c]
             assert mine and all("--allow-writes" in c for c in mine), (program, mine)
+            # Every runtime reads the cluster through the fault proxy, so the faults reach it.
+            assert all(f"--kubeconfig {proxied}" in c for c in mine), (program, mine)
         for program in ("runcontrollers", "runkopf"):
             assert all(f"--cluster-name {REAL_CLUSTER_NAME}" in c for c in cmdlines if program in c), cmdlines
-        assert json.loads((tmp_path / "demo.json").read_text())["kubeconfig"] == str(kubeconfig)
+        assert json.loads((tmp_path / "demo.json").read_text())["kubeconfig"] == str(proxied)
 
         # The real cluster converges under all three runtimes.
         client = KubernetesClient.from_kubeconfig(str(kubeconfig))
@@ -107,6 +114,7 @@ def test_demo_real_runs_the_whole_demo_on_a_real_control_plane(tmp_path, redis_u
     _, alive = psutil.wait_procs(children, timeout=30)
     assert not alive, [" ".join(p.cmdline()) for p in alive]
     assert not kubeconfig.exists(), "the control plane's kubeconfig outlived it"
+    assert not (tmp_path / "kubeconfig-faultproxy.yaml").exists(), "the fault proxy's kubeconfig outlived it"
     leftovers = [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
     assert not leftovers, [" ".join(p.info["cmdline"]) for p in leftovers]
 

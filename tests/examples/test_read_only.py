@@ -42,7 +42,8 @@ HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length"
 
 class RecordingProxy:
     """A reverse proxy on loopback that streams every request to ``upstream`` (watches included)
-    and records ``(method, path)``; its ``/version`` says it is not the simulator."""
+    and records ``(method, path)``; its ``/version`` says it is not the simulator, and it has no
+    ``/_sim/`` fault API (404, as a real API server answers)."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
@@ -80,6 +81,10 @@ class RecordingProxy:
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         self.requests.append((request.method, request.path))
+        if request.path.startswith("/_sim/"):  # a real API server has no fault API
+            return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                      "message": "the server could not find the requested resource",
+                                      "reason": "NotFound", "code": 404}, status=404)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
         body = await request.read()
         async with self._session.request(request.method, self.upstream + request.path_qs, headers=headers,

@@ -12,7 +12,10 @@ The cluster is one of three:
 - ``--real``: a real Kubernetes control plane (etcd, kube-apiserver, controller-manager, scheduler,
   kwok nodes) as a child ``realcluster``, built from the Go module proxy on first use (minutes: its
   progress lines are relayed while the demo waits). It is local and disposable, so the workers get
-  ``--allow-writes``; there is no simulator, so no fault injection and no scenario that needs it;
+  ``--allow-writes``. A child ``faultproxy`` stands in front of it: the workers, the kopf operator,
+  the Go samples, the Faults panel and the scenarios all go through the proxy, so faults and every
+  scenario work as on the simulator (but pausing a kubelet or resetting the cluster, which only the
+  simulator can do); kubectl with the control plane's own kubeconfig goes around it;
 - ``--kubeconfig``: your own cluster, never changed unless you say so. The workers only observe
   (read-only: every write is refused before it is sent and shows as "refused: read-only"), no
   samples are created and the kopf operator does not run; ``--allow-writes`` lets the example
@@ -164,11 +167,16 @@ class Command(BaseCommand):
                                   "every write their controllers try is refused before it is sent and shows as "
                                   "\"refused: read-only\"; --allow-writes lets them write)")
         elif real:
-            kubeconfig = str(run_dir / "kubeconfig-real.yaml")
-            self._start_real_cluster(supervisor, kubeconfig)
-            self._create_samples(kubeconfig)
-            self.stdout.write(f"cluster:   real ({REAL_CLUSTER_NAME}); try: KUBECONFIG={kubeconfig} "
+            upstream = str(run_dir / "kubeconfig-real.yaml")
+            self._start_real_cluster(supervisor, upstream)
+            self._create_samples(upstream)
+            self.stdout.write(f"cluster:   real ({REAL_CLUSTER_NAME}); try: KUBECONFIG={upstream} "
                               "kubectl get nodes,deployments,podsets,pods")
+            kubeconfig = self._start_fault_proxy(supervisor, upstream)
+            self.env["CTRLSCOPE_SIM_KUBECONFIG"] = kubeconfig
+            self.stdout.write(f"faults:    through a fault proxy in front of it (manage.py faultproxy; its kubeconfig "
+                              f"{kubeconfig}): the workers and the scenarios go through it; pausing a kubelet and "
+                              "resetting the cluster are the simulator's only")
             self.stdout.write("writes:    allowed (--allow-writes): this control plane is local and disposable, "
                               "so the example controllers write to it")
             cluster_name = ["--cluster-name", REAL_CLUSTER_NAME]
@@ -182,11 +190,12 @@ class Command(BaseCommand):
             self._create_samples(kubeconfig)
             self.stdout.write(f"cluster:   simulated; try: KUBECONFIG={kubeconfig} kubectl get deployments,podsets,pods")
             cluster_name = ["--cluster-name", "simulated"]
-        if opts["kubeconfig"] or real:
-            # No simulator: the dashboard's Faults panel says so, and never loads these credentials.
+        if opts["kubeconfig"]:
+            # No simulator, no proxy: the dashboard's Faults panel says so, and never loads these credentials.
             self.env["CTRLSCOPE_SIM_KUBECONFIG"] = ""
             self.stdout.write(f"faults:    unavailable: the Faults panel and the scenarios that inject faults "
-                              f"({', '.join(fault_scenarios())}) need the simulated cluster")
+                              f"({', '.join(fault_scenarios())}) need the simulated cluster or --real (README: "
+                              "faults on your own cluster)")
         allow_writes = ["--allow-writes"] if self.allow_writes else []
         replicas = opts["replicas"]
         # On a cluster of the demo's own the workers always campaign for a Lease (so a standby can be
@@ -257,6 +266,16 @@ class Command(BaseCommand):
         supervisor.wait_ready(lambda: Path(kubeconfig).exists() or relay(),
                               f"the real control plane did not write {kubeconfig}", timeout=REAL_CLUSTER_TIMEOUT)
 
+    def _start_fault_proxy(self, supervisor: Supervisor, upstream: str) -> str:
+        """``manage.py faultproxy`` in front of ``upstream`` as an unsupervised child (if it dies, the demo
+        ends: every worker reads through it); returns the kubeconfig it writes for its clients."""
+        kubeconfig = str(self.run_dir / "kubeconfig-faultproxy.yaml")
+        Path(kubeconfig).unlink(missing_ok=True)
+        supervisor.start(self._child("fault proxy", [*MANAGE, "faultproxy", "--upstream-kubeconfig", upstream,
+                                                     "--kubeconfig", kubeconfig], "faultproxy"))
+        supervisor.wait_ready(Path(kubeconfig).exists, f"the fault proxy did not write {kubeconfig}")
+        return kubeconfig
+
     def _kopf_supported(self) -> bool:
         """Whether this venv's kopf can run in-process; if not, the demo says why and goes on without it."""
         from controllers.kopf import inprocess
@@ -324,7 +343,7 @@ class Command(BaseCommand):
 
 
 def fault_scenarios() -> list[str]:
-    """The scenarios that inject the simulator's faults: not available without the simulator."""
+    """The scenarios that inject faults: they need the simulator or a fault proxy."""
     return [s.name for s in SCENARIOS.values() if s.needs_faults]
 
 

@@ -1,8 +1,9 @@
 """``python manage.py scenario NAME``: run a guided scenario against the demo's cluster.
 
 The cluster is the running demo's when the demo started it (the simulator, or ``demo --real``'s
-control plane: ``run/demo.json`` names its kubeconfig), else the simulated cluster's kubeconfig.
-A scenario that injects the simulator's faults refuses to run against anything else.
+control plane through its fault proxy: ``run/demo.json`` names the kubeconfig), else the simulated
+cluster's kubeconfig. A scenario that injects faults refuses to run where no fault API answers
+(``GET /_sim/faults``: the simulator and the fault proxy serve it, a bare API server does not).
 
 Prints the narration, runs the script, then each claim with whether it held; exits 1 if any did
 not. Narration and results are also published to the ``scenarios`` telemetry topic. Run it while
@@ -17,10 +18,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from controllers.clock import RealClock
+from controllers.informers import ApiError
+from controllers.informers.http_client import KubernetesClient
 from controllers.scenarios import SCENARIOS, ScenarioContext
 from controllers.scenarios.base import DEMO_STATE, KOPF_WORKER, DemoStandby, LeaseHolder, PidFileWorker
 from controllers.scenarios.telemetry import TelemetryReader
 from controllers.schema import SCENARIOS_TOPIC, RecordKind
+from controllers.sim.faults_client import SimFaults
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
 
@@ -53,17 +57,14 @@ class Command(BaseCommand):
             raise CommandError(f"no scenario {opts['name']!r}; choose from: {', '.join(SCENARIOS)}")
         if opts["speed"] <= 0:
             raise CommandError("--speed must be positive")
-        from controllers.informers.http_client import KubernetesClient
-        from controllers.informers.write_guard import ask_server
-
         opts["kubeconfig"] = opts["kubeconfig"] or default_kubeconfig()
         try:
             client = KubernetesClient.from_kubeconfig(opts["kubeconfig"])
         except Exception as exc:  # any kubeconfig problem means: cannot reach the cluster
             raise CommandError(f"cannot load {opts['kubeconfig']}: {exc} (is `make demo` running?)") from exc
-        if scenario.needs_faults and ask_server(client)[0] is False:
-            raise CommandError(f"{scenario.name} injects the simulated cluster's faults, and {client.server} is not the "
-                               "simulated cluster: run it on `make demo`'s simulator")
+        if scenario.needs_faults and not has_fault_api(client):
+            raise CommandError(f"{scenario.name} injects faults, and {client.server} serves no fault API: run it on "
+                               "`make demo`'s simulator, or on `make demo`'s --real (a fault proxy in front of it)")
         try:
             redis_handle = ensure_redis(settings.RUN_DIR)
         except RedisUnavailable as exc:
@@ -117,6 +118,15 @@ class Command(BaseCommand):
             redis_handle.stop()
         if not result.ok:
             raise CommandError("some claims did not hold")
+
+
+def has_fault_api(client: KubernetesClient) -> bool:
+    """Whether ``client``'s cluster serves the fault API (the simulator, or a fault proxy in front of one)."""
+    try:
+        SimFaults(client, timeout=10).status()
+    except (ApiError, OSError, ValueError):
+        return False
+    return True
 
 
 def default_kubeconfig() -> str:
