@@ -5,6 +5,7 @@ unchanged (compressed answers, server-side apply, errors of the real server's ow
 from __future__ import annotations
 
 import base64
+import datetime
 import gzip
 import json
 import os
@@ -18,9 +19,14 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from controllers.informers import ApiError
 from controllers.informers.http_client import KubernetesClient
+from controllers.realcluster.pki import private_pem
 from tests.conftest import wait_until
 from tests.faultproxy.conftest import Proxied
 from tests.faultproxy.sequences import informer_survives_every_fault
@@ -223,3 +229,32 @@ def test_a_client_go_informer_sees_the_faults_through_the_proxy(realcluster, rea
     assert time.monotonic() - started >= 1.5
     assert go_requests(proxied, "watch") == watches
     assert program.proc.poll() is None, program.output()[-2000:]
+
+
+def test_the_upstream_is_reached_with_client_certificates_and_acts_as_their_user(realcluster, tmp_path: Path,
+                                                                                 proxy_in_front):
+    """A kubeconfig with a client certificate instead of a token (kind's, kubeadm's): the proxy presents
+    it, and the upstream sees that user -- not the proxy's token, which never leaves the proxy."""
+    pki = Path(realcluster.run_dir) / "pki"
+    ca_cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fault-proxy-tester"),
+                                     x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters")]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(hours=1))
+            .sign(ca_key, hashes.SHA256()))
+    admin = yaml.safe_load(Path(realcluster.kubeconfig).read_text())
+    b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
+    upstream = tmp_path / "certs.yaml"
+    upstream.write_text(yaml.safe_dump({**admin, "users": [{"name": admin["users"][0]["name"], "user": {
+        "client-certificate-data": b64(cert.public_bytes(serialization.Encoding.PEM)),
+        "client-key-data": b64(private_pem(key))}}]}))
+    proxied = proxy_in_front(upstream)
+    review = proxied.client().send_json("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+    user = review["status"]["userInfo"]
+    assert user["username"] == "fault-proxy-tester" and "system:masters" in user["groups"]
+
