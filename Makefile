@@ -115,6 +115,7 @@ bench: venv
 	$(BIN)/python bench/informer.py
 	$(BIN)/python bench/go.py
 	$(BIN)/python bench/simcluster.py
+	$(BIN)/python bench/faultproxy.py
 	$(BIN)/python bench/ui.py
 	$(BIN)/python bench/informer_scale.py  # ~25 min: 5k/20k/100k cached x streams x framings, and memory
 	$(BIN)/python bench/informer_gc.py
