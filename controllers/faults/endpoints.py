@@ -1,19 +1,20 @@
 """``FaultEndpoints``: the fault API under ``/_sim/``, served alike by the simulator and the fault proxy.
 
-| endpoint                          | effect                                                          |
-|-----------------------------------|-----------------------------------------------------------------|
-| ``GET /_sim/faults``              | active rules, the fault log, ``backend``, ``unsupported``       |
-| ``POST /_sim/watches/drop``       | abort every watch connection (clients see a protocol error)     |
-| ``POST /_sim/watches/end``        | end every watch cleanly (clients re-watch from their last RV)   |
-| ``POST /_sim/history/compact``    | forget history: re-watching from an older RV gets 410 Expired   |
-| ``POST /_sim/errors``             | ``{"verb","resource","rate","code"}``: fail that share of calls |
-| ``POST /_sim/latency``            | ``{"verb","resource","ms"}``: delay matching calls              |
-| ``POST /_sim/stall``              | ``{"seconds"}``: a network stall: every API response and watch  |
-|                                   | stream goes silent for that long, no connection is closed       |
-| ``POST /_sim/kubelet/pause|resume``| stop / restart pod status progress                             |
-| ``POST /_sim/pods/kill``          | ``{"count","namespace"}``: delete random pods                   |
-| ``POST /_sim/reset``              | clear faults and every object; all watches end                  |
-| ``GET /_sim/requests``            | requests served by user agent, verb, resource (``DELETE``: reset)|
+| endpoint                            | effect                                                          |
+|-------------------------------------|-----------------------------------------------------------------|
+| ``GET /_sim/faults``                | active rules, the fault log, ``backend``, ``unsupported``       |
+| ``POST /_sim/watches/drop``         | abort every watch connection (clients see a protocol error)     |
+| ``POST /_sim/watches/end``          | end every watch cleanly (clients re-watch from their last RV)   |
+| ``POST /_sim/history/compact``      | forget history: re-watching from an older RV gets 410 Expired   |
+| ``POST /_sim/errors``               | ``{"verb","resource","rate","code"}``: fail that share of calls |
+| ``POST /_sim/latency``              | ``{"verb","resource","ms"}``: delay matching calls              |
+| ``POST /_sim/stall``                | ``{"seconds"}``: a network stall: every API response and watch  |
+|                                     | stream goes silent for that long, no connection is closed       |
+| ``POST /_sim/kubelet/pause|resume`` | stop / restart pod status progress                              |
+| ``POST /_sim/pods/kill``            | ``{"count","namespace"}``: delete random pods                   |
+| ``POST /_sim/reset``                | clear faults and every object; all watches end                  |
+| ``GET /_sim/requests``              | requests served by user agent, verb, resource (``DELETE``:      |
+|                                     | count afresh)                                                   |
 
 ``verb``/``resource`` accept ``*``. ``DELETE /_sim/errors`` and ``DELETE /_sim/latency`` clear rules,
 ``DELETE /_sim/stall`` ends a stall early.
