@@ -22,6 +22,14 @@ same epoch, the publisher reads back its own last applied seq per topic (``{pref
 whose stored seq is behind the last confirmed one is rewritten with a reset frame (the hash missed
 those frames' state changes), and the records of the lost frames are counted as ``dropped`` in it:
 the dashboard resyncs and shows the loss, never a silent gap.
+
+Exactly once, and where it ends (protocol/redis-layout.md, "Failover and exactly once"): a frame
+whose reply was lost may or may not have been applied, and a reader may have read it if it was. On
+the same server (the same ``run_id`` and ``master_replid``, the same epoch, every confirmed frame
+still there) the pubseq entry says which, so the frame is retried unchanged and applied once. On any
+other server -- a promoted replica, a restarted or emptied Redis -- it is unknowable: the frame is
+void and its records are counted as ``dropped``, never put in another frame. Putting them back on the
+reset frame is what delivered 28 records twice across a failover in a loaded CI run (issue 32).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import os
 import threading
 import uuid
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -150,13 +159,18 @@ class RedisPublisher:
         self._epoch: bytes | None = None
         self._last_epoch: bytes | None = None
         self._inflight: tuple[list[tuple[str, list[Any]]], dict[str, list[Any]]] | None = None
+        # An attempt to send the frames in flight got no reply: Redis may have applied them.
+        self._inflight_unsure = False
+        # Which server, and which history of its data, the frames go to (_server_identity).
+        self._server: str | None = None
         # Counters, read by the synthetic load generator, the benchmarks and the worker's status line.
         self.records_published = 0
         self.frames_published = 0
         self.records_dropped = 0
         self.redis_errors = 0
-        # Frames (and their records) a Redis confirmed and then did not have after a reconnect: a
-        # failover to a replica that had not received them yet.
+        # Frames (and their records) the Redis reconnected to does not have although an earlier one
+        # may have applied them: frames it had confirmed (a failover to a replica they had not reached),
+        # and frames in flight whose reply was lost there (void: never resent). All reported as dropped.
         self.frames_lost = 0
         self.records_lost = 0
         self.connected = False
@@ -334,10 +348,14 @@ class RedisPublisher:
             epoch = self._redis.get(self.keys.epoch)
             if epoch is None:  # deleted between SET NX and GET: try again next flush
                 raise redis.ConnectionError("epoch key vanished")
+            server = self._server_identity()
             if self._last_epoch is not None and epoch != self._last_epoch:
-                self._on_new_epoch()
+                self._on_new_epoch(applied_unknown=True)
             elif self._last_epoch is not None and not self.connected:
-                self._check_applied()  # same data set after an outage: did it keep what it confirmed?
+                # Same data set after an outage: did it keep what it confirmed, and is it the server
+                # the frames in flight went to?
+                self._check_applied(moved=server is None or server != self._server)
+            self._server = server
             self._epoch = self._last_epoch = epoch
             if not self.connected:
                 log.info("telemetry: connected to Redis (epoch %s)", epoch.decode())
@@ -356,46 +374,104 @@ class RedisPublisher:
         if again and not self._may_reconnect:
             raise redis.ConnectionError("reconnected to Redis; checking what it kept before sending frames")
 
-    def _on_new_epoch(self) -> None:
-        """Redis lost our data: frames in flight are void, every snapshot is rewritten (reset)."""
+    def _server_identity(self) -> str | None:
+        """The server this connection writes to and the history of its data: ``run_id`` changes when
+        the server restarts, ``master_replid`` when its data stops continuing what it had (a replica
+        promoted, a master resynced from another). ``None`` if the server does not say (INFO refused):
+        then every reconnect counts as one to another server."""
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.info("server")
+        pipe.info("replication")
+        try:
+            server, replication = pipe.execute()
+        except redis.ResponseError:
+            return None
+        run_id, replid = server.get("run_id"), replication.get("master_replid")
+        return f"{run_id}/{replid}" if run_id and replid else None
+
+    def _void_inflight(self, void: Callable[[str, int], bool]) -> tuple[int, int]:
+        """Give up the frames in flight that ``void(topic, seq)`` names: Redis may have applied them
+        where a reader read them, and the server written to now does not have them. Their records are
+        never sent again (that would deliver them twice) but counted as dropped on their topic, which
+        is rewritten whole (its hash lacks their state changes). Returns the frames and records voided."""
+        if self._inflight is None:
+            return 0, 0
+        frames, records = self._inflight
+        keep: list[tuple[str, list[Any]]] = []
+        kept: dict[str, list[Any]] = {}
+        seen: set[str] = set()
+        n_frames = n_records = 0
+        with self._lock:
+            for topic, args in frames:
+                carries = topic not in seen  # the records ride on a topic's first frame of the flush
+                seen.add(topic)
+                if not void(topic, int(args[3])):
+                    keep.append((topic, args))
+                    if carries and topic in records:
+                        kept[topic] = records[topic]
+                    continue
+                t = self._topics[topic]
+                t.reset = True
+                n_frames += 1
+                if carries:
+                    n = len(records.get(topic, ()))
+                    t.dropped += n
+                    n_records += n
+        self._inflight = (keep, kept) if keep else None
+        self.frames_lost += n_frames
+        self.records_lost += n_records
+        return n_frames, n_records
+
+    def _on_new_epoch(self, *, applied_unknown: bool) -> None:
+        """Redis lost our data: every snapshot is rewritten (reset). Frames in flight Redis refused
+        (status 0: the script wrote nothing) have their records sent again; frames whose reply was lost
+        (``applied_unknown``) may have reached the old data set and a reader, so they are void."""
         if self._inflight is not None:
-            _frames, records = self._inflight
-            self._inflight = None
-            self._buffer.extendleft(reversed([(t, r) for t, lst in records.items() for r in lst]))
+            if applied_unknown:
+                frames, records = self._void_inflight(lambda _topic, _seq: True)
+                log.warning("telemetry: %d frame(s) (%d records) in flight when Redis lost its data may have "
+                            "been applied there; counted as dropped, not sent again", frames, records)
+            else:
+                _frames, records_back = self._inflight
+                self._inflight = None
+                self._buffer.extendleft(reversed([(t, r) for t, lst in records_back.items() for r in lst]))
         with self._lock:
             for t in self._topics.values():
                 t.reset = True
                 t.confirmed = 0  # seqs of the old data set: nothing to check against the new one
                 t.sent.clear()
 
-    def _check_applied(self) -> None:
+    def _check_applied(self, *, moved: bool) -> None:
         """After a reconnect to the same epoch: reset every topic whose last confirmed frame Redis no
         longer has. That is a failover to a replica the old master had not yet replicated those frames
         to (asynchronous replication): the new master's snapshot hash misses their state changes, so
         the topic is rewritten whole (a reset frame, which makes every dashboard client resync), and
-        the records of the frames Redis lost ride on it as ``dropped``. Frames of such a topic still
-        in flight are void (they would apply on top of the wrong hash); their records go out again."""
+        the records of the frames Redis lost ride on it as ``dropped``.
+
+        Frames in flight (their reply was lost) are retried unchanged only where their fate is known:
+        on the server they went to (not ``moved``), which kept every frame it confirmed of their topic,
+        its pubseq entry says whether it applied them and the seq check applies them once. Elsewhere
+        the old server may have applied them and a reader read them there: the frames this server
+        lacks are void, their records counted as dropped (``_void_inflight``)."""
         with self._lock:
             confirmed = {n: t.confirmed for n, t in self._topics.items() if t.confirmed}
-        if not confirmed:
+        in_flight = {topic for topic, _ in self._inflight[0]} if self._inflight is not None else set()
+        names = sorted(set(confirmed) | in_flight)
+        if not names:
             return
-        names = list(confirmed)
         pipe = self._redis.pipeline(transaction=False)
         for name in names:
             pipe.hget(self.keys.pubseq(name), self.name)
-        stored = pipe.execute()
-        lost: dict[str, int] = {}
-        for name, raw in zip(names, stored, strict=True):
-            have = int(raw) if raw else 0
-            if have < confirmed[name]:
-                lost[name] = have
+        stored = {name: int(raw) if raw else 0 for name, raw in zip(names, pipe.execute(), strict=True)}
+        lost = {name: have for name, have in stored.items() if have < confirmed.get(name, 0)}
+        void_frames, void_records = self._void_inflight(
+            lambda topic, seq: (moved or topic in lost) and seq > stored[topic])
+        if void_frames:
+            log.warning("telemetry: %d frame(s) (%d records) in flight may have been applied by the Redis "
+                        "before this one, which lacks them; counted as dropped, not sent again",
+                        void_frames, void_records)
         if not lost:
             return
-        if self._inflight is not None:
-            frames, records = self._inflight
-            self._buffer.extendleft(reversed([(t, r) for t, lst in records.items() if t in lost for r in lst]))
-            keep = [(t, args) for t, args in frames if t not in lost]
-            self._inflight = (keep, {t: r for t, r in records.items() if t not in lost}) if keep else None
         frames_lost = records_lost = 0
         with self._lock:
             for name, have in lost.items():
@@ -426,7 +502,7 @@ class RedisPublisher:
             frames = self._build_frames(records)
             if not frames:
                 return 0
-            self._inflight = (frames, records)
+            self._inflight, self._inflight_unsure = (frames, records), False
         frames, records = self._inflight
         pipe = self._redis.pipeline(transaction=False)
         k = self.keys
@@ -434,17 +510,21 @@ class RedisPublisher:
             maxlen = self._stream_len(self._topics[topic])
             self._script(keys=[k.stream(topic), k.snapshot(topic), k.epoch, k.topics, k.pubseq(topic)],
                          args=[epoch, maxlen, *args], client=pipe)
+        unsure, self._inflight_unsure = self._inflight_unsure, True  # until the replies are read
         results = pipe.execute()
-        self._inflight = None
+        self._inflight, self._inflight_unsure = None, False
         self._confirm(frames, records, results)
         lost = {topic for (topic, _), (status, _v) in zip(frames, results, strict=True) if status == 0}
         if lost:
             # Redis restarted without persistence (or our keys were deleted): rewrite every snapshot
-            # as a reset frame, which makes every dashboard client resync; resend the records.
+            # as a reset frame, which makes every dashboard client resync; resend the records of the
+            # frames it refused -- unless an earlier attempt of theirs got no reply (then they may
+            # have reached the old data set, and are void).
             log.warning("telemetry: Redis epoch changed; rewriting snapshots and resyncing clients")
             self._epoch = None
-            self._inflight = (frames, {t: records.get(t, []) for t in lost})
-            self._on_new_epoch()
+            refused = [(t, args) for (t, args), (status, _v) in zip(frames, results, strict=True) if status == 0]
+            self._inflight = (refused, {t: records.get(t, []) for t in lost})
+            self._on_new_epoch(applied_unknown=unsure)
             return self.flush()
         sent = sum(len(r) for r in records.values())
         self.records_published += sent

@@ -12,7 +12,10 @@ package ctrlscope
 // Why the mirror: after Redis lost its data (a restart without persistence) the snapshot hashes
 // must be rebuilt, and only this process knows its state. The rebuild is a reset frame, which makes
 // every dashboard client resync, so a gap is visible, never silent. A frame whose reply was lost is
-// retried unchanged (same seq): frame.lua applies a (publisher, seq) once.
+// retried unchanged (same seq): frame.lua applies a (publisher, seq) once -- on the server it went to.
+// Another server (a promoted replica, a restarted or emptied Redis) that lacks it cannot say whether
+// the old one applied it and a reader read it there: the frame is void and its records are counted
+// as dropped, never sent again (protocol/redis-layout.md, "Failover and exactly once").
 
 import (
 	"context"
@@ -140,6 +143,7 @@ type inflight struct {
 	frames  []builtFrame
 	records map[string][][]byte
 	maxGen  uint64 // the newest slab generation its records were copied to
+	unsure  bool   // an attempt to send it got no reply: Redis may have applied its frames
 }
 
 // Publisher publishes frames to Redis (see the file comment). Create with NewPublisher, Start it,
@@ -169,6 +173,7 @@ type Publisher struct {
 	inflight  *inflight
 	epoch     string
 	lastEpoch string
+	server    string // the server the frames go to and its data's history (serverIdentity); "" unknown
 
 	// Presence (presence.go). role, name, startedMs: guarded by mu; presenceDue by flushMu.
 	role          string
@@ -193,8 +198,10 @@ type Publisher struct {
 	// SnapshotsRewritten counts topics whose snapshot a refresh found gone (expired, forgotten)
 	// and rewrote with a reset frame.
 	SnapshotsRewritten atomic.Int64
-	// FramesLost and RecordsLost count frames (and their records) Redis confirmed and then did not
-	// have after a reconnect: a failover to a replica they had not reached (checkApplied).
+	// FramesLost and RecordsLost count frames (and their records) the Redis reconnected to does not
+	// have although an earlier one may have applied them: frames it had confirmed (a failover to a
+	// replica they had not reached; checkApplied) and frames in flight whose reply was lost there
+	// (void, never sent again; voidInflightLocked). All are reported as dropped.
 	FramesLost  atomic.Int64
 	RecordsLost atomic.Int64
 	connected   atomic.Bool
@@ -755,17 +762,21 @@ func (p *Publisher) ensureEpoch(ctx context.Context) (string, error) {
 	if err != nil { // redis.Nil: deleted between SET NX and GET: try again next flush
 		return "", p.lost(err)
 	}
+	server, err := p.serverIdentity(ctx)
+	if err != nil {
+		return "", p.lost(err)
+	}
 	kept := ""
 	if p.lastEpoch != "" && epoch != p.lastEpoch {
-		p.onNewEpoch()
-		kept = "it had lost its data (a new epoch): rewriting every topic"
+		kept = "it had lost its data (a new epoch): rewriting every topic" + p.onNewEpoch(true)
 	} else if p.lastEpoch != "" && !p.connected.Load() {
-		// The same data set after an outage: did it keep what it confirmed?
-		var err error
-		if kept, err = p.checkApplied(ctx); err != nil {
+		// The same data set after an outage: did it keep what it confirmed, and is it the server
+		// the frames in flight went to?
+		if kept, err = p.checkApplied(ctx, server == "" || server != p.server); err != nil {
 			return "", p.lost(err)
 		}
 	}
+	p.server = server
 	if !p.downSince.IsZero() {
 		// One line per reconnect, nothing while it is down (the loop retries quietly, with backoff).
 		cause := "the connection dropped" // found when go-redis made a new one (redialGuard)
@@ -797,60 +808,126 @@ func (p *Publisher) lost(err error) error {
 	return err
 }
 
-// onNewEpoch: Redis lost our data. Frames in flight are void (their records go back to the front
-// of the buffer), every snapshot is rewritten from the mirror as a reset frame.
-func (p *Publisher) onNewEpoch() {
+// serverIdentity names the server this connection writes to and the history of its data: run_id
+// (INFO server) changes when the server restarts, master_replid (INFO replication) when its data
+// stops continuing what it had (a replica promoted, a master resynced from another). "" when the
+// server does not say (INFO refused): then every reconnect counts as one to another server.
+func (p *Publisher) serverIdentity(ctx context.Context) (string, error) {
+	pipe := p.rdb.Pipeline()
+	server := pipe.Info(ctx, "server")
+	replication := pipe.Info(ctx, "replication")
+	if _, err := pipe.Exec(ctx); err != nil {
+		var refused redis.Error
+		if errors.As(err, &refused) && !errors.Is(err, errReconnected) {
+			return "", nil
+		}
+		return "", err
+	}
+	runID, replID := infoField(server.Val(), "run_id"), infoField(replication.Val(), "master_replid")
+	if runID == "" || replID == "" {
+		return "", nil
+	}
+	return runID + "/" + replID, nil
+}
+
+// infoField is the value of field in an INFO reply ("field:value" lines), or "".
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// onNewEpoch: Redis lost our data; every snapshot is rewritten from the mirror as a reset frame.
+// Frames in flight Redis refused (status 0: the script wrote nothing) have their records put back at
+// the front of the buffer; frames whose reply was lost (appliedUnknown) may have reached the old data
+// set and a reader, so they are void. It says what became of the frames in flight, for the log.
+func (p *Publisher) onNewEpoch(appliedUnknown bool) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.voidInflightLocked(nil)
+	said := ""
+	if appliedUnknown {
+		if frames, records := p.voidInflightLocked(func(builtFrame) bool { return true }); frames > 0 {
+			said = fmt.Sprintf("; %d frame(s) (%d records) in flight may have been applied there, counted as dropped", frames, records)
+		}
+	} else if in := p.inflight; in != nil {
+		var back []pending
+		for _, f := range in.frames {
+			if recs, ok := in.records[f.topic]; ok {
+				for _, r := range recs {
+					back = append(back, pending{f.t, r, 0})
+				}
+				delete(in.records, f.topic)
+			}
+		}
+		p.prepend(back)
+		// The records put back may sit in any retired slab: let the GC have those.
+		clear(p.retired)
+		p.retired = p.retired[:0]
+		p.inflight = nil
+	}
 	for _, t := range p.topics {
 		t.reset = true
 		t.confirmed = 0 // seqs of the old data set: nothing to check against the new one
 		t.sent = t.sent[:0]
 	}
+	return said
 }
 
-// voidInflightLocked voids the frames in flight of the topics void names (every topic, when void is
-// nil): their records go back to the front of the buffer, in frame order, each topic's once. Frames
-// of other topics stay in flight, unchanged. p.mu held.
-func (p *Publisher) voidInflightLocked(void func(topic string) bool) {
+// voidInflightLocked gives up the frames in flight that void names: Redis may have applied them
+// where a reader read them, and the server written to now does not have them. Their records are
+// never sent again (that would deliver them twice) but counted as dropped on their topic, which is
+// rewritten whole (its hash lacks their state changes). A topic's frames are voided from some seq on,
+// so the frames kept carry the first of its records. Returns the frames and records voided. p.mu held.
+func (p *Publisher) voidInflightLocked(void func(f builtFrame) bool) (frames, records int64) {
 	in := p.inflight
 	if in == nil {
-		return
+		return 0, 0
 	}
-	var back []pending
 	keep := in.frames[:0:0]
+	kept := map[string]int{} // records of the frames kept, per topic
 	for _, f := range in.frames {
-		if void != nil && !void(f.topic) {
+		if !void(f) {
 			keep = append(keep, f)
+			kept[f.topic] += f.nrec
 			continue
 		}
-		if recs, ok := in.records[f.topic]; ok {
-			for _, r := range recs {
-				back = append(back, pending{f.t, r, 0})
-			}
-			delete(in.records, f.topic)
+		f.t.reset = true
+		f.t.dropped += f.nrec
+		frames++
+		records += int64(f.nrec)
+	}
+	for topic, recs := range in.records {
+		if n := kept[topic]; n > 0 {
+			in.records[topic] = recs[:n]
+		} else {
+			delete(in.records, topic)
 		}
 	}
-	p.prepend(back)
-	// The records put back may sit in any retired slab: let the GC have those.
-	clear(p.retired)
-	p.retired = p.retired[:0]
 	if len(keep) == 0 {
 		p.inflight = nil
 	} else {
 		in.frames = keep
 	}
+	p.FramesLost.Add(frames)
+	p.RecordsLost.Add(records)
+	return frames, records
 }
 
 // checkApplied, after a reconnect to the same epoch, resets every topic whose last confirmed frame
 // Redis no longer has (its pubseq entry is behind). That is a failover to a replica the old master
 // had not yet replicated those frames to (replication is asynchronous): the new master's snapshot
 // hash misses their state changes, so the topic is rewritten whole (a reset frame, which makes every
-// dashboard client resync) and the records of the frames Redis lost ride on it as "dropped". Frames
-// of such a topic still in flight are void (they would apply on top of the wrong hash); their
-// records go out again.
-func (p *Publisher) checkApplied(ctx context.Context) (string, error) {
+// dashboard client resync) and the records of the frames Redis lost ride on it as "dropped".
+//
+// Frames in flight (their reply was lost) are retried unchanged only where their fate is known: on
+// the server they went to (not moved), which kept every frame it confirmed of their topic, its pubseq
+// entry says whether it applied them and the seq check applies them once. Elsewhere the old server
+// may have applied them and a reader read them there: the frames this server lacks are void, their
+// records counted as dropped (voidInflightLocked).
+func (p *Publisher) checkApplied(ctx context.Context, moved bool) (string, error) {
 	p.mu.Lock()
 	var names []string
 	var want []int64
@@ -858,6 +935,14 @@ func (p *Publisher) checkApplied(ctx context.Context) (string, error) {
 		if t.confirmed > 0 {
 			names = append(names, name)
 			want = append(want, t.confirmed)
+		}
+	}
+	if in := p.inflight; in != nil {
+		for _, f := range in.frames {
+			if f.t.confirmed == 0 && !slices.Contains(names, f.topic) {
+				names = append(names, f.topic)
+				want = append(want, 0)
+			}
 		}
 	}
 	p.mu.Unlock()
@@ -873,21 +958,31 @@ func (p *Publisher) checkApplied(ctx context.Context) (string, error) {
 		return "", err
 	}
 	lost := map[string]int64{}
+	stored := map[string]int64{}
 	for i, c := range cmds {
 		have, err := c.Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return "", err
 		}
+		stored[names[i]] = have
 		if have < want[i] {
 			lost[names[i]] = have
 		}
 	}
-	if len(lost) == 0 {
-		return "it kept every frame", nil
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.voidInflightLocked(func(topic string) bool { _, gone := lost[topic]; return gone })
+	voidFrames, voidRecords := p.voidInflightLocked(func(f builtFrame) bool {
+		_, gone := lost[f.topic]
+		return (moved || gone) && f.seq > stored[f.topic]
+	})
+	void := ""
+	if voidFrames > 0 {
+		void = fmt.Sprintf("; %d frame(s) (%d records) in flight may have been applied by the Redis before it, "+
+			"which it lacks: counted as dropped, not sent again", voidFrames, voidRecords)
+	}
+	if len(lost) == 0 {
+		return "it kept every frame" + void, nil
+	}
 	var frames, records int64
 	example := ""
 	for name, have := range lost {
@@ -911,7 +1006,7 @@ func (p *Publisher) checkApplied(ctx context.Context) (string, error) {
 	p.FramesLost.Add(frames)
 	p.RecordsLost.Add(records)
 	return fmt.Sprintf("it lacks %d frame(s) (%d records) it had confirmed on %d topic(s), e.g. %s "+
-		"(a failover to a replica that had not received them): rewriting those topics", frames, records, len(lost), example), nil
+		"(a failover to a replica that had not received them): rewriting those topics%s", frames, records, len(lost), example, void), nil
 }
 
 // confirm notes, per topic, the last seq Redis confirmed and the records the confirmed frames carried.
@@ -1005,6 +1100,8 @@ func (p *Publisher) flush(ctx context.Context, batches, depth int) (int, error) 
 		p.inflight = in
 	}
 	in := p.inflight
+	unsure := in.unsure
+	in.unsure = true // until the replies are read
 	results, err := p.send(ctx, epoch, in.frames)
 	if err != nil && isNoScript(err) {
 		// Redis restarted (or SCRIPT FLUSH): load the script and resend; seqs make this exactly-once.
@@ -1025,14 +1122,22 @@ func (p *Publisher) flush(ctx context.Context, batches, depth int) (int, error) 
 		}
 	}
 	if len(lost) > 0 && depth < 3 {
-		// The epoch changed: rewrite every snapshot with a reset frame and resend the records.
+		// The epoch changed: rewrite every snapshot with a reset frame and resend the records of the
+		// frames Redis refused -- unless an earlier attempt of theirs got no reply (then they may have
+		// reached the old data set, and are void).
 		keep := map[string][][]byte{}
 		for t := range lost {
 			keep[t] = in.records[t]
 		}
-		p.inflight = &inflight{frames: in.frames, records: keep}
+		var refused []builtFrame
+		for i, f := range in.frames {
+			if results[i] == 0 {
+				refused = append(refused, f)
+			}
+		}
+		p.inflight = &inflight{frames: refused, records: keep}
 		p.epoch = ""
-		p.onNewEpoch()
+		p.onNewEpoch(unsure)
 		return p.flush(ctx, batches, depth+1)
 	}
 	sent := 0

@@ -130,8 +130,9 @@ func TestAnOutageLogsNothingUntilTheOneLineOfTheReconnect(t *testing.T) {
 	start()
 	testredis.WaitFor(t, p.Connected)
 	got := log.all()
+	// (Followed by what became of a frame in flight when Redis died, if there was one: void.)
 	if len(got) != 1 || !strings.HasPrefix(got[0], "ctrlscope: reconnected to Redis after ") ||
-		!strings.HasSuffix(got[0], "; it had lost its data (a new epoch): rewriting every topic") {
+		!strings.Contains(got[0], "; it had lost its data (a new epoch): rewriting every topic") {
 		t.Fatalf("the reconnect logged %q; want one line saying Redis came back without its data", got)
 	}
 	t.Logf("the line: %s", got[0])
