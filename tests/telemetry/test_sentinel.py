@@ -345,8 +345,8 @@ def test_a_sentinel_failover_is_a_reconnect_and_an_announced_resync(lag, sentine
     print(f"\nfailover (replica {lag:.1f} s behind): promoted {timing['promoted'] - kill_at:.2f} s after kill -9, publisher on the new master "
           f"{timing['publisher'] - kill_at:.2f} s, client live {timing['live'] - kill_at:.2f} s; "
           f"frames delivered {acc['delivered']}, skipped under a resync {acc['covered']}, silent gaps "
-          f"{len(acc['silent'])}, repeated {acc['repeated']}; publisher lost {pub.frames_lost} confirmed frame(s) "
-          f"({pub.records_lost} records) in the failover, reported dropped {acc['dropped']}; records "
+          f"{len(acc['silent'])}, repeated {acc['repeated']}; the new master lacked {pub.frames_lost} of the publisher's "
+          f"frame(s) (confirmed, or in flight and void: {pub.records_lost} records), reported dropped {acc['dropped']}; records "
           f"{len(unique)}/{total - min(unique)} delivered, {len(records) - len(unique)} twice; after the kill: {kinds}")
 
     assert kinds[0] == "status down" and "status up" in kinds, kinds
