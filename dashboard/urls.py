@@ -9,6 +9,7 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("c/<str:worker>/<str:controller>/", views.controller, name="controller"),
     path("c/<str:worker>/informer/<str:informer>/", views.informer, name="informer"),
+    path("c/<str:worker>/watcher/<str:watcher>/", views.watcher, name="watcher"),
     path("c/<str:worker>/informer/<str:informer>/snapshot.json", views.informer_snapshot, name="informer_snapshot"),
     path("c/<str:worker>/informer/<str:informer>/object", views.inspect_object, name="inspect_object"),
     path("scenarios/", scenario_views.scenarios, name="scenarios"),

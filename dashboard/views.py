@@ -79,9 +79,26 @@ def informer(request: HttpRequest, worker: str, informer: str) -> HttpResponse:
     return render(request, "dashboard/informer.html", {**_shell_context(request), **panel_context(request), "page": page})
 
 
+def watcher(request: HttpRequest, worker: str, watcher: str) -> HttpResponse:
+    """One raw watch loop of one worker (protocol v1.6: a program's own Watch in a loop, no cache): its
+    chain, what it did -- each watch it opened, each event, each GET it made for one, how each stream
+    ended -- and whether it still watches. ``watcher`` is the topic segment (``w/{worker}/watcher/{watcher}``)."""
+    if not can_view(request.user):
+        return redirect_to_login(request.get_full_path())
+    if not _SEGMENT.match(worker) or not _SEGMENT.match(watcher):
+        raise Http404("no such watcher")
+    topics = {
+        "components": worker_topic(worker, TopicKind.COMPONENTS),
+        "metrics": worker_topic(worker, TopicKind.METRICS),
+        "watcher": worker_topic(worker, TopicKind.WATCHER, watcher),
+    }
+    page = _live_page(request, worker, ComponentKind.WATCHER, watcher, topics)
+    return render(request, "dashboard/watcher.html", {**_shell_context(request), "page": page})
+
+
 def _live_page(request: HttpRequest, worker: str, kind: ComponentKind, segment: str,
                topics: dict[str, str]) -> dict[str, object]:
-    """What a controller's or an informer's page starts from (the ``cs-page`` JSON): whose page it is,
+    """What a controller's, an informer's or a watcher's page starts from (the ``cs-page`` JSON): whose page it is,
     its topics, the deep link's parts, and the names the worker gave its informers and this
     component. Topics and URLs carry topic segments (``v1_Pod``); people read names (``v1/Pod``):
     ``names`` maps each informer topic to its name as the components entry says it, so that even
@@ -90,7 +107,7 @@ def _live_page(request: HttpRequest, worker: str, kind: ComponentKind, segment: 
     page: dict[str, object] = {
         "kind": str(kind),
         "worker": worker,
-        "controller" if kind == ComponentKind.CONTROLLER else "informer": segment,
+        str(kind): segment,  # "controller", "informer" or "watcher": whose page it is
         "key": request.GET.get("key", "")[:300],
         # Cache panel deep link: ?cache=<informer>&obj=<namespace/name> selects a cached object.
         "cache": request.GET.get("cache", "")[:120],

@@ -490,7 +490,9 @@ def watcher_vs_informer(ctx: ScenarioContext) -> ScenarioResult:
                  f"informer {wvi.stall_text(informer.stall_read, stall_s)}; "
                  + "; ".join(f"{w} {wvi.stall_text(r.stall_read, stall_s)}" for w, r in watchers.items()))
     result.claim("the informer's cache equals the API server's Deployments afterwards", cache_keys == server_keys,
-                 f"cache {sorted(cache_keys)}, server {sorted(server_keys)}")
+                 f"{len(cache_keys)} cached, {len(server_keys)} on the server"
+                 + ("" if cache_keys == server_keys else f"; only cached: {sorted(cache_keys - server_keys)}, "
+                                                          f"only on the server: {sorted(server_keys - cache_keys)}"))
     return result
 
 

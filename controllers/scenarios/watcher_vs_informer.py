@@ -254,8 +254,8 @@ class Run:
             raise RuntimeError("the Deployments of an earlier run were not deleted within 60 s")
 
     def server_keys(self) -> set[str]:
-        selector = [("labelSelector", f"app.kubernetes.io/part-of={PART_OF}")]
-        return {f"{self.ctx.namespace}/{o['metadata']['name']}" for o in self.ctx.client.get_json(self.path, selector)["items"]}
+        """Every Deployment of the namespace, as the API server lists them (what the informer watches)."""
+        return {f"{self.ctx.namespace}/{o['metadata']['name']}" for o in self.ctx.client.get_json(self.path)["items"]}
 
     # -- sides -----------------------------------------------------------------------------------------
     def start_sides(self) -> None:

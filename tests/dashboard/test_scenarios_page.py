@@ -188,7 +188,8 @@ def test_scenarios_that_inject_faults_are_unavailable_without_the_simulator(dash
             assert "unavailable here" in sections[name] and 'class="start"' not in sections[name], name
         else:
             assert 'class="start"' in sections[name] and "unavailable here" not in sections[name], name
-    assert {n for n, s in SCENARIOS.items() if s.needs_faults} == {"retry-storm", "watch-break", "kopf-vs-reconciler"}
+    assert {n for n, s in SCENARIOS.items() if s.needs_faults} == {"retry-storm", "watch-break", "kopf-vs-reconciler",
+                                                                   "watcher-vs-informer"}
     pid_file = dashboard.run_dir / "scenario.pid"  # (the run dir is shared: another test may have left one)
     before = pid_file.read_text() if pid_file.exists() else None
     resp = post_start(op, dashboard, "retry-storm")

@@ -18,7 +18,8 @@ STRICT = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'sel
           "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'")
 
 # Every route of dashboard/urls.py, by what it answers (GET, anonymous access on as in make demo).
-HTML = {"index": "/", "controller": "/c/w1/podset/", "informer": "/c/w1/informer/v1_Pod/", "scenarios": "/scenarios/",
+HTML = {"index": "/", "controller": "/c/w1/podset/", "informer": "/c/w1/informer/v1_Pod/",
+        "watcher": "/c/w1/watcher/deployments/", "scenarios": "/scenarios/",
         "cluster": "/cluster/", "login": "/accounts/login/"}
 OTHER = {"informer_snapshot": "/c/w1/informer/pods/snapshot.json", "inspect_object": "/c/w1/informer/pods/object",
          "fault-status": "/cluster/faults/status", "healthz": "/healthz", "readyz": "/readyz",

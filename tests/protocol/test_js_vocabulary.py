@@ -43,7 +43,6 @@ ALLOWED: list[tuple[str, str, set[str], str]] = [
 ]
 # (file, literal, reason): string literals that look like a topic and are not one.
 ALLOWED_LITERALS: list[tuple[str, str, str]] = [
-    ("urls.js", "/informer/", "the dashboard's URL route /c/{worker}/informer/{name}/ (dashboard/urls.py)"),
     ("inspect.js", "/informer/", "the dashboard's URL route /c/{worker}/informer/{name}/ (dashboard/urls.py)"),
     ("scenario_banner.js", "scenarios", "the <body data-page> name of the scenarios page"),
 ]

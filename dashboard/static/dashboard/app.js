@@ -6,7 +6,9 @@
  * informer with Add/Update/Delete handlers, the classic program) is a card of its own: its chain,
  * ending at its handlers, linking to its page. Every informer is on some card: a controller's (its
  * components entry's `watches`; one that does not say watches every informer of its worker) or its
- * own.
+ * own. A raw watch loop (protocol v1.6 watcher: a program's own Watch in a loop, no cache) is a card
+ * of its own too: Watch → no cache → a GET per event, with its variant, and "not watching since …"
+ * once its loop has ended -- which its program never notices.
  *
  * Cheap by design: the page subscribes only to each worker's w/{worker}/components (what runs) and
  * w/{worker}/metrics (once a second: controller-runtime's families and the pipeline's stage counters,
@@ -139,7 +141,9 @@
   const histCount = (h) => (h ? sum(h.b) : undefined);
 
   const informersOf = (comps) => [...comps.values()].filter((v) => v && v.kind === P.ComponentKind.INFORMER);
-  const latestStages = (w) => (w.samples[w.samples.length - 1] || {}).stages || { informers: {}, controllers: {} };
+  const watchersOf = (comps) => [...comps.values()].filter((v) => v && v.kind === P.ComponentKind.WATCHER)
+    .sort((a, b) => (a.name < b.name ? -1 : 1));
+  const latestStages = (w) => (w.samples[w.samples.length - 1] || {}).stages || { informers: {}, controllers: {}, watchers: {} };
 
   // Informer components (sorted by name) as pipeline.js draws them, from the newest sample's stages.
   function informerModels(w, informers, stale) {
@@ -260,6 +264,27 @@
     return v.root;
   }
 
+  // v1.6: a raw watch loop: its chain (Watch → no cache → GETs), linking to its page.
+  function watcherCard(w, comp, stale) {
+    const seg = P.topicPart(comp.name);
+    const v = view("watcher|" + w.name + "|" + comp.name, () => {
+      const link = el("a", { href: U.watcher(w.name, seg), className: "watcher-link" });
+      const box = el("div", { className: "pipeline compact" });
+      return { link: link, box: box,
+        root: el("div", { className: "ctl-card watcher-card", dataset: { watcher: comp.name } },
+          el("div", { className: "ctl-card-head" }, link, el("span", { className: "ctl-badges" },
+            el("span", { className: "badge kind-badge", title: "a raw watch loop: the program's own Watch call in a loop, no informer, no cache" }, "raw watcher"))), box) };
+    });
+    if (v.link.textContent !== comp.name) v.link.textContent = comp.name;
+    v.root.dataset.state = comp.state || "";
+    const samples = stale ? [] : w.samples;
+    const of = (s) => (((s.stages || {}).watchers || {})[comp.name]) || {};
+    window.ctrlscopePipeline.renderWatcher(v.box, { name: comp.name, resource: comp.resource, variant: comp.variant,
+      state: comp.state, since: comp.since, lastEnd: comp.last_end, now: Date.now(), counts: of(w.samples[w.samples.length - 1] || {}),
+      rates: { watch: rate(samples, (s) => of(s).watch), reads: rate(samples, (s) => of(s).reads) } });
+    return v.root;
+  }
+
   // When the worker was last heard from (0: never), what both "stale" and "stopped" are measured from.
   const lastSeen = (w) => w.lastArrival || w.lastTs;
 
@@ -274,7 +299,8 @@
     const lease = [...comps.values()].find((v) => v && v.kind === P.ComponentKind.LEASE);
     const ctls = controllersOf(w.name, comps);
     const cards = [...ctls].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([seg, ctl]) => controllerCard(w, seg, ctl, comps, lease, stale))
-      .concat(plainInformers(comps, ctls).map((inf) => informerCard(w, inf, stale)));
+      .concat(plainInformers(comps, ctls).map((inf) => informerCard(w, inf, stale)))
+      .concat(watchersOf(comps).map((c) => watcherCard(w, c, stale)));
     const v = view("worker|" + w.name, () => {
       const badge = el("span", { className: "badge" }), seen = el("span", { className: "muted last-seen" });
       const runtime = el("span", { className: "badge runtime", title: "the runtime that publishes this worker's telemetry" });
@@ -282,7 +308,7 @@
       const cardsBox = el("div", { className: "ctl-cards" });
       const forget = el("button", { type: "button", className: "forget", hidden: true, dataset: { forget: w.name },
         title: "delete this worker's telemetry from Redis now (it is stopped; retention would drop it later)" }, "forget");
-      return { badge: badge, seen: seen, runtime: runtime, writes: writes, cards: cardsBox, forget: forget, empty: el("p", { className: "muted" }, "no controllers or informers (yet)"),
+      return { badge: badge, seen: seen, runtime: runtime, writes: writes, cards: cardsBox, forget: forget, empty: el("p", { className: "muted" }, "no controllers, informers or watchers (yet)"),
         notice: el("p", { className: "notice protocol-notice", role: "status" }),
         root: el("div", { className: "worker", dataset: { worker: w.name } },
           el("div", { className: "worker-head" }, "worker ", el("b", null, w.name), " ", runtime, " ", writes, " ", badge, seen, " ", forget), cardsBox) };

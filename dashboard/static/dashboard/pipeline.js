@@ -11,6 +11,8 @@
  *                   scope, rates: { watch, fifo, cache, handlers } }],
  *     controller: { depth, busy, workers, lastResult, writes, writeErrors, writeConflicts, writesRefused,
  *                   writesForbidden, lastForbidden, rates: { adds, gets, reconciles, errors, writes } } }
+ * renderWatcher(box, model) draws a raw watch loop (protocol v1.6 watcher) the same way: Watch → no
+ * cache → a GET per event (its model is described above the function).
  * `controller` is null for an informer no controller watches (a plain informer with handlers, on the
  * overview's card of its own and on its page): its chain ends at the Handlers stage.
  * `writes` are the writes sent to the API server and `writeErrors` those that failed there;
@@ -162,5 +164,41 @@
     box.replaceChildren(el("div", { className: "chains" }, ...chains), tail);
   }
 
-  global.ctrlscopePipeline = { render, reflectorState, writeRequest };
+  // v1.6: a raw watch loop (a program's own Watch in a loop): Watch → no cache → a GET per event.
+  // model: { name, variant, state, since, lastEnd, counts: {watch, watch_starts, watch_ends, expired,
+  // reads, read_errors}, rates: {watch, reads}, now } (now: wall ms, for "stopped 12 s ago").
+  const VARIANT_HELP = {
+    [P.WatcherVariant.STOPS_ON_END]: "its loop returns when the server ends the watch (every watch ends: the server's timeout); the program runs on and watches nothing",
+    [P.WatcherVariant.RESTART_FROM_EMPTY]: "watches again from resourceVersion \"\": every object arrives as ADDED again, deletes made meanwhile are never seen",
+    [P.WatcherVariant.RESTART_FROM_LAST]: "watches again from the last resourceVersion it saw; 410 Expired is retried like any error, forever",
+  };
+  function watcherChain(w) {
+    const c = w.counts || {}, r = w.rates || {};
+    const stopped = w.state === P.ReflectorState.STOPPED;
+    const state = w.state || "starting";
+    const badges = [el("span", { className: "badge st-" + state + (stopped ? " bad" : "") }, state)];
+    if (w.variant) badges.push(el("span", { className: "badge variant", dataset: { variant: w.variant }, title: VARIANT_HELP[w.variant] || "" }, w.variant));
+    let note = null;
+    if (stopped) {
+      const ago = w.since && w.now ? " " + global.ctrlscopeUI.fmtDuration(Math.max(0, w.now - w.since)) + " ago" : "";
+      note = el("div", { className: "stage-err watcher-stopped", title: "the loop returned or raised: nothing watches any more. " +
+        "Its program does not know: only the dashboard, which saw the loop end, says so" },
+        "not watching since" + ago + (w.lastEnd ? " (last stream: " + w.lastEnd + ")" : ""));
+    }
+    const ends = (c.watch_ends || 0) ? el("div", { className: "muted stage-sub" }, count(c.watch_starts, "watch") + " opened, " +
+      (c.watch_ends || 0).toLocaleString() + " ended" + (c.expired ? " (" + c.expired.toLocaleString() + " × 410)" : "")) : null;
+    return el("div", { className: "chain watcher-chain", dataset: { watcher: w.name } },
+      stage("watch", "Watch", w.resource || w.name, r.watch, "watch events/s", el("div", { className: "badges" }, ...badges), ends, note),
+      arrow(),
+      stage("nocache", "Cache", "none", null, "a raw watch loop keeps nothing: to act on an object it asks the API server again",
+        el("div", { className: "muted stage-sub" }, count(c.watch, "event") + ", none kept")),
+      arrow(),
+      stage("reads", "API reads", count(c.reads, "GET"), r.reads, "GETs to the API server per second: one per event, what an informer's handler reads from its cache",
+        errors(c.read_errors, "failed")));
+  }
+  function renderWatcher(box, model) {
+    box.replaceChildren(el("div", { className: "chains" }, watcherChain(model)));
+  }
+
+  global.ctrlscopePipeline = { render, renderWatcher, reflectorState, writeRequest };
 })(window);

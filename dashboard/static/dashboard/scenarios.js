@@ -1,6 +1,8 @@
 /*
  * The scenarios page: the `scenarios` topic's state holds, per scenario, whether it runs, its
- * claims and its measurements (the scoreboard); its records are the live narration lines.
+ * claims and its measurements (the scoreboard); its records are the live narration lines. A scenario
+ * that compares sides (watcher-vs-informer) also has a results table ({columns, rows: [{label, cells,
+ * claim}]}): drawn claim by claim, each claim's held mark and text above the rows that measure it.
  */
 (function () {
   "use strict";
@@ -27,9 +29,37 @@
     badge.className = "badge state " + (state === "held" ? "ok" : state === "failed" ? "bad" : "");
     s.querySelector(".claims tbody").replaceChildren(...(st.claims || []).map((c) =>
       row([c.held ? "✓ held" : "✗ did not hold", c.text, c.detail], c.held ? "held" : "failed")));
-    const m = st.measurements || {};
+    const results = s.querySelector(".results");
+    results.hidden = !st.table;
+    if (st.table) renderResults(results, st.table, st.claims || []);
+    const m = st.table ? {} : st.measurements || {};
     s.querySelector(".scoreboard tbody").replaceChildren(...Object.keys(m).map((k) =>
       row([k.replace(/_/g, " "), m[k] === null ? "—" : String(typeof m[k] === "number" ? Math.round(m[k] * 100) / 100 : m[k])])));
+  }
+
+  // A side-by-side results table, claim by claim (rows without a claim last).
+  function renderResults(table, t, claims) {
+    const head = document.createElement("tr");
+    for (const c of t.columns) { const th = document.createElement("th"); th.textContent = c; head.appendChild(th); }
+    const order = [...claims.keys(), null];
+    const body = [];
+    for (const i of order) {
+      const rows = t.rows.filter((r) => (r.claim === undefined ? null : r.claim) === i);
+      if (!rows.length) continue;
+      if (i !== null && claims[i]) {
+        const c = claims[i];
+        const tr = document.createElement("tr");
+        tr.className = "claim-head " + (c.held ? "held" : "failed");
+        const td = document.createElement("td");
+        td.colSpan = t.columns.length;
+        td.textContent = (c.held ? "✓ " : "✗ ") + "claim " + (i + 1) + ": " + c.text;
+        tr.appendChild(td);
+        body.push(tr);
+      }
+      for (const r of rows) body.push(row([r.label, ...r.cells]));
+    }
+    table.querySelector("thead").replaceChildren(head);
+    table.querySelector("tbody").replaceChildren(...body);
   }
 
   // ---- live scoreboard: w/<worker>/status/podset-scoreboard, one row per implementation ----------

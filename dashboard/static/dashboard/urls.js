@@ -3,7 +3,8 @@
  * base.html says it in <meta name="ctrlscope-base">, "" when served at the root. Every fetch, link
  * and the websocket URL of the pages' scripts goes through ctrlscopeUrl("/absolute/path").
  * ctrlscopeUrl.informer(worker, segment) is an informer's page (/c/{worker}/informer/{segment}/,
- * dashboard/urls.py; its snapshot.json and object routes are under it); worker and segment are
+ * dashboard/urls.py; its snapshot.json and object routes are under it); ctrlscopeUrl.watcher(worker,
+ * segment) a raw watcher's (/c/{worker}/watcher/{segment}/, protocol v1.6); worker and segment are
  * topic segments.
  */
 (function (global) {
@@ -13,7 +14,11 @@
   const U = function (path) { return base + path; };
   global.ctrlscopeUrl = U;
   global.ctrlscopeUrl.base = base;
-  global.ctrlscopeUrl.informer = function (worker, segment) {
-    return U("/c/" + encodeURIComponent(worker) + "/informer/" + encodeURIComponent(segment) + "/");
+  // A component's page: its route's segment is its topic kind (protocol.js loads after this file,
+  // so the kind is looked up when a page asks, not here).
+  const componentPage = (kind) => function (worker, segment) {
+    return U("/c/" + encodeURIComponent(worker) + "/" + global.ctrlscopeProtocol.TopicKind[kind] + "/" + encodeURIComponent(segment) + "/");
   };
+  global.ctrlscopeUrl.informer = componentPage("INFORMER");
+  global.ctrlscopeUrl.watcher = componentPage("WATCHER");
 })(window);
