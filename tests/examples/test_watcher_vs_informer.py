@@ -20,6 +20,7 @@ from controllers.schema import ComponentKind, RecordKind, ReflectorState, TopicK
 from controllers.sim import SimCluster
 from controllers.sim.faults_client import SimFaults
 from tests.conftest import ROOT, wait_until
+from tests.faultproxy.conftest import proxy_in_front  # noqa: F401  (a FaultProxy in front of a cluster)
 from tests.sim.conftest import FAST
 
 SCALE = 0.15
@@ -162,3 +163,27 @@ def test_the_raw_watcher_runs_as_a_program(cluster, redis_url, prefix):
         proc.terminate()
         proc.wait(10)
         reader.close()
+
+
+@pytest.mark.realcluster
+def test_watcher_vs_informer_claims_hold_on_the_real_control_plane_through_the_fault_proxy(
+        realcluster, real_namespace, proxy_in_front, redis_url, prefix):  # noqa: F811
+    """The same scenario on a real kube-apiserver (controller-manager writing every Deployment's status,
+    so every side sees more events than the scenario's own changes), its faults and its request counts
+    by User-Agent from the fault proxy in front of it (the real server counts requests by verb and
+    resource only: ``apiserver_request_total`` has no user agent label)."""
+    proxied = proxy_in_front(realcluster.kubeconfig)
+    client = proxied.client()
+    said: list[str] = []
+    ctx = ScenarioContext(client, namespace=real_namespace, time_scale=0.25, say=said.append,
+                          actor="scenario watcher-vs-informer", kubeconfig=str(proxied.kubeconfig),
+                          redis_url=redis_url, prefix=prefix)
+    result = SCENARIOS["watcher-vs-informer"].run(ctx)
+    assert result.ok, [(c.text, c.detail) for c in result.claims if not c.held]
+    m = result.measurements
+    for variant in ("stops_on_end", "restart_from_empty", "restart_from_last"):
+        assert m["informer_requests"] < m[f"{variant}_api_reads"] <= m[f"{variant}_requests"]
+    assert m["informer_missed"] == 0 and m["informer_api_reads"] == 0
+    assert m["stops_on_end_missed"] >= 9 and m["restart_from_empty_missed"] == 2 and m["restart_from_last_missed"] >= 4
+    # Every fault went through the proxy, which published each as the simulator does.
+    assert {"end-watches", "drop-watches", "compact", "latency", "stall"} <= {f["fault"] for f in proxied.published}
