@@ -113,7 +113,7 @@ def test_a_raw_watchers_card_page_and_the_scenario_table(browser, dashboard, sim
     assert int(requests[0].split()[0]) < min(int(c.split()[0]) for c in requests[1:]), requests
     assert page.eval_on_selector_all(f"{section} .scoreboard tbody tr", "els => els.length") == 0, \
         "a scenario with a results table shows it instead of the flat measurements"
-    save_screenshot(page, artifacts, "30-watcher-vs-informer-results.png", full_page=True)
+    page.locator(section).screenshot(path=str(artifacts / "30-watcher-vs-informer-results.png"))
 
     # The scenario's sides were workers of their own while it ran: their cards are on the overview.
     page.goto(dashboard.url + "/")
