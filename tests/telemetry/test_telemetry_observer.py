@@ -88,7 +88,8 @@ def test_stage_counters_count_what_each_pipeline_stage_did(publisher_factory):
         "informers": {"pods": {"watch": 1, "fifo": 1, "cache": 3, "handlers": 2, "handler_errors": 1,
                                "fifo_depth": 0, "size": 2}},
         "controllers": {"podset": {"writes": 0, "write_errors": 0, "write_conflicts": 0, "writes_refused": 0,
-                                   "last_result": "requeue"}}}
+                                   "last_result": "requeue"}},
+        "watchers": {}}
     assert pub.state("w/w1/components")["informer/pods"]["listed"] == 2
 
 
