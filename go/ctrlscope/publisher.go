@@ -444,7 +444,7 @@ func (p *Publisher) forgetSlabs(gen uint64) { // p.mu held
 
 // releaseSlabs makes the retired slabs older than gen free: a confirmed frame held records up to
 // slab gen, and the buffer is taken oldest first, so nothing refers to them any more (records a
-// void frame put back are in slabs onNewEpoch forgot).
+// refused frame put back are in slabs onNewEpoch forgot).
 func (p *Publisher) releaseSlabs(gen uint64) { // p.mu held
 	i := 0
 	for ; i < len(p.retired) && p.retired[i].gen < gen; i++ {
