@@ -274,9 +274,11 @@ def test_after_a_real_410_the_relist_reaches_handlers_as_replaced_updates_and_to
     first = KubernetesClient.from_kubeconfig(str(realcluster.kubeconfig))
     first_lw = first.list_watch("v1", "ConfigMap", ns)
     trail = InformerTrail()
-    # Watches the server ends after 1-2 s, so the informer soon opens its next one from wherever
-    # its list_watch points by then.
-    informer = SharedInformer(first_lw, observer=trail, min_watch_timeout=1)
+    # Watches the server ends after 2-3 s, so the informer soon opens its next one from wherever
+    # its list_watch points by then. Not 1 s: the server's timer starts before the client's, so a
+    # 1 s watch without events can look "very short" to the informer, which then relists instead
+    # of watching again -- and a relist at the old RV is served, never a 410.
+    informer = SharedInformer(first_lw, observer=trail, min_watch_timeout=2)
     fast(informer.reflector)
     heard: list[tuple[str, Any, Any]] = []
     lock = threading.Lock()
@@ -301,9 +303,10 @@ def test_after_a_real_410_the_relist_reaches_handlers_as_replaced_updates_and_to
         informer.reflector.list_watch = KubernetesListWatch(
             KubernetesClient.from_kubeconfig(str(down)), first_lw.path, api_version="v1", kind="ConfigMap", namespace=ns)
         with trail.lock:
-            before = len(trail.states)
-        wait_until(lambda: ReflectorState.BACKING_OFF in trail.states[before:], timeout=30,
-                   what="the informer's watch to end and its next one to be refused")
+            before, backoffs_before = len(trail.states), len(trail.backoffs)
+        wait_until(lambda: ReflectorState.BACKING_OFF in trail.states[before:] and any(
+            reason.startswith("watch failed: ConnectionRefusedError") for reason in trail.backoffs[backoffs_before:]),
+            timeout=30, what="the informer's watch to end and its next one to be refused")
         last_rv = informer.reflector.last_sync_resource_version
 
         # Meanwhile: two deletes, an update and a create it cannot see, then etcd compacts them away.
