@@ -39,9 +39,8 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 import orjson
@@ -58,8 +57,7 @@ from controllers.faults.endpoints import FaultEndpoints
 from controllers.faults.injector import FaultHook, FaultInjector
 from controllers.faults.request_counts import RequestCounter
 from controllers.faults.status import status_body
-
-T = TypeVar("T")
+from controllers.loop_thread import LoopThread
 
 MAX_BODY = 16 * 1024 * 1024  # a request body the proxy reads before forwarding (the API server takes ~3 MiB)
 # Request headers that belong to one hop (RFC 9110 7.6.1), or that the proxy sets itself.
@@ -69,7 +67,7 @@ _NOT_RETURNED = frozenset({"connection", "keep-alive", "transfer-encoding", "con
 _TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
 
 
-class FaultProxy:
+class FaultProxy(LoopThread):
     """A fault-injecting reverse proxy in front of one upstream API server."""
 
     def __init__(self, upstream: Upstream, *, host: str = "127.0.0.1", port: int = 0, seed: int = 0,
@@ -217,56 +215,9 @@ class FaultProxy:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"https://{host}:{self.port}"
 
-    # ---- lifecycle (background thread) -------------------------------------------------------
-
-    def start(self) -> FaultProxy:
-        """Serve on a background thread; returns once the port listens (raises what ``start_async`` raised)."""
-        ready: Future[None] = Future()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self.start_async())
-            except BaseException as e:
-                ready.set_exception(e)
-                loop.close()
-                return
-            self._loop = loop
-            ready.set_result(None)
-            loop.run_forever()
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="faultproxy", daemon=True)
-        self._thread.start()
-        ready.result(timeout=60)
-        return self
-
-    def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        asyncio.run_coroutine_threadsafe(self.stop_async(), loop).result(timeout=30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=30)
-        self._loop = self._thread = None
-
-    def call(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` on the proxy's loop (its rules and watches are the loop's) and return its result."""
-        loop = self._loop
-        if loop is None:
-            return fn()
-
-        async def wrapper() -> T:
-            return fn()
-
-        return asyncio.run_coroutine_threadsafe(wrapper(), loop).result(timeout=30)
-
-    def __enter__(self) -> FaultProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    # ---- lifecycle (background thread): LoopThread's start/stop/call over start_async/stop_async ----
+    thread_name = "faultproxy"
+    start_timeout = 60.0
 
     # ---- kubeconfig --------------------------------------------------------------------------
 

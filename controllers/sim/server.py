@@ -24,9 +24,8 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 import yaml
@@ -36,6 +35,7 @@ from controllers.clock import Clock, RealClock
 from controllers.faults.endpoints import FaultEndpoints
 from controllers.faults.injector import FaultHook, FaultInjector
 from controllers.faults.request_counts import RequestCounter
+from controllers.loop_thread import LoopThread
 from controllers.schema import WatchEventType
 from controllers.sim.api import Access, KubeAPI
 from controllers.sim.codec import MAX_BODY
@@ -51,8 +51,6 @@ from controllers.sim.resources import Registry
 from controllers.sim.rootca import RootCAPublisher
 from controllers.sim.store import Store, copy_obj
 from controllers.sim.watch import CloseReason
-
-T = TypeVar("T")
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -70,7 +68,7 @@ KUBERNETES_SERVICE: dict[str, Any] = {
 }
 
 
-class SimCluster:
+class SimCluster(LoopThread):
     """A simulated Kubernetes API server plus control plane, served over real HTTP."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, clock: Clock | None = None,
@@ -246,57 +244,11 @@ class SimCluster:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    # ---- lifecycle (background thread) -------------------------------------------------------
+    # ---- lifecycle (background thread): LoopThread's start/stop/call over start_async/stop_async ----
+    thread_name = "simcluster"
 
-    def start(self) -> SimCluster:
-        """Serve on a background thread; returns once the port is listening."""
-        ready: Future[None] = Future()
-
-        def run() -> None:
-            loop = new_event_loop()
-            self._loop = loop
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self.start_async())
-            except BaseException as e:
-                ready.set_exception(e)
-                loop.close()
-                return
-            ready.set_result(None)
-            loop.run_forever()
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="simcluster", daemon=True)
-        self._thread.start()
-        ready.result(timeout=30)
-        return self
-
-    def stop(self) -> None:
-        loop = self._loop
-        if loop is None or self._thread is None:
-            return
-        asyncio.run_coroutine_threadsafe(self.stop_async(), loop).result(timeout=30)
-        loop.call_soon_threadsafe(loop.stop)
-        self._thread.join(timeout=30)
-        self._loop = None
-        self._thread = None
-
-    def call(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` on the server loop (the store is single-threaded) and return its result."""
-        loop = self._loop
-        if loop is None:
-            return fn()
-
-        async def wrapper() -> T:
-            return fn()
-
-        return asyncio.run_coroutine_threadsafe(wrapper(), loop).result(timeout=30)
-
-    def __enter__(self) -> SimCluster:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def new_loop(self) -> asyncio.AbstractEventLoop:
+        return new_event_loop()
 
     # ---- kubeconfig --------------------------------------------------------------------------
 
