@@ -27,9 +27,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from controllers.faultproxy.server import FaultProxy, run_proxy
 from controllers.faultproxy.upstream import Upstream, UpstreamError, is_loopback_host
-from controllers.telemetry.fault_telemetry import FaultTelemetry
-from controllers.telemetry.publisher import RedisPublisher
-from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
+from dashboard.management.fault_telemetry import published_faults
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -78,30 +76,14 @@ class Command(BaseCommand):
                                "--allow-remote-upstream")
         proxy = FaultProxy(upstream, host=host, port=port, seed=options["seed"])
 
-        telemetry: FaultTelemetry | None = None
-        redis_handle = None
-        if not options["no_telemetry"]:
+        with published_faults(not options["no_telemetry"], self._announce) as faults:
+            def on_start(p: FaultProxy) -> None:
+                faults.attach(p.faults, url=p.url, backend=p.backend.name, upstream=upstream.url)
+
             try:
-                redis_handle = ensure_redis(settings.RUN_DIR)
-            except RedisUnavailable as exc:
-                raise CommandError(f"{exc} (or run with --no-telemetry)") from exc
-            telemetry = FaultTelemetry(RedisPublisher(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX).start())
-
-        def on_start(p: FaultProxy) -> None:
-            if telemetry is not None:
-                telemetry.attach(p.faults, url=p.url, backend=p.backend.name, upstream=upstream.url)
-                self._announce(f"faults published to topic {telemetry.topic} on {redis_handle.url}")
-
-        try:
-            run_proxy(proxy, kubeconfig=Path(out), announce=self._announce, on_start=on_start)
-        except UpstreamError as exc:
-            raise CommandError(str(exc)) from None
-        finally:
-            if telemetry is not None:
-                telemetry.detach()
-                telemetry.publisher.stop()
-            if redis_handle is not None:
-                redis_handle.stop()
+                run_proxy(proxy, kubeconfig=Path(out), announce=self._announce, on_start=on_start)
+            except UpstreamError as exc:
+                raise CommandError(str(exc)) from None
 
     def _announce(self, line: str) -> None:
         self.stdout.write(line)

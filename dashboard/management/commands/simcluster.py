@@ -17,12 +17,10 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 
 from controllers.sim import SimCluster, run_server
-from controllers.telemetry.fault_telemetry import FaultTelemetry
-from controllers.telemetry.publisher import RedisPublisher
-from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
+from dashboard.management.fault_telemetry import published_faults
 
 
 def first_resource_version() -> int:
@@ -51,33 +49,13 @@ class Command(BaseCommand):
                             help="do not publish injected faults to Redis (topic cluster/faults)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        telemetry: FaultTelemetry | None = None
-        redis_handle = None
-        if not options["no_telemetry"]:
-            try:
-                redis_handle = ensure_redis(settings.RUN_DIR)
-            except RedisUnavailable as exc:
-                raise CommandError(f"{exc} (or run with --no-telemetry)") from exc
-            # The default publisher id ({host}-{pid}-{random}): unique per run, as the protocol requires.
-            # A fixed one made the next run's frames look like retries of the last run's (same seq
-            # numbers, skipped), so an earlier run's "simulator stopped" stayed next to a running one.
-            telemetry = FaultTelemetry(RedisPublisher(redis_handle.url, prefix=settings.CTRLSCOPE_PREFIX).start())
+        with published_faults(not options["no_telemetry"], self._announce) as faults:
+            def on_start(sim: SimCluster) -> None:
+                faults.attach(sim.faults, url=sim.url)
 
-        def on_start(sim: SimCluster) -> None:
-            if telemetry is not None:
-                telemetry.attach(sim.faults, url=sim.url)
-                self._announce(f"faults published to topic {telemetry.topic} on {redis_handle.url}")
-
-        try:
             run_server(host=options["host"], port=options["port"], kubeconfig=options["kubeconfig"],
                        state_file=options["state"], start_delay=options["start_delay"], seed=options["seed"],
                        first_resource_version=first_resource_version(), announce=self._announce, on_start=on_start)
-        finally:
-            if telemetry is not None:
-                telemetry.detach()
-                telemetry.publisher.stop()
-            if redis_handle is not None:
-                redis_handle.stop()
 
     def _announce(self, line: str) -> None:
         self.stdout.write(line)
