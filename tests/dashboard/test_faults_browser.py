@@ -18,6 +18,7 @@ import pytest
 from controllers.informers.http_client import KubernetesClient
 from controllers.process import stop_process
 from tests.conftest import ROOT, wait_until
+from tests.dashboard.faults_page import open_faults_panel
 from tests.dashboard.test_cache_panel_browser import save_screenshot
 from tests.dashboard.test_panels_browser import close_page
 
@@ -85,16 +86,7 @@ def test_operator_drops_watches_from_the_page_and_sees_the_fault_next_to_the_rec
     page.js_errors = []
     page.on("pageerror", lambda err: page.js_errors.append(str(err)))
     try:
-        page.goto(dashboard.url + "/accounts/login/?next=" + PAGE)
-        page.fill("input[name=username]", "op")
-        page.fill("input[name=password]", "s3cret-pass-op")
-        page.click("form [type=submit]")
-        page.wait_for_selector('#conn[data-state="live"]', timeout=15_000)
-        page.wait_for_function("() => [...document.querySelectorAll('#ievents tr')].filter(tr => tr.textContent.includes('WATCH from')).length >= 2",
-                               timeout=20_000)
-        if not page.evaluate("document.getElementById('faults-panel').open"):
-            page.click("#faults-panel > summary")
-        page.wait_for_selector('#faults-sim[data-state="ok"]', timeout=10_000)
+        open_faults_panel(page, dashboard, PAGE, watches_timeout=20_000, panel_timeout=10_000)
         assert page.is_enabled('#faults-panel button[data-action="drop-watches"]')
 
         page.click('#faults-panel button[data-action="drop-watches"]')

@@ -20,6 +20,7 @@ import pytest
 from controllers.informers.http_client import KubernetesClient
 from controllers.process import stop_process
 from tests.conftest import ROOT, wait_until
+from tests.dashboard.faults_page import open_faults_panel
 from tests.dashboard.test_cache_panel_browser import save_screenshot
 from tests.dashboard.test_faults_browser import DEPLOYMENT, event_rows, set_theme
 from tests.dashboard.test_panels_browser import close_page
@@ -77,16 +78,7 @@ def test_operator_injects_faults_through_the_proxy_and_what_it_cannot_do_is_disa
     page.js_errors = []
     page.on("pageerror", lambda err: page.js_errors.append(str(err)))
     try:
-        page.goto(dashboard.url + "/accounts/login/?next=" + PAGE)
-        page.fill("input[name=username]", "op")
-        page.fill("input[name=password]", "s3cret-pass-op")
-        page.click("form [type=submit]")
-        page.wait_for_selector('#conn[data-state="live"]', timeout=15_000)
-        page.wait_for_function("() => [...document.querySelectorAll('#ievents tr')].filter(tr => tr.textContent.includes('WATCH from')).length >= 2",
-                               timeout=30_000)
-        if not page.evaluate("document.getElementById('faults-panel').open"):
-            page.click("#faults-panel > summary")
-        page.wait_for_selector('#faults-sim[data-state="ok"]', timeout=15_000)
+        open_faults_panel(page, dashboard, PAGE, watches_timeout=30_000, panel_timeout=15_000)
         assert page.inner_text("#faults-sim").startswith("fault proxy 127.0.0.1:")
         for action in ("pause-kubelet", "resume-kubelet", "reset"):
             button = f'#faults-actions button[data-action="{action}"]'

@@ -1,0 +1,18 @@
+"""The Faults panel's browser tests (simulator and fault proxy) start the same way: an operator logs in
+on the cluster's informer page, waits for its live watches, and opens the Faults panel."""
+
+from __future__ import annotations
+
+
+def open_faults_panel(page, dashboard, path: str, *, watches_timeout: int, panel_timeout: int) -> None:
+    page.goto(dashboard.url + "/accounts/login/?next=" + path)
+    page.fill("input[name=username]", "op")
+    page.fill("input[name=password]", "s3cret-pass-op")
+    page.click("form [type=submit]")
+    page.wait_for_selector('#conn[data-state="live"]', timeout=15_000)
+    page.wait_for_function("() => [...document.querySelectorAll('#ievents tr')]"
+                           ".filter(tr => tr.textContent.includes('WATCH from')).length >= 2",
+                           timeout=watches_timeout)
+    if not page.evaluate("document.getElementById('faults-panel').open"):
+        page.click("#faults-panel > summary")
+    page.wait_for_selector('#faults-sim[data-state="ok"]', timeout=panel_timeout)
