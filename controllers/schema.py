@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 6
+PROTOCOL_MINOR = 7
 PROTOCOL_VERSION = f"{PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
 """What every frame says in ``"v"``. A reader speaks one major version: frames of another major are
 not interpreted (the dashboard shows a notice); a newer minor only adds optional fields and record
@@ -96,6 +96,7 @@ class RecordKind(StrEnum):
     LEADER = "leader"  # leader election changed (on the leader- pseudo-controller topic)
     LOG = "log"  # v1.1: a line the controller logged about one object (kopf's object loggers)
     PROGRESS = "progress"  # v1.1: one handler's stored progress on an object (kopf's annotations)
+    FINDING = "finding"  # v1.7: a stuck or sick key or informer, stated (FindingKind); also on informer topics
     # other topics
     METRICS = "metrics"  # a metrics sample (w/{worker}/metrics)
     SETUP_ERROR = "setup_error"  # a controller the worker could not start (w/{worker}/errors)
@@ -217,6 +218,80 @@ class ReconcileResult(StrEnum):
 
 
 FAILED_RESULTS = frozenset({ReconcileResult.ERROR, ReconcileResult.TERMINAL, ReconcileResult.PANIC})
+
+RETRIED_RESULTS = frozenset({ReconcileResult.ERROR, ReconcileResult.PANIC, ReconcileResult.REQUEUE})
+"""v1.7: results the workqueue retries with the rate limiter's backoff: each adds a ``retry`` trigger
+to the key's next attempt, and consecutive ones make a ``failing`` finding."""
+
+
+class TriggerKind(StrEnum):
+    """v1.7: what one trigger of an attempt was (``reconcile_start`` ``triggers`` entries ``kind``):
+    the causes a workqueue's dedup merges, recorded by the publisher's observer layer."""
+
+    EVENT = "event"  # a watched object's event mapped to the key (an ``event`` record)
+    RESYNC = "resync"  # an update whose resourceVersion did not change: an informer resync
+    RETRY = "retry"  # the key's previous attempt failed (error, panic) or asked to be requeued
+    REQUEUE_AFTER = "requeue_after"  # the key's previous attempt asked to run again after ``delay`` s
+
+
+class FindingKind(StrEnum):
+    """v1.7: what a ``finding`` record states about a key or an informer (stuck or sick). The rules
+    and their thresholds (``DETECT_DEFAULTS``) are in protocol/README.md, "Findings"."""
+
+    HOT_LOOP = "hot_loop"  # the key's last attempts were all triggered by its own writes
+    FAILING = "failing"  # the key failed several attempts in a row (retried with backoff)
+    TERMINAL = "terminal"  # the key's attempt ended with a terminal error (not retried)
+    SLOW_RECONCILE = "slow_reconcile"  # an attempt of the key has been running too long
+    WAITING = "waiting"  # the key is ready in the queue and no worker has taken it for too long
+    NOT_SYNCED = "not_synced"  # the informer has not synced long after it started
+    WATCH_SILENT = "watch_silent"  # the informer's open watch has said nothing for too long
+    RELIST_STORM = "relist_storm"  # the informer relisted too often in a short window
+
+
+KEY_FINDINGS = frozenset({FindingKind.HOT_LOOP, FindingKind.FAILING, FindingKind.TERMINAL,
+                          FindingKind.SLOW_RECONCILE, FindingKind.WAITING})
+"""v1.7: findings about a key, published on the controller's topic (the others are an informer's)."""
+
+DETECT_DEFAULTS: dict[str, float] = {
+    "hot_loop_attempts": 3,  # consecutive self-triggered attempts that make a hot loop
+    "hot_loop_quiet": 60.0,  # s without an attempt that end a hot loop
+    "failing_after": 5,  # consecutive retried results that make a key failing
+    "slow_after": 60.0,  # s an attempt may run
+    "waiting_after": 60.0,  # s a ready key may wait for a worker
+    "sync_timeout": 60.0,  # s an informer may take to sync
+    "silent_after": 300.0,  # s an open watch may go without an event, a bookmark or its end
+    "relist_count": 3,  # relists within relist_window that make a storm
+    "relist_window": 60.0,  # s
+}
+"""v1.7: the detection thresholds and their defaults (env ``CTRLSCOPE_DETECT_{NAME}`` upper case);
+the counts are integers, the others seconds."""
+
+TRIGGERS_MAX = 20
+"""v1.7: a ``reconcile_start`` lists at most the last this many of its triggers (``trigger_count``
+says how many there were)."""
+DIFF_MAX_PATHS = 16
+"""v1.7: an event's ``diff`` lists at most this many paths (``diff_more``: how many more differ)."""
+DIFF_MAX_DEPTH = 6
+"""v1.7: a diff path has at most this many segments (deeper differences are reported at that depth)."""
+WRITTEN_MAX = 1000
+"""v1.7: per controller, how many successful writes' resourceVersions are remembered to recognise
+their events coming back (self-triggering)."""
+FINDINGS_MAX = 100
+"""v1.7: a component entry's ``findings`` holds at most this many open findings (oldest opened
+dropped first)."""
+FINDING_UPDATE_MS = 1000
+"""v1.7: an open finding is published again at most once per this many ms."""
+
+HOT_LOOP_ADVICE = {
+    "status": ("Its own status writes re-trigger it: skip the write when the status is unchanged, "
+               "or filter status-only updates with a predicate (GenerationChangedPredicate)."),
+    "metadata": ("Its own metadata writes re-trigger it: write labels, annotations and finalizers only "
+                 "when they change (a timestamp in an annotation changes every time)."),
+    "other": ("Its own writes re-trigger it: compare before writing and write only what changed, "
+              "or filter those updates with a predicate."),
+}
+"""v1.7: a ``hot_loop`` finding's ``detail.advice``: ``status`` when every changing field is under
+``status``, ``metadata`` when every one is under ``metadata``, else ``other``."""
 
 
 class ErrorKind(StrEnum):
@@ -516,6 +591,23 @@ def rate_limiter_delay(spec: dict[str, Any] | None, requeues: int) -> float | No
     return None
 
 
+def rate_limiter_max(spec: dict[str, Any] | None) -> float | None:
+    """v1.7: the longest delay the limiter ``spec`` reaches for one key however often it fails (a
+    ``failing`` finding's ``max_delay``): ``max`` of an exponential, ``slow`` of a fast_slow, the
+    longest of a max_of's parts that say; ``None`` when no part says (a bucket, an ``other``)."""
+    if not isinstance(spec, dict):
+        return None
+    kind = spec.get("type")
+    if kind == RateLimiterType.EXPONENTIAL:
+        return float(spec["max"])
+    if kind == RateLimiterType.FAST_SLOW:
+        return float(spec["slow"])
+    if kind == RateLimiterType.MAX_OF:
+        known = [d for d in (rate_limiter_max(s) for s in spec.get("of") or []) if d is not None]
+        return max(known) if known else None
+    return None
+
+
 def rate_limiter_step(spec: dict[str, Any] | None, requeues: int, delay: float) -> dict[str, Any] | None:
     """Which part of the limiter ``spec`` chose ``delay`` for a key's ``requeues``-th retry: the
     first per-key limiter whose delay for that retry it is (within 1 µs + 0.1 %); else, for a delay
@@ -648,6 +740,8 @@ VOCABULARY: dict[str, type[StrEnum]] = {
     "ReconcileResult": ReconcileResult,
     "RateLimiterType": RateLimiterType,
     "ControllerEvent": ControllerEvent,
+    "TriggerKind": TriggerKind,
+    "FindingKind": FindingKind,
     "ErrorKind": ErrorKind,
     "HandlerCause": HandlerCause,
     "HandlerProgress": HandlerProgress,
@@ -674,6 +768,7 @@ def browser_vocabulary() -> dict[str, Any]:
         **{name: {m.name: m.value for m in enum} for name, enum in VOCABULARY.items()},
         "QUEUE_ADDS": sorted(QUEUE_ADDS),
         "FAILED_RESULTS": sorted(FAILED_RESULTS),
+        "KEY_FINDINGS": sorted(KEY_FINDINGS),
         "RETRIED_ERROR_KINDS": sorted(RETRIED_ERROR_KINDS),
         "NAMED_KINDS": sorted(NAMED_KINDS),
         "INFORMER_SCOPE_FIELDS": list(INFORMER_SCOPE_FIELDS),

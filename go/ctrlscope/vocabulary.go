@@ -3,7 +3,7 @@
 package ctrlscope
 
 // ProtocolVersion is what every frame says in "v" (protocol/README.md §6).
-const ProtocolVersion = "1.6"
+const ProtocolVersion = "1.7"
 
 // ProtocolMajor is the major version this module speaks.
 const ProtocolMajor = 1
@@ -24,6 +24,38 @@ const (
 	FrameStaleMs = 30000
 	WorkerRole   = "worker"
 )
+
+// Provenance and findings (v1.7; protocol/README.md, "Provenance, self-triggering and findings"):
+// the limits every publisher applies, the detection thresholds' defaults (seconds, or counts) by
+// their names (env CTRLSCOPE_DETECT_{NAME}, upper case) and a hot_loop finding's advice sentences.
+const (
+	TriggersMax     = 20
+	DiffMaxPaths    = 16
+	DiffMaxDepth    = 6
+	WrittenMax      = 1000
+	FindingsMax     = 100
+	FindingUpdateMs = 1000
+)
+
+// DetectDefaults are the detection thresholds' defaults.
+var DetectDefaults = map[string]float64{
+	"hot_loop_attempts": 3,
+	"hot_loop_quiet":    60,
+	"failing_after":     5,
+	"slow_after":        60,
+	"waiting_after":     60,
+	"sync_timeout":      60,
+	"silent_after":      300,
+	"relist_count":      3,
+	"relist_window":     60,
+}
+
+// HotLoopAdvice is a hot_loop finding's detail.advice: status, metadata or other.
+var HotLoopAdvice = map[string]string{
+	"status":   "Its own status writes re-trigger it: skip the write when the status is unchanged, or filter status-only updates with a predicate (GenerationChangedPredicate).",
+	"metadata": "Its own metadata writes re-trigger it: write labels, annotations and finalizers only when they change (a timestamp in an annotation changes every time).",
+	"other":    "Its own writes re-trigger it: compare before writing and write only what changed, or filter those updates with a predicate.",
+}
 
 // RecordKind: A record's `"k"`: what happened. Fields per kind are in `protocol/schema/records/`.
 type RecordKind string
@@ -50,6 +82,7 @@ const (
 	RecordKindLeader         RecordKind = "leader"
 	RecordKindLog            RecordKind = "log"
 	RecordKindProgress       RecordKind = "progress"
+	RecordKindFinding        RecordKind = "finding"
 	RecordKindMetrics        RecordKind = "metrics"
 	RecordKindSetupError     RecordKind = "setup_error"
 	RecordKindFault          RecordKind = "fault"
@@ -58,7 +91,7 @@ const (
 )
 
 // AllRecordKind lists every RecordKind, in the specification's order.
-var AllRecordKind = []RecordKind{RecordKindInformer, RecordKindList, RecordKindWatchStart, RecordKindWatch, RecordKindBookmark, RecordKindWatchEnd, RecordKindBackoff, RecordKindState, RecordKindFifo, RecordKindHandler, RecordKindWatcher, RecordKindRead, RecordKindQueue, RecordKindEvent, RecordKindReconcileStart, RecordKindReconcile, RecordKindWrite, RecordKindLeader, RecordKindLog, RecordKindProgress, RecordKindMetrics, RecordKindSetupError, RecordKindFault, RecordKindNarration, RecordKindReplay}
+var AllRecordKind = []RecordKind{RecordKindInformer, RecordKindList, RecordKindWatchStart, RecordKindWatch, RecordKindBookmark, RecordKindWatchEnd, RecordKindBackoff, RecordKindState, RecordKindFifo, RecordKindHandler, RecordKindWatcher, RecordKindRead, RecordKindQueue, RecordKindEvent, RecordKindReconcileStart, RecordKindReconcile, RecordKindWrite, RecordKindLeader, RecordKindLog, RecordKindProgress, RecordKindFinding, RecordKindMetrics, RecordKindSetupError, RecordKindFault, RecordKindNarration, RecordKindReplay}
 
 // WatchEventType: A watch event's `type` as the API server sends it (client-go `watch.EventType`).
 type WatchEventType string
@@ -237,6 +270,38 @@ const (
 
 // AllControllerEvent lists every ControllerEvent, in the specification's order.
 var AllControllerEvent = []ControllerEvent{ControllerEventCreate, ControllerEventUpdate, ControllerEventDelete, ControllerEventGeneric}
+
+// TriggerKind: v1.7: what one trigger of an attempt was (`reconcile_start` `triggers` entries `kind`):
+type TriggerKind string
+
+// The values of TriggerKind.
+const (
+	TriggerKindEvent        TriggerKind = "event"
+	TriggerKindResync       TriggerKind = "resync"
+	TriggerKindRetry        TriggerKind = "retry"
+	TriggerKindRequeueAfter TriggerKind = "requeue_after"
+)
+
+// AllTriggerKind lists every TriggerKind, in the specification's order.
+var AllTriggerKind = []TriggerKind{TriggerKindEvent, TriggerKindResync, TriggerKindRetry, TriggerKindRequeueAfter}
+
+// FindingKind: v1.7: what a `finding` record states about a key or an informer (stuck or sick). The rules
+type FindingKind string
+
+// The values of FindingKind.
+const (
+	FindingKindHotLoop       FindingKind = "hot_loop"
+	FindingKindFailing       FindingKind = "failing"
+	FindingKindTerminal      FindingKind = "terminal"
+	FindingKindSlowReconcile FindingKind = "slow_reconcile"
+	FindingKindWaiting       FindingKind = "waiting"
+	FindingKindNotSynced     FindingKind = "not_synced"
+	FindingKindWatchSilent   FindingKind = "watch_silent"
+	FindingKindRelistStorm   FindingKind = "relist_storm"
+)
+
+// AllFindingKind lists every FindingKind, in the specification's order.
+var AllFindingKind = []FindingKind{FindingKindHotLoop, FindingKindFailing, FindingKindTerminal, FindingKindSlowReconcile, FindingKindWaiting, FindingKindNotSynced, FindingKindWatchSilent, FindingKindRelistStorm}
 
 // ErrorKind: v1.1: how a failed handler attempt's error is treated (`reconcile` record `error_kind`), for
 type ErrorKind string

@@ -16,16 +16,24 @@ from pathlib import Path
 from controllers.metrics import FAMILIES
 from controllers.schema import (
     ALIVE_MS,
+    DETECT_DEFAULTS,
+    DIFF_MAX_DEPTH,
+    DIFF_MAX_PATHS,
     FAULTS_TOPIC,
+    FINDING_UPDATE_MS,
+    FINDINGS_MAX,
     FRAME_STALE_MS,
+    HOT_LOOP_ADVICE,
     LEADER_PREFIX,
     NAMED_KINDS,
     PROTOCOL_MAJOR,
     PROTOCOL_VERSION,
     SCENARIOS_TOPIC,
+    TRIGGERS_MAX,
     VOCABULARY,
     WORKER_PREFIX,
     WORKER_ROLE,
+    WRITTEN_MAX,
 )
 
 TARGET = Path(__file__).resolve().parents[2] / "go" / "ctrlscope" / "vocabulary.go"
@@ -33,6 +41,11 @@ TARGET = Path(__file__).resolve().parents[2] / "go" / "ctrlscope" / "vocabulary.
 
 def _camel(member: str) -> str:
     return "".join(part[:1].upper() + part[1:].lower() for part in member.split("_"))
+
+
+def _go_string(text: str) -> str:
+    """A Go string literal (the texts here are printable ASCII: quotes and backslashes escaped)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def render() -> str:
@@ -63,6 +76,29 @@ def render() -> str:
         f"\tFrameStaleMs = {FRAME_STALE_MS}",
         f'\tWorkerRole   = "{WORKER_ROLE}"',
         ")",
+        "",
+    ]
+    limits = {"TriggersMax": TRIGGERS_MAX, "DiffMaxPaths": DIFF_MAX_PATHS, "DiffMaxDepth": DIFF_MAX_DEPTH,
+              "WrittenMax": WRITTEN_MAX, "FindingsMax": FINDINGS_MAX, "FindingUpdateMs": FINDING_UPDATE_MS}
+    out += [
+        "// Provenance and findings (v1.7; protocol/README.md, \"Provenance, self-triggering and findings\"):",
+        "// the limits every publisher applies, the detection thresholds' defaults (seconds, or counts) by",
+        "// their names (env CTRLSCOPE_DETECT_{NAME}, upper case) and a hot_loop finding's advice sentences.",
+        "const (",
+        *(f"\t{k.ljust(max(map(len, limits)))} = {v}" for k, v in limits.items()),
+        ")",
+        "",
+        "// DetectDefaults are the detection thresholds' defaults.",
+        "var DetectDefaults = map[string]float64{",
+        *(f"\t{(_go_string(k) + ':').ljust(max(len(_go_string(n)) for n in DETECT_DEFAULTS) + 1)} {v:g},"
+          for k, v in DETECT_DEFAULTS.items()),
+        "}",
+        "",
+        "// HotLoopAdvice is a hot_loop finding's detail.advice: status, metadata or other.",
+        "var HotLoopAdvice = map[string]string{",
+        *(f"\t{(_go_string(k) + ':').ljust(max(len(_go_string(n)) for n in HOT_LOOP_ADVICE) + 1)} {_go_string(v)},"
+          for k, v in HOT_LOOP_ADVICE.items()),
+        "}",
         "",
     ]
     for name, enum in VOCABULARY.items():

@@ -57,7 +57,7 @@ FIELD_ENUMS = {("watch", "type"): schema.WatchEventType, ("watch_end", "reason")
                ("event", "event"): schema.ControllerEvent, ("reconcile", "result"): schema.ReconcileResult,
                ("log", "level"): schema.LogLevel, ("progress", "state"): schema.HandlerProgress,
                ("reconcile", "error_kind"): schema.ErrorKind, ("write", "refused"): schema.WriteRefusal,
-               ("watcher", "variant"): schema.WatcherVariant}
+               ("watcher", "variant"): schema.WatcherVariant, ("finding", "finding"): schema.FindingKind}
 
 
 def test_record_schemas_enumerate_the_schema_modules_values():
@@ -72,6 +72,15 @@ def test_record_schemas_enumerate_the_schema_modules_values():
                     (kind, field)
                 seen.add((kind, field))
     assert seen == set(FIELD_ENUMS)
+
+
+def test_the_trigger_schema_enumerates_the_trigger_kinds():
+    doc = json.loads((PROTOCOL / "schema" / "records" / "reconcile_start.schema.json").read_text())
+    trigger = doc["properties"]["triggers"]["items"]["properties"]
+    assert trigger["kind"]["enum"] == [m.value for m in schema.TriggerKind]
+    assert trigger["type"]["enum"] == [m.value for m in schema.ControllerEvent]
+    assert trigger["result"]["enum"] == sorted(schema.RETRIED_RESULTS, key=list(schema.ReconcileResult).index)
+    assert doc["properties"]["triggers"]["maxItems"] == schema.TRIGGERS_MAX
 
 
 def _validators():
