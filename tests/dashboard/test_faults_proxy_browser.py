@@ -19,11 +19,13 @@ import pytest
 
 from controllers.informers.http_client import KubernetesClient
 from controllers.process import stop_process
+from controllers.schema import ComponentKind, TopicKind, worker_topic
 from tests.conftest import ROOT, wait_until
 from tests.dashboard.faults_page import open_faults_panel
 from tests.dashboard.test_cache_panel_browser import save_screenshot
 from tests.dashboard.test_faults_browser import DEPLOYMENT, event_rows, set_theme
 from tests.dashboard.test_panels_browser import close_page
+from tests.golang.telemetry import Published
 
 pytestmark = [pytest.mark.browser, pytest.mark.realcluster]
 
@@ -67,8 +69,24 @@ def worker(realcluster, real_namespace, proxy_kubeconfig: Path, tmp_path: Path, 
             [sys.executable, "manage.py", "runcontrollers", "--controller", "controllers.examples.deployments:setup",
              "--kubeconfig", str(proxy_kubeconfig), "--worker-name", WORKER, "--status-every", "0",
              "--allow-writes"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    yield proc
-    stop_process(proc)
+    published = Published(redis_url, prefix)
+    try:
+        # Both informers synced through the proxy before a page opens: on a loaded machine the worker's
+        # start (imports, the real API server's first lists) can outlast the page's own wait for its
+        # watches, and a failure here names what the worker said instead of a browser timeout.
+        def synced() -> bool:
+            assert proc.poll() is None, (tmp_path / "worker.log").read_text()
+            entries = published.state(worker_topic(WORKER, TopicKind.COMPONENTS)).values()
+            return sum(1 for e in entries if e.get("kind") == ComponentKind.INFORMER and e.get("synced")) >= 2
+
+        try:
+            wait_until(synced, timeout=90, interval=0.2, what="the worker's two informers to sync through the proxy")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nworker log:\n{(tmp_path / 'worker.log').read_text()[-4000:]}") from None
+        yield proc
+    finally:
+        published.close()
+        stop_process(proc)
 
 
 def test_operator_injects_faults_through_the_proxy_and_what_it_cannot_do_is_disabled_with_the_reason(
