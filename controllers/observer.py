@@ -161,10 +161,14 @@ class Observer:
 
     # -- Controller event mapping -----------------------------------------------------------
     def on_event(self, controller: str, *, event: ControllerEvent, key: str, requests: list[str],
-                 filtered_by: str | None = None) -> None:
+                 filtered_by: str | None = None, source: str | None = None, old: Any = None,
+                 new: Any = None) -> None:
         """A watched object's event (``create``/``update``/``delete``) reached a controller: either
         a predicate (``filtered_by``) dropped it or the handler mapped it to ``requests``. This is
-        the cause that the workqueue's dedup later discards."""
+        the cause that the workqueue's dedup later discards. v1.7: ``source`` names the handler that
+        mapped it (``controller/{name} ({role})``), ``new`` is the event's object (a delete's: the
+        deleted object) and ``old`` an update's previous one, as the runtime has them: the observer
+        reads their resourceVersions and changed fields, and never keeps or changes them."""
 
     # -- Reconcile -------------------------------------------------------------------------
     def on_reconcile_start(self, controller: str, *, key: str, worker: int, handler: str | None = None,
@@ -196,12 +200,15 @@ class Observer:
 
     # -- API client ------------------------------------------------------------------------
     def on_request(self, *, method: str, path: str, code: int, duration: float,
-                   controller: str | None = None) -> None:
+                   controller: str | None = None, rv: str | None = None) -> None:
         """The API client made one request. ``code`` is the HTTP status, 0 when no response came
         (refused, reset, timed out); ``duration`` is seconds until the response headers. Called on
         the requesting thread, so an observer can tell a Reconcile's writes (made on that worker's
         thread, between ``on_reconcile_start`` and ``on_reconcile_end``) from reflector lists.
-        An asynchronous caller, whose requests share one thread, names the ``controller`` instead."""
+        An asynchronous caller, whose requests share one thread, names the ``controller`` instead.
+        v1.7: ``rv`` is the metadata.resourceVersion of the object the server answered a write with
+        (``None``: no object, not JSON, an error status, or not read): how an observer recognises
+        that write's watch event coming back."""
 
     def on_write_refused(self, *, method: str, path: str, reason: WriteRefusal,
                          controller: str | None = None) -> None:

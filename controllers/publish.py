@@ -450,11 +450,16 @@ class ControllerReport:
         self._clock = owner.clock
 
     def event(self, event: str, key: str, *, requests: Iterable[str] | None = None,
-              filtered_by: str | None = None) -> None:
+              filtered_by: str | None = None, source: str | None = None, old: Any = None,
+              new: Any = None) -> None:
         """A watched object's event (create/update/delete/generic) mapped to ``requests`` (default:
-        the object's own key) or dropped by the predicate ``filtered_by``."""
+        the object's own key) or dropped by the predicate ``filtered_by``. v1.7: ``source`` names the
+        handler that mapped it, ``new`` is the event's object (a delete's: the deleted one) and
+        ``old`` an update's previous one: the record then says which fields changed and whether
+        the object is one this controller wrote (its ``write`` got that resourceVersion back)."""
         mapped = [] if filtered_by else list(requests if requests is not None else [key])
-        self._obs.on_event(self.name, event=event, key=key, requests=mapped, filtered_by=filtered_by)
+        self._obs.on_event(self.name, event=event, key=key, requests=mapped, filtered_by=filtered_by,
+                           source=source, old=old, new=new)
 
     @contextmanager
     def reconcile(self, key: str, *, worker: int = 0, handler: str | None = None, cause: str | None = None,
@@ -481,11 +486,14 @@ class ControllerReport:
                                    result=attempt.result, requeue_after=attempt.requeue_after_seconds,
                                    error=attempt.error, **named)
 
-    def write(self, *, method: str, path: str, code: int, duration: float, attributed: bool = False) -> None:
+    def write(self, *, method: str, path: str, code: int, duration: float, attributed: bool = False,
+              rv: str | None = None) -> None:
         """An API request made by the reconcile running on this thread (GETs are not writes).
         ``attributed``: this controller made it while handling an object, whatever the thread (an
-        asyncio framework, whose handlers all share one thread, knows that better than the thread)."""
-        self._obs.on_request(method=method, path=path, code=code, duration=duration,
+        asyncio framework, whose handlers all share one thread, knows that better than the thread).
+        v1.7: ``rv``, the metadata.resourceVersion of the object the server answered with, lets the
+        watch event of this write be told apart as the controller's own."""
+        self._obs.on_request(method=method, path=path, code=code, duration=duration, rv=rv,
                              **({"controller": self.name} if attributed else {}))
 
     def write_refused(self, *, method: str, path: str, reason: str = WriteRefusal.READ_ONLY,

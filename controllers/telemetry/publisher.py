@@ -159,6 +159,7 @@ class RedisPublisher:
         self._epoch: bytes | None = None
         self._last_epoch: bytes | None = None
         self._inflight: tuple[list[tuple[str, list[Any]]], dict[str, list[Any]]] | None = None
+        self._flush_hooks: list[Callable[[], None]] = []
         # An attempt to send the frames in flight got no reply: Redis may have applied them.
         self._inflight_unsure = False
         # Which server, and which history of its data, the frames go to (_server_identity).
@@ -240,6 +241,12 @@ class RedisPublisher:
         if t is None:
             t = self._topics[name] = _Topic(name)
         return t
+
+    def add_flush_hook(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` before each flush builds its frames, on the flushing thread: what it publishes
+        goes out in that flush (the telemetry observer's time-based findings, evaluated with this
+        publisher's clock). A hook that raises is logged, never stops the flush."""
+        self._flush_hooks.append(hook)
 
     def describe(self, *, role: str, name: str) -> None:
         """Say who publishes (presence.py): ``role`` worker / simulator / replay / ..., and its name."""
@@ -498,6 +505,11 @@ class RedisPublisher:
         """
         epoch = self._ensure_epoch()
         if self._inflight is None:
+            for hook in self._flush_hooks:
+                try:
+                    hook()
+                except Exception:  # noqa: BLE001 -- a telemetry bug must not stop the publisher
+                    log.exception("telemetry: flush hook %r failed", hook)
             records = self._take_records()
             frames = self._build_frames(records)
             if not frames:

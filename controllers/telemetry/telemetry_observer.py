@@ -32,6 +32,16 @@ in-memory buffer (no I/O). Records carry ``ts`` (wall ms) so the page can show a
 Which controller made an API write: the workqueue never hands one key to two workers and a worker
 calls Reconcile on its own thread, so the thread that reported ``on_reconcile_start`` and has not yet
 reported ``on_reconcile_end`` is that controller's; a request from it is that Reconcile's.
+
+v1.7, why each attempt ran and what is stuck: ``Provenance`` (provenance.py) keeps the triggers each
+key's next attempt absorbs and the resourceVersions the controller's writes got back, so an
+``event`` record says whether it is the controller's own write (``self``) and which fields changed
+(field_diff.py), and a ``reconcile_start`` lists its triggers. ``Detectors`` (detectors.py) turn the
+same calls into ``finding`` records through a ``FindingBook`` (findings.py): hot loops, failing and
+terminal keys, slow reconciles, keys waiting for a worker, informers not synced, silent watches and
+relist storms; their time rules run before every flush (``evaluate``). All of this state is guarded
+by one lock (``_detect_lock``), taken by the hooks that feed it, and the records those hooks publish
+are emitted under it, so the stream's order is the order the state changed in.
 """
 
 from __future__ import annotations
@@ -47,8 +57,10 @@ from controllers.schema import (
     LEADER_PREFIX,
     PROTOCOL_VERSION,
     ComponentKind,
+    ControllerEvent,
     HandlerEvent,
     HandlerOutcome,
+    QueueOp,
     RecordKind,
     ReflectorState,
     Runtime,
@@ -62,19 +74,30 @@ from controllers.schema import (
     topic_part,
     worker_topic,
 )
+from controllers.telemetry.detectors import DetectionConfig, Detectors
+from controllers.telemetry.field_diff import diff_paths
+from controllers.telemetry.findings import FindingBook
 from controllers.telemetry.last_updates import LastUpdates
+from controllers.telemetry.provenance import Provenance
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.summary import resource_version, summarize
 
 WATCHER_COUNTERS = ("watch", "watch_starts", "watch_ends", "expired", "reads", "read_errors")
 """v1.6: a raw watcher's stage counters (the metrics sample's ``stages.watchers``)."""
 
+FROM_ENV = "env"
+"""``TelemetryObserver(detection=FROM_ENV)``: thresholds from ``CTRLSCOPE_DETECT_*`` (the default)."""
+
 
 class TelemetryObserver(Observer):
     """Publishes every runtime step through a RedisPublisher (see module docstring)."""
 
     def __init__(self, publisher: RedisPublisher, *, worker: str, clock: Clock | None = None,
-                 last_updates: LastUpdates | None = None, runtime: str = Runtime.PYTHON) -> None:
+                 last_updates: LastUpdates | None = None, runtime: str = Runtime.PYTHON,
+                 detection: DetectionConfig | str | None = FROM_ENV) -> None:
+        """``detection``: the thresholds of the findings (``FROM_ENV``: ``DetectionConfig.from_env``,
+        which raises ``ValueError`` naming a bad variable); ``None`` turns provenance and findings off
+        (the records are then what a 1.6 publisher sends, apart from the version)."""
         self.publisher = publisher
         self.worker = topic_part(worker)
         publisher.describe(role="worker", name=self.worker)  # its presence entry (presence.py)
@@ -83,6 +106,7 @@ class TelemetryObserver(Observer):
         self._topics: dict[tuple[TopicKind, str], str] = {}
         self._components_topic = worker_topic(self.worker, TopicKind.COMPONENTS)
         self._components: dict[str, dict[str, Any]] = {}
+        self._components_lock = threading.Lock()  # entries are rewritten from runtime and flush threads
         self._reconciles: dict[tuple[str, str], dict[str, Any]] = {}
         self.metrics_topic = worker_topic(self.worker, TopicKind.METRICS)
         self.errors_topic = worker_topic(self.worker, TopicKind.ERRORS)
@@ -96,6 +120,14 @@ class TelemetryObserver(Observer):
         self._controller_counts: dict[str, dict[str, Any]] = {}
         self._watcher_counts: dict[str, dict[str, int]] = {}
         self._reconciling: dict[int, str] = {}  # thread id -> controller whose Reconcile runs on it
+        config = DetectionConfig.from_env() if detection == FROM_ENV else detection
+        self._detect_lock = threading.Lock()
+        self.provenance: Provenance | None = None
+        self.detectors: Detectors | None = None
+        if isinstance(config, DetectionConfig):
+            self.provenance = Provenance()
+            self.detectors = Detectors(FindingBook(self._emit, self._set_findings), config, clock=self.clock)
+            publisher.add_flush_hook(self.evaluate)
 
     def topic(self, kind: TopicKind, name: str) -> str:
         """This worker's topic of ``kind`` for component ``name`` (cached: called on every record)."""
@@ -111,11 +143,22 @@ class TelemetryObserver(Observer):
 
     def _component(self, name: str, kind: ComponentKind, **fields: Any) -> None:
         key = f"{kind}/{name}"
-        comp = self._components.get(key)
-        if comp is None:
-            comp = self._components[key] = {"kind": kind, "name": name}
-        comp.update(fields)
-        self.publisher.set_state(self._components_topic, key, dict(comp))
+        with self._components_lock:
+            comp = self._components.get(key)
+            if comp is None:
+                comp = self._components[key] = {"kind": kind, "name": name}
+            comp.update(fields)
+            self.publisher.set_state(self._components_topic, key, dict(comp))
+
+    def _set_findings(self, kind: ComponentKind, name: str, findings: dict[str, Any]) -> None:
+        self._component(name, kind, findings=findings)
+
+    def evaluate(self) -> None:
+        """v1.7: the findings' time rules and held changes, with the clock's time (the publisher runs
+        this before building each flush's frames)."""
+        if self.detectors is not None:
+            with self._detect_lock:
+                self.detectors.evaluate()
 
     def describe_cluster(self, *, name: str, server: str, version: str = "", simulated: bool | None = None,
                          writes: str | None = None) -> None:
@@ -191,35 +234,62 @@ class TelemetryObserver(Observer):
                         **narrowed)
         with self._counts_lock:
             self._informer(informer)
-        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.INFORMER, "fifo": fifo, "resync_period": resync_period,
-                                                  **narrowed})
+        with self._detect_lock:
+            record = {"k": RecordKind.INFORMER, "fifo": fifo, "resync_period": resync_period, **narrowed}
+            self._emit(TopicKind.INFORMER, informer, record)
+            if self.detectors is not None:
+                self.detectors.informer(informer, ts=record["ts"])
 
     def on_list(self, informer: str, *, resource_version: str, items: int, duration: float,
                 error: str | None = None) -> None:
-        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.LIST, "rv": resource_version, "items": items,
-                                          "duration": duration, "error": error})
+        with self._detect_lock:
+            record = {"k": RecordKind.LIST, "rv": resource_version, "items": items, "duration": duration,
+                      "error": error}
+            self._emit(TopicKind.INFORMER, informer, record)
+            if self.detectors is not None:
+                self.detectors.list(informer, ts=record["ts"], error=error)
         if error is None:
             self._component(informer, ComponentKind.INFORMER, rv=resource_version, listed=items)
 
     def on_watch_start(self, informer: str, *, resource_version: str) -> None:
-        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.WATCH_START, "rv": resource_version})
+        with self._detect_lock:
+            record = {"k": RecordKind.WATCH_START, "rv": resource_version}
+            self._emit(TopicKind.INFORMER, informer, record)
+            if self.detectors is not None:
+                self.detectors.watch_start(informer, ts=record["ts"], rv=resource_version)
 
     def on_watch_event(self, informer: str, *, event_type: str, key: str, resource_version: str) -> None:
-        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.WATCH, "type": event_type, "key": key, "rv": resource_version})
+        with self._detect_lock:
+            record = {"k": RecordKind.WATCH, "type": event_type, "key": key, "rv": resource_version}
+            self._emit(TopicKind.INFORMER, informer, record)
+            if self.detectors is not None:
+                self.detectors.watch_alive(informer, ts=record["ts"], rv=resource_version)
         self._count(informer, "watch")
 
     def on_bookmark(self, informer: str, *, resource_version: str) -> None:
-        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.BOOKMARK, "rv": resource_version})
+        with self._detect_lock:
+            record = {"k": RecordKind.BOOKMARK, "rv": resource_version}
+            self._emit(TopicKind.INFORMER, informer, record)
+            if self.detectors is not None:
+                self.detectors.watch_alive(informer, ts=record["ts"], rv=resource_version)
         self._component(informer, ComponentKind.INFORMER, rv=resource_version)
 
     def on_watch_end(self, informer: str, *, reason: WatchEndReason, error: str | None = None) -> None:
-        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.WATCH_END, "reason": reason, "error": error})
+        with self._detect_lock:
+            record = {"k": RecordKind.WATCH_END, "reason": reason, "error": error}
+            self._emit(TopicKind.INFORMER, informer, record)
+            if self.detectors is not None:
+                self.detectors.watch_end(informer, ts=record["ts"], reason=reason)
 
     def on_backoff(self, informer: str, *, delay: float, reason: str) -> None:
         self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.BACKOFF, "delay": delay, "reason": reason})
 
     def on_reflector_state(self, informer: str, *, state: str) -> None:
-        self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.STATE, "state": state})
+        with self._detect_lock:
+            record = {"k": RecordKind.STATE, "state": state}
+            self._emit(TopicKind.INFORMER, informer, record)
+            if self.detectors is not None:
+                self.detectors.reflector_state(informer, ts=record["ts"], state=state)
         if state == ReflectorState.SYNCED:
             self._component(informer, ComponentKind.INFORMER, synced=True)
         else:
@@ -317,6 +387,11 @@ class TelemetryObserver(Observer):
         now_ms = wall_ms(self.clock)
         self._emit(TopicKind.QUEUE, queue, {"k": RecordKind.QUEUE, "op": op, "key": key, "depth": depth, "delay": delay,
                                     "requeues": requeues, "duration": duration})
+        if self.detectors is not None:
+            with self._detect_lock:
+                self.detectors.queue_op(queue, op, key, ts=now_ms, delay=delay)
+                if op == QueueOp.ADD_RATE_LIMITED and self.provenance is not None:
+                    self.provenance.rate_limited(queue, key, delay)
         if not key:
             return
         topic = self.topic(TopicKind.QUEUE, queue)
@@ -325,9 +400,31 @@ class TelemetryObserver(Observer):
 
     # -- controllers -------------------------------------------------------------------------
     def on_event(self, controller: str, *, event: str, key: str, requests: list[str],
-                 filtered_by: str | None = None) -> None:
-        self._emit(TopicKind.CONTROLLER, controller, {"k": RecordKind.EVENT, "event": event, "key": key,
-                                              "requests": requests, "filtered_by": filtered_by})
+                 filtered_by: str | None = None, source: str | None = None, old: Any = None,
+                 new: Any = None) -> None:
+        record: dict[str, Any] = {"k": RecordKind.EVENT, "event": event, "key": key, "requests": requests,
+                                  "filtered_by": filtered_by}
+        provenance = self.provenance
+        if provenance is None:
+            self._emit(TopicKind.CONTROLLER, controller, record)
+            return
+        if source is not None:
+            record["source"] = source
+        rv = old_rv = None
+        if new is not None:
+            record["rv"] = rv = resource_version(new)
+            if event == ControllerEvent.UPDATE and old is not None:
+                record["old_rv"] = old_rv = resource_version(old)
+                paths, more = diff_paths(old, new)
+                record["diff"] = paths
+                if more:
+                    record["diff_more"] = more
+        with self._detect_lock:
+            # (an update that kept its resourceVersion is a resync: it brings back no write)
+            if rv is not None and rv != old_rv and provenance.is_self(controller, key, rv):
+                record["self"] = True
+            self._emit(TopicKind.CONTROLLER, controller, record)
+            provenance.event(controller, record, requests)
 
     def on_controller(self, controller: str, *, watches: list[str], workers: int, started: bool,
                       mode: str | None = None, unseen: list[str] | None = None,
@@ -339,16 +436,29 @@ class TelemetryObserver(Observer):
             extra["rate_limiter"] = rate_limiter
         self._component(controller, ComponentKind.CONTROLLER, watches=list(watches), workers=workers, started=started,
                         **extra)
+        if rate_limiter is not None and self.detectors is not None:
+            with self._detect_lock:
+                self.detectors.rate_limiter(controller, rate_limiter)
         with self._counts_lock:
             self._controller(controller)  # counters from zero, so the first sample already has them
 
     def on_reconcile_start(self, controller: str, *, key: str, worker: int, handler: str | None = None,
                            cause: str | None = None, retry: int | None = None) -> None:
         self._reconciling[threading.get_ident()] = controller
-        record = {"k": RecordKind.RECONCILE_START, "key": key, "worker": worker}
+        record: dict[str, Any] = {"k": RecordKind.RECONCILE_START, "key": key, "worker": worker}
         if handler is not None:  # v1.1: a framework's per-object handler (kopf)
             record.update(handler=handler, cause=cause, retry=retry)
-        self._emit(TopicKind.CONTROLLER, controller, record)
+        if self.provenance is None or self.detectors is None:
+            self._emit(TopicKind.CONTROLLER, controller, record)
+        else:
+            with self._detect_lock:
+                triggers, count, self_triggered = self.provenance.take(controller, key)
+                record.update(triggers=triggers, trigger_count=count)
+                if self_triggered:
+                    record["self_triggered"] = True
+                self._emit(TopicKind.CONTROLLER, controller, record)
+                self.detectors.attempt_start(controller, key, ts=record["ts"], self_triggered=self_triggered,
+                                             triggers=triggers, worker=worker, handler=handler)
         if handler is not None:
             self._fold_handler(controller, key, handler, record)
 
@@ -360,7 +470,14 @@ class TelemetryObserver(Observer):
                   "requeue_after": requeue_after, "error": error}
         if handler is not None:
             record.update(handler=handler, cause=cause, retry=retry, delay=delay, error_kind=error_kind)
-        self._emit(TopicKind.CONTROLLER, controller, record)
+        if self.provenance is None or self.detectors is None:
+            self._emit(TopicKind.CONTROLLER, controller, record)
+        else:
+            with self._detect_lock:
+                self._emit(TopicKind.CONTROLLER, controller, record)
+                self.detectors.attempt_end(controller, key, ts=record["ts"], result=result, error=error)
+                self.provenance.result(controller, key, ts=record["ts"], result=result, requeue_after=requeue_after,
+                                       delay=delay if handler is not None else None)
         self._reconciling.pop(threading.get_ident(), None)
         summary = self._reconciles.setdefault((controller, key), {"attempts": 0})
         summary["attempts"] += 1
@@ -407,15 +524,23 @@ class TelemetryObserver(Observer):
         self.publisher.set_state(topic, key, dict(summary))
 
     def on_request(self, *, method: str, path: str, code: int, duration: float,
-                   controller: str | None = None) -> None:
+                   controller: str | None = None, rv: str | None = None) -> None:
         if method == "GET":
             return  # reads: lists, watches and a Reconcile's GETs are not writes
         if controller is None:
             controller = self._reconciling.get(threading.get_ident())
         if controller is None:
             return  # not made from a Reconcile (an informer event handler, set-up code)
-        self._emit(TopicKind.CONTROLLER, controller, {"k": RecordKind.WRITE, "method": method, "path": path, "code": code,
-                                              "duration": duration})
+        record: dict[str, Any] = {"k": RecordKind.WRITE, "method": method, "path": path, "code": code,
+                                  "duration": duration}
+        if rv is not None:  # v1.7
+            record["rv"] = rv
+        if self.provenance is None:
+            self._emit(TopicKind.CONTROLLER, controller, record)
+        else:
+            with self._detect_lock:
+                self._emit(TopicKind.CONTROLLER, controller, record)
+                self.provenance.wrote(controller, path=path, code=code, rv=rv)
         with self._counts_lock:
             c = self._controller(controller)
             c["writes"] += 1

@@ -126,8 +126,12 @@ def test_reconcile_results_errors_and_writes(api, redis_url, prefix):
     assert [(r["k"], r.get("result") or r.get("method") or r.get("event")) for r in recs] == [
         ("event", "update"), ("event", "update"), ("reconcile_start", None), ("write", "PATCH"),
         ("reconcile", "requeue_after"), ("reconcile_start", None), ("reconcile", "error"),
-        ("reconcile_start", None), ("reconcile", "terminal")]
+        ("reconcile_start", None), ("reconcile", "terminal"), ("finding", None)]
     assert recs[1]["requests"] == [] and recs[1]["filtered_by"] == "GenerationChanged"
+    # v1.7: the first attempt absorbed the mapped event, the second its requeue_after; the terminal
+    # result is stated as an open finding
+    assert [t["kind"] for t in recs[2]["triggers"]] == ["event"] and recs[5]["triggers"][0]["delay"] == 5
+    assert (recs[9]["finding"], recs[9]["subject"], recs[9]["open"]) == ("terminal", "default/b", True)
     assert recs[6]["error"] == "RuntimeError: boom"
     state = snapshot(redis_url, prefix, topic)
     assert state["default/a"]["attempts"] == 2 and state["default/a"]["result"] == "error"

@@ -5,7 +5,8 @@ Five families, each a directory of JSON files (protocol/vectors/README.md descri
 - ``encode/``: observer calls in, the exact frames out. Steps call the observer's hooks by their
   language-neutral names (``queue``, ``reconcile_end``...), advance the clock or flush the
   publisher; the expected ``frames`` are every frame each topic's stream holds afterwards, in
-  order, and ``snapshots`` every topic's snapshot hash.
+  order, and ``snapshots`` every topic's snapshot hash. A vector's ``detect`` sets detection
+  thresholds (v1.7; the others keep the protocol's defaults, whatever the environment says).
 - ``queue/``: ``queue`` records in, the queue topic's per-key state out (``fold_queue_op``).
 - ``derive/``: a snapshot and frames in, the state and the records a dashboard client derives
   (run here through the Redis frame script and in ``test_vectors_js.py`` through the browser's
@@ -32,6 +33,7 @@ import redis
 
 from controllers.clock import FakeClock
 from controllers.schema import fold_queue_op
+from controllers.telemetry.detectors import DetectionConfig
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.streams import FRAME_FIELD, NO_RECORDS_PREFIX, RESET_PREFIX, SNAPSHOT_ID_FIELD, Keys
 from controllers.telemetry.telemetry_observer import TelemetryObserver
@@ -64,7 +66,8 @@ def run_encode(vector: dict[str, Any], url: str,
     publisher = RedisPublisher(url, prefix=prefix, clock=clock, name=vector["publisher"])
     try:
         observer = TelemetryObserver(publisher, worker=vector["worker"], clock=clock,
-                                     runtime=vector.get("runtime", "python"))
+                                     runtime=vector.get("runtime", "python"),
+                                     detection=DetectionConfig.from_mapping(vector.get("detect") or {}))
         for step in vector["steps"]:
             if "advance" in step:
                 clock.step(step["advance"])
