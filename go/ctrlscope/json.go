@@ -90,6 +90,14 @@ func newRecord(kind RecordKind) *record {
 	return r
 }
 
+// newFields is a record without its kind: fields only (each written with its leading comma), for
+// JSON that is spliced into other JSON.
+func newFields() *record {
+	r := recordPool.Get().(*record)
+	r.b = r.b[:0]
+	return r
+}
+
 // release returns r to the pool; its bytes must not be used afterwards.
 func (r *record) release() {
 	if cap(r.b) <= 4096 {
@@ -160,6 +168,24 @@ func (r *record) strs(k string, vs []string) *record {
 		r.b = appendString(r.b, v)
 	}
 	r.b = append(r.b, ']')
+	return r
+}
+
+// object is the fields of a newFields record as a JSON object, a copy.
+func (r *record) object() []byte {
+	if len(r.b) == 0 {
+		return []byte("{}")
+	}
+	out := make([]byte, 0, len(r.b)+1)
+	out = append(out, '{')
+	out = append(out, r.b[1:]...)
+	return append(out, '}')
+}
+
+// raw writes v, JSON already.
+func (r *record) raw(k string, v []byte) *record {
+	r.key(k)
+	r.b = append(r.b, v...)
 	return r
 }
 

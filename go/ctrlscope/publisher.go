@@ -170,6 +170,8 @@ type Publisher struct {
 	bufs      [][]byte      // frame buffers Redis confirmed, for reuse
 
 	flushMu   sync.Mutex // one flush or refresh at a time (the loop, tests)
+	hooksMu   sync.Mutex
+	hooks     []func() // run before each flush builds its frames (addFlushHook)
 	inflight  *inflight
 	epoch     string
 	lastEpoch string
@@ -1045,6 +1047,14 @@ func (p *Publisher) prepend(items []pending) {
 	}
 }
 
+// addFlushHook has hook run before every flush builds its frames, with no lock held: a Telemetry's
+// time rules (findings.go), whose records go in that flush.
+func (p *Publisher) addFlushHook(hook func()) {
+	p.hooksMu.Lock()
+	p.hooks = append(p.hooks, hook)
+	p.hooksMu.Unlock()
+}
+
 // Flush sends everything buffered now (at most MaxFrameRecords records) and returns how many
 // records it sent. A frame that failed in flight is retried unchanged before any new one is built.
 func (p *Publisher) Flush(ctx context.Context) (int, error) {
@@ -1054,6 +1064,12 @@ func (p *Publisher) Flush(ctx context.Context) (int, error) {
 func (p *Publisher) flushBatches(ctx context.Context, batches int) (int, error) {
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
+	p.hooksMu.Lock()
+	hooks := p.hooks
+	p.hooksMu.Unlock()
+	for _, hook := range hooks {
+		hook()
+	}
 	return p.flush(ctx, batches, 0)
 }
 

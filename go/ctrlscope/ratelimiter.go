@@ -45,4 +45,8 @@ func OtherSpec(name string) RateLimiterSpec {
 // rate_limiter (kept by later Controller calls, which do not name it).
 func (t *Telemetry) ControllerRateLimiter(controller string, spec RateLimiterSpec) {
 	t.component(controller, ComponentKindController, map[string]any{"rate_limiter": map[string]any(spec)})
+	c := t.ControllerTopic(controller)
+	c.mu.Lock()
+	c.limiter = spec // failing's max_delay
+	c.mu.Unlock()
 }

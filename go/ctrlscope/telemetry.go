@@ -48,6 +48,9 @@ type Telemetry struct {
 	ctrls       map[string]*controllerCounts
 	watchers    map[string]*watcherCounts
 
+	// detect is the findings' thresholds; nil: provenance and detection are off (v1.7, detect.go).
+	detect *DetectConfig
+
 	componentsTopic string
 	// MetricsTopic and ErrorsTopic are this worker's metrics and errors topics.
 	MetricsTopic, ErrorsTopic string
@@ -101,10 +104,15 @@ type watcherCounts struct {
 	ReadErrors  int `json:"read_errors"`
 }
 
-// TelemetryOptions: Runtime labels the worker on the dashboard [go]; Clock [real].
+// TelemetryOptions: Runtime labels the worker on the dashboard [go]; Clock [real]; Detect the
+// findings' thresholds (v1.7) [from the environment: DetectConfigFromEnv; a variable that is not a
+// valid threshold is logged through the publisher's Logf and the defaults are kept]; NoDetect
+// turns provenance and detection off (the records are a 1.6 publisher's, apart from the version).
 type TelemetryOptions struct {
-	Runtime Runtime
-	Clock   clock.PassiveClock
+	Runtime  Runtime
+	Clock    clock.PassiveClock
+	Detect   *DetectConfig
+	NoDetect bool
 }
 
 // NewTelemetry announces worker (its components entry worker/{worker}: runtime, protocol
@@ -121,6 +129,23 @@ func NewTelemetry(pub *Publisher, worker string, opts TelemetryOptions) *Telemet
 		components: map[string]map[string]any{}, queueTopics: map[string]*QueueTopic{},
 		ctrlTopics: map[string]*ControllerTopic{}, informers: map[string]*informerCounts{}, infTopics: map[string]*InformerTopic{},
 		ctrls: map[string]*controllerCounts{}, watchers: map[string]*watcherCounts{}}
+	switch {
+	case opts.NoDetect:
+	case opts.Detect != nil:
+		d := *opts.Detect
+		t.detect = &d
+	default:
+		d, err := DetectConfigFromEnv(nil)
+		if err != nil {
+			pub.opts.Logf("ctrlscope: %v; detecting with the default thresholds", err)
+			def := DefaultDetectConfig()
+			d = &def
+		}
+		t.detect = d
+	}
+	if t.detect != nil {
+		pub.addFlushHook(t.evaluate)
+	}
 	t.componentsTopic = mustTopic(t.worker, TopicKindComponents, "")
 	t.MetricsTopic = mustTopic(t.worker, TopicKindMetrics, "")
 	t.ErrorsTopic = mustTopic(t.worker, TopicKindErrors, "")
@@ -298,13 +323,16 @@ func (t *Telemetry) InformerWithScope(informer, fifo string, resyncPeriod time.D
 	t.informerCounts(informer)
 	t.mu.Unlock()
 	t.component(informer, ComponentKindInformer, fields)
-	t.emit(TopicKindInformer, informer, rec)
+	it := t.InformerTopic(informer)
+	it.record(rec, it.informerStartedLocked)
 }
 
 // List: a LIST finished (errText "" when it succeeded).
 func (t *Telemetry) List(informer, resourceVersion string, items int, duration time.Duration, errText string) {
-	t.emit(TopicKindInformer, informer, newRecord(RecordKindList).str("rv", resourceVersion).int("items", items).
-		float("duration", duration.Seconds()).optStr("error", errText))
+	it := t.InformerTopic(informer)
+	it.record(newRecord(RecordKindList).str("rv", resourceVersion).int("items", items).
+		float("duration", duration.Seconds()).optStr("error", errText),
+		func(now float64) next { return it.listedLocked(now, errText) })
 	if errText == "" {
 		t.component(informer, ComponentKindInformer, map[string]any{"rv": resourceVersion, "listed": items})
 	}
@@ -312,7 +340,9 @@ func (t *Telemetry) List(informer, resourceVersion string, items int, duration t
 
 // WatchStart: a WATCH opened from resourceVersion.
 func (t *Telemetry) WatchStart(informer, resourceVersion string) {
-	t.emit(TopicKindInformer, informer, newRecord(RecordKindWatchStart).str("rv", resourceVersion))
+	it := t.InformerTopic(informer)
+	it.record(newRecord(RecordKindWatchStart).str("rv", resourceVersion),
+		func(now float64) next { return it.watchStartedLocked(now, resourceVersion) })
 }
 
 // WatchEvent: one watch event reached the cache.
@@ -322,14 +352,17 @@ func (t *Telemetry) WatchEvent(informer string, eventType WatchEventType, key, r
 
 // Bookmark: a BOOKMARK advanced the resourceVersion.
 func (t *Telemetry) Bookmark(informer, resourceVersion string) {
-	t.emit(TopicKindInformer, informer, newRecord(RecordKindBookmark).str("rv", resourceVersion))
+	it := t.InformerTopic(informer)
+	it.record(newRecord(RecordKindBookmark).str("rv", resourceVersion),
+		func(now float64) next { return it.watchAliveLocked(now, resourceVersion) })
 	t.component(informer, ComponentKindInformer, map[string]any{"rv": resourceVersion})
 }
 
 // WatchEnd: a watch ended (errText "" unless reason is an error).
 func (t *Telemetry) WatchEnd(informer string, reason WatchEndReason, errText string) {
-	t.emit(TopicKindInformer, informer, newRecord(RecordKindWatchEnd).str("reason", string(reason)).
-		optStr("error", errText))
+	it := t.InformerTopic(informer)
+	it.record(newRecord(RecordKindWatchEnd).str("reason", string(reason)).optStr("error", errText),
+		func(now float64) next { return it.watchEndedLocked(now, reason) })
 }
 
 // Backoff: the reflector waits delay before listing or watching again.
@@ -340,7 +373,9 @@ func (t *Telemetry) Backoff(informer string, delay time.Duration, reason string)
 
 // ReflectorState: the reflector's state changed.
 func (t *Telemetry) ReflectorState(informer string, state ReflectorState) {
-	t.emit(TopicKindInformer, informer, newRecord(RecordKindState).str("state", string(state)))
+	it := t.InformerTopic(informer)
+	it.record(newRecord(RecordKindState).str("state", string(state)),
+		func(now float64) next { return it.reflectorStateLocked(now, state) })
 	if state == ReflectorStateSynced {
 		t.component(informer, ComponentKindInformer, map[string]any{"synced": true})
 	} else {
@@ -408,9 +443,16 @@ func (t *Telemetry) Handler(informer string, c HandlerCall) {
 // informer: it saves looking the informer up per call. Its methods are safe for concurrent use.
 type InformerTopic struct {
 	tel    *Telemetry
+	name   string
 	topic  string
 	ts     *topicState     // the publisher's, from the first record on (guarded by the publisher's mu)
 	counts *informerCounts // its fields guarded by the publisher's mu
+
+	// mu guards the informer's rules and findings (findings.go). Lock order: mu, then the
+	// Telemetry's, then the publisher's.
+	mu       sync.Mutex
+	rules    informerRules
+	findings findingBook
 }
 
 // InformerTopic is informer's topic handle (the same one for every call with the same name).
@@ -419,7 +461,9 @@ func (t *Telemetry) InformerTopic(informer string) *InformerTopic {
 	defer t.mu.Unlock()
 	it := t.infTopics[informer]
 	if it == nil {
-		it = &InformerTopic{tel: t, topic: t.topicLocked(TopicKindInformer, informer), counts: t.informerCounts(informer)}
+		it = &InformerTopic{tel: t, name: informer, topic: t.topicLocked(TopicKindInformer, informer),
+			counts: t.informerCounts(informer)}
+		it.findings = findingBook{tel: t, comp: ComponentKindInformer, name: informer, publish: it.publishRecord}
 		t.infTopics[informer] = it
 	}
 	return it
@@ -433,6 +477,34 @@ func (it *InformerTopic) state() *topicState { // the publisher's mu held
 		it.ts = it.tel.pub.topic(it.topic)
 	}
 	return it.ts
+}
+
+// publishRecord publishes rec; the caller calls the publisher's after with the result once it
+// holds no lock.
+func (it *InformerTopic) publishRecord(rec []byte) next {
+	p := it.tel.pub
+	p.mu.Lock()
+	n := p.publishLocked(it.state(), rec)
+	p.mu.Unlock()
+	return n
+}
+
+// record publishes r at now on the informer's topic, then (detection on) applies rule, under
+// it.mu: a finding's record follows the record of the call that opened, changed or closed it.
+func (it *InformerTopic) record(r *record, rule func(now float64) next) {
+	if it.tel.detect == nil {
+		next := it.publishRecord(r.done(it.tel.now()))
+		r.release()
+		it.tel.pub.after(next)
+		return
+	}
+	it.mu.Lock()
+	now := it.tel.now()
+	next := it.publishRecord(r.done(now))
+	r.release()
+	next = max(next, rule(now))
+	it.mu.Unlock()
+	it.tel.pub.after(next)
 }
 
 // publish publishes r (finished at now) and counts it with count, under the publisher's lock.
@@ -463,11 +535,25 @@ func (it *InformerTopic) WatchEvent(eventType WatchEventType, key, resourceVersi
 // after something it caused (a handler call that started at at).
 func (it *InformerTopic) WatchEventAt(at time.Time, eventType WatchEventType, key, resourceVersion string) {
 	r := newRecord(RecordKindWatch).str("type", string(eventType)).str("key", key).str("rv", resourceVersion)
+	if it.tel.detect == nil {
+		it.publish(r, it.eventTime(at), countWatch)
+		return
+	}
+	it.mu.Lock()
+	now := it.eventTime(at)
+	it.publish(r, now, countWatch)
+	n := it.watchAliveLocked(now, resourceVersion)
+	it.mu.Unlock()
+	it.tel.pub.after(n)
+}
+
+// eventTime is now, or at when that is earlier (and not zero).
+func (it *InformerTopic) eventTime(at time.Time) float64 {
 	now := it.tel.now()
 	if !at.IsZero() {
 		now = min(now, wallMs(at))
 	}
-	it.publish(r, now, countWatch)
+	return now
 }
 
 // StoreUpsert is Telemetry.StoreUpsert for this informer.
@@ -562,6 +648,9 @@ type QueueTopic struct {
 	tel   *Telemetry
 	topic string
 	ts    *topicState // the publisher's, from the first record on (guarded by the publisher's mu)
+	// ctrl is the controller named like the queue, whose findings its records feed (v1.7: waiting,
+	// and a retry's delay).
+	ctrl *ControllerTopic
 }
 
 // QueueTopic is queue's topic handle (the same one for every call with the same name).
@@ -570,7 +659,7 @@ func (t *Telemetry) QueueTopic(queue string) *QueueTopic {
 	defer t.mu.Unlock()
 	q := t.queueTopics[queue]
 	if q == nil {
-		q = &QueueTopic{tel: t, topic: t.topicLocked(TopicKindQueue, queue)}
+		q = &QueueTopic{tel: t, topic: t.topicLocked(TopicKindQueue, queue), ctrl: t.controllerTopicLocked(queue)}
 		t.queueTopics[queue] = q
 	}
 	return q
@@ -584,6 +673,10 @@ func (q *QueueTopic) Topic() string { return q.topic }
 // under the publisher's one lock, so that two goroutines' operations on one queue reach the state
 // in the order of their records, and a frame never has the one without the other.
 func (q *QueueTopic) Record(r QueueRecord) (QueueItem, bool) {
+	detect := q.tel.detect != nil
+	if detect {
+		q.ctrl.mu.Lock()
+	}
 	now := q.tel.now()
 	rb := newRecord(RecordKindQueue).str("op", string(r.Op)).str("key", r.Key).int("depth", r.Depth).
 		optFloat("delay", r.Delay).optInt("requeues", r.Requeues).optFloat("duration", r.Duration)
@@ -601,6 +694,10 @@ func (q *QueueTopic) Record(r QueueRecord) (QueueItem, bool) {
 	}
 	p.mu.Unlock()
 	rb.release()
+	if detect {
+		next = max(next, q.ctrl.queueOpLocked(r.Op, r.Key, now, r.Delay))
+		q.ctrl.mu.Unlock()
+	}
 	p.after(next)
 	return item, ok
 }
@@ -609,6 +706,10 @@ func (q *QueueTopic) Record(r QueueRecord) (QueueItem, bool) {
 // client-go's queue decides it: a key queued or already dirty is a dedup, one processing a defer,
 // any other an add. Classification, record and fold happen under the publisher's one lock.
 func (q *QueueTopic) RecordAdd(key string, depth int) (QueueOp, QueueItem, bool) {
+	detect := q.tel.detect != nil
+	if detect {
+		q.ctrl.mu.Lock()
+	}
 	now := q.tel.now()
 	p := q.tel.pub
 	p.mu.Lock()
@@ -635,6 +736,10 @@ func (q *QueueTopic) RecordAdd(key string, depth int) (QueueOp, QueueItem, bool)
 	}
 	p.mu.Unlock()
 	rb.release()
+	if detect {
+		next = max(next, q.ctrl.queueOpLocked(op, key, now, nil))
+		q.ctrl.mu.Unlock()
+	}
 	p.after(next)
 	return op, item, ok
 }
@@ -685,16 +790,6 @@ func (p *Publisher) foldQueueEntryLocked(t *topicState, e *stateEntry, key strin
 
 // -- controllers -------------------------------------------------------------------------------
 
-// Event: a watched object's event reached the controller, mapped to requests or dropped by the
-// predicate filteredBy ("" when it passed).
-func (t *Telemetry) Event(controller string, event ControllerEvent, key string, requests []string, filteredBy string) {
-	if requests == nil {
-		requests = []string{}
-	}
-	t.emit(TopicKindController, controller, newRecord(RecordKindEvent).str("event", string(event)).str("key", key).
-		strs("requests", requests).optStr("filtered_by", filteredBy))
-}
-
 // Controller: the controller's shape (the informers it watches, its worker count, started).
 func (t *Telemetry) Controller(controller string, watches []string, workers int, started bool) {
 	if watches == nil {
@@ -719,6 +814,44 @@ type ControllerTopic struct {
 	ts       *topicState       // the publisher's, from the first record on (publisher's mu)
 	counts   *controllerCounts // from the first ReconcileEnd on (tel.mu)
 	known    atomic.Bool       // the controller has its components entry
+
+	// mu guards what follows: provenance and findings (provenance.go, findings.go). Lock order:
+	// mu, then the Telemetry's, then the publisher's.
+	mu        sync.Mutex
+	keys      map[string]*keyState // keys with something kept (keyState.empty)
+	written   written
+	findings  findingBook
+	streaking map[string]*keyState // keys with a self-triggered streak
+	running   map[string]*keyState // keys with an attempt running
+	due       dueHeap              // ready keys by when they wait too long (stale entries skipped)
+	limiter   RateLimiterSpec      // its queue's, for failing's max_delay
+}
+
+// keyLocked is key's state, created if need be.
+func (c *ControllerTopic) keyLocked(key string) *keyState { // c.mu held
+	ks := c.keys[key]
+	if ks == nil {
+		if c.keys == nil {
+			c.keys = map[string]*keyState{}
+		}
+		ks = &keyState{}
+		c.keys[key] = ks
+	}
+	return ks
+}
+
+// publish publishes rec on the controller's topic; the caller calls the publisher's after with the
+// result once it holds no lock. With detection on it is called with c.mu held, so that records and
+// the provenance and findings they change keep one order.
+func (c *ControllerTopic) publish(rec []byte) next {
+	p := c.tel.pub
+	p.mu.Lock()
+	if c.ts == nil {
+		c.ts = p.topic(c.topic)
+	}
+	n := p.publishLocked(c.ts, rec)
+	p.mu.Unlock()
+	return n
 }
 
 // ControllerTopic is controller's topic handle (the same one for every call with the same name).
@@ -727,8 +860,17 @@ func (t *Telemetry) ControllerTopic(controller string) *ControllerTopic {
 	defer t.mu.Unlock()
 	c := t.ctrlTopics[controller]
 	if c == nil {
+		c = t.controllerTopicLocked(controller)
+	}
+	return c
+}
+
+func (t *Telemetry) controllerTopicLocked(controller string) *ControllerTopic { // t.mu held
+	c := t.ctrlTopics[controller]
+	if c == nil {
 		c = &ControllerTopic{tel: t, name: controller, ctxValue: controller,
 			topic: t.topicLocked(TopicKindController, controller)}
+		c.findings = findingBook{tel: t, comp: ComponentKindController, name: controller, publish: c.publish}
 		t.ctrlTopics[controller] = c
 	}
 	return c
@@ -740,20 +882,43 @@ func (t *Telemetry) ReconcileStart(ctx context.Context, controller, key string, 
 	return t.ControllerTopic(controller).ReconcileStart(ctx, key, worker)
 }
 
-// ReconcileStart is Telemetry.ReconcileStart for this controller.
+// ReconcileStart is Telemetry.ReconcileStart for this controller. The record carries the
+// triggers pending for key (provenance.go), which it takes.
 func (c *ControllerTopic) ReconcileStart(ctx context.Context, key string, worker int) context.Context {
 	rb := newRecord(RecordKindReconcileStart).str("key", key).int("worker", worker)
-	rec := rb.done(c.tel.now())
-	p := c.tel.pub
-	p.mu.Lock()
-	if c.ts == nil {
-		c.ts = p.topic(c.topic)
+	ctx = context.WithValue(ctx, reconcileKey{}, c.ctxValue)
+	if c.detect() == nil {
+		next := c.publish(rb.done(c.tel.now()))
+		rb.release()
+		c.tel.pub.after(next)
+		return ctx
 	}
-	next := p.publishLocked(c.ts, rec)
-	p.mu.Unlock()
+	c.mu.Lock()
+	ks := c.keyLocked(key)
+	pt := &ks.triggers
+	rb.key("triggers")
+	rb.b = append(rb.b, '[')
+	for i := range pt.list {
+		if i > 0 {
+			rb.b = append(rb.b, ',')
+		}
+		rb.b = pt.list[i].appendJSON(rb.b)
+	}
+	rb.b = append(rb.b, ']')
+	rb.int("trigger_count", pt.count)
+	selfTriggered := pt.count > 0 && pt.allSelf
+	if selfTriggered {
+		rb.boolean("self_triggered", true)
+	}
+	now := c.tel.now()
+	next := c.publish(rb.done(now))
 	rb.release()
-	p.after(next)
-	return context.WithValue(ctx, reconcileKey{}, c.ctxValue)
+	next = max(next, c.attemptStartedLocked(key, ks, worker, now, selfTriggered, pt.list))
+	*pt = pendingTriggers{list: pt.list[:0]}
+	ks.hasRateLimited = false
+	c.mu.Unlock()
+	c.tel.pub.after(next)
+	return ctx
 }
 
 // ReconcilingController is the controller whose Reconcile ctx belongs to ("" if none).
@@ -772,16 +937,21 @@ func (t *Telemetry) ReconcileEnd(controller, key string, worker int, duration ti
 }
 
 // ReconcileEnd is Telemetry.ReconcileEnd for this controller. The record and the key's summary
-// (the topic's state) change under the publisher's one lock.
+// (the topic's state) change under the publisher's one lock; a retry or requeue_after trigger is
+// left for the key's next attempt.
 func (c *ControllerTopic) ReconcileEnd(key string, worker int, duration time.Duration, result ReconcileResult,
 	requeueAfter time.Duration, errText string) {
 	t := c.tel
-	now := t.now()
 	rb := newRecord(RecordKindReconcile).str("key", key).int("worker", worker).
 		float("duration", duration.Seconds()).str("result", string(result)).
 		float("requeue_after", requeueAfter.Seconds()).optStr("error", errText)
-	rec := rb.done(now)
 	p := t.pub
+	detect := c.detect() != nil
+	if detect {
+		c.mu.Lock()
+	}
+	now := t.now()
+	rec := rb.done(now)
 	p.mu.Lock()
 	if c.ts == nil {
 		c.ts = p.topic(c.topic)
@@ -793,6 +963,10 @@ func (c *ControllerTopic) ReconcileEnd(key string, worker int, duration time.Dur
 	c.ts.setLive(e, valueRaw)
 	p.mu.Unlock()
 	rb.release()
+	if detect {
+		next = max(next, c.attemptEndedLocked(key, result, requeueAfter.Seconds(), errText, now))
+		c.mu.Unlock()
+	}
 	p.after(next)
 	t.mu.Lock()
 	if c.counts == nil {
@@ -813,6 +987,13 @@ func (c *ControllerTopic) ReconcileEnd(key string, worker int, duration time.Dur
 // Request: an API request finished (code 0: no response). Writes made with a Reconcile's context
 // become that controller's write records; reads and requests from elsewhere are not published.
 func (t *Telemetry) Request(ctx context.Context, method, path string, code int, duration time.Duration) {
+	t.RequestRV(ctx, method, path, code, duration, "")
+}
+
+// RequestRV is Request with rv, the metadata.resourceVersion of the object the API server answered
+// with ("" when none, not JSON, or an error status; v1.7). The write record says it, and a 2xx
+// write's rv is remembered: its watch event, when it comes back, is the controller's own (self).
+func (t *Telemetry) RequestRV(ctx context.Context, method, path string, code int, duration time.Duration, rv string) {
 	if method == "GET" {
 		return
 	}
@@ -820,8 +1001,18 @@ func (t *Telemetry) Request(ctx context.Context, method, path string, code int, 
 	if controller == "" {
 		return
 	}
-	t.emit(TopicKindController, controller, newRecord(RecordKindWrite).str("method", method).str("path", path).
-		int("code", code).float("duration", duration.Seconds()))
+	r := newRecord(RecordKindWrite).str("method", method).str("path", path).int("code", code).
+		float("duration", duration.Seconds())
+	if rv != "" {
+		r.str("rv", rv)
+	}
+	t.emit(TopicKindController, controller, r)
+	if rv != "" && code >= 200 && code < 300 && t.detect != nil {
+		c := t.ControllerTopic(controller)
+		c.mu.Lock()
+		c.written.add(rv, writtenKeyOf(path))
+		c.mu.Unlock()
+	}
 	t.mu.Lock()
 	c := t.controllerCounts(controller)
 	c.Writes++

@@ -156,7 +156,9 @@ func call(t *testing.T, tel *Telemetry, ctx *context.Context, s map[string]any) 
 			tel.ControllerRateLimiter(str(s["controller"]), RateLimiterSpec(spec))
 		}
 	case "event":
-		tel.Event(str(s["controller"]), ControllerEvent(str(s["event"])), str(s["key"]), strList(s["requests"]), str(s["filtered_by"]))
+		tel.ControllerTopic(str(s["controller"])).Event(EventCall{Event: ControllerEvent(str(s["event"])), Key: str(s["key"]),
+			Requests: strList(s["requests"]), FilteredBy: str(s["filtered_by"]), Source: str(s["source"]),
+			Old: object(s["old"]), New: object(s["new"])}) // v1.7: source, old, new
 	case "reconcile_start":
 		*ctx = tel.ReconcileStart(context.Background(), str(s["controller"]), str(s["key"]), int(num(s["worker"])))
 	case "reconcile_end":
@@ -164,7 +166,7 @@ func call(t *testing.T, tel *Telemetry, ctx *context.Context, s map[string]any) 
 			ReconcileResult(str(s["result"])), seconds(s["requeue_after"]), str(s["error"]))
 		*ctx = context.Background()
 	case "request":
-		tel.Request(*ctx, str(s["method"]), str(s["path"]), int(num(s["code"])), seconds(s["duration"]))
+		tel.RequestRV(*ctx, str(s["method"]), str(s["path"]), int(num(s["code"])), seconds(s["duration"]), str(s["rv"]))
 	case "write_refused":
 		tel.WriteRefused(*ctx, str(s["method"]), str(s["path"]), WriteRefusal(str(s["reason"])))
 	case "leader":
@@ -224,7 +226,18 @@ func runEncodeSteps(t *testing.T, v map[string]any, prefix string) any {
 		t.Fatal(err)
 	}
 	defer pub.Stop(time.Second)
-	tel := NewTelemetry(pub, str(v["worker"]), TelemetryOptions{Runtime: Runtime(str(v["runtime"])), Clock: clk})
+	detect := map[string]string{} // v1.7: the vector's thresholds, the others the defaults
+	if d, ok := v["detect"].(map[string]any); ok {
+		for name, x := range d {
+			detect[name] = fmt.Sprint(x)
+		}
+	}
+	cfg, err := DetectConfigFrom(detect, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tel := NewTelemetry(pub, str(v["worker"]), TelemetryOptions{Runtime: Runtime(str(v["runtime"])), Clock: clk,
+		Detect: &cfg})
 	rctx := context.Background()
 	for _, raw := range v["steps"].([]any) {
 		s := raw.(map[string]any)

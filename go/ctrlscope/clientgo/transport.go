@@ -3,7 +3,7 @@ package clientgo
 // The REST transport as an observation point. Every request a client made from the wrapped config
 // sends passes here, so it reports:
 //
-//   - every request to Telemetry.Request (method, path without query, status, time to the response
+//   - every request to Telemetry.RequestRV (method, path without query, status, time to the response
 //     headers): the writes made with a Reconcile's context become that controller's write records;
 //     a write GuardWrites refused (a *ReadOnlyError, never sent) goes to Telemetry.WriteRefused;
 //   - for LIST and WATCH requests of an observed informer's resource (matched by URL path, see
@@ -12,6 +12,10 @@ package clientgo
 //
 // What is read of bodies, and when:
 //
+//   - the answer to a write made with a Reconcile's context (2xx, JSON) is read before client-go
+//     reads it, and scanned for the object's metadata.resourceVersion (MetadataResourceVersion:
+//     no decode, it stops there): v1.7's write rv, which tells the write when its watch event comes
+//     back. The bytes are handed on to client-go unchanged.
 //   - LIST responses (and error responses) are copied as client-go reads them and decoded once at
 //     their end, into only the list's metadata and a count of its items (JSON; protobuf through
 //     client-go's scheme). Watch streams are never decoded.
@@ -163,7 +167,13 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp != nil {
 		code = resp.StatusCode
 	}
-	rt.tel.Request(req.Context(), req.Method, req.URL.Path, code, clk.Since(start))
+	took := clk.Since(start)
+	rv := ""
+	if err == nil && code >= 200 && code < 300 && req.Method != http.MethodGet &&
+		ctrlscope.ReconcilingController(req.Context()) != "" {
+		rv = writtenResourceVersion(resp)
+	}
+	rt.tel.RequestRV(req.Context(), req.Method, req.URL.Path, code, took, rv)
 	if inf == nil {
 		return resp, err
 	}
@@ -202,6 +212,40 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
+
+// writtenResourceVersion is the metadata.resourceVersion of the object a write's JSON answer
+// carries ("" when it is not JSON or has none). The body is read here, before client-go reads it:
+// it is handed on as the bytes read (and the read's error, if any), closed when client-go closes it.
+func writtenResourceVersion(resp *http.Response) string {
+	if ct := resp.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return ""
+	}
+	var buf bytes.Buffer
+	if resp.ContentLength > 0 && resp.ContentLength < 64<<20 {
+		buf.Grow(int(resp.ContentLength))
+	}
+	_, readErr := buf.ReadFrom(resp.Body)
+	resp.Body = &readBody{Reader: bytes.NewReader(buf.Bytes()), closer: resp.Body, err: readErr}
+	rv, _ := MetadataResourceVersion(buf.Bytes())
+	return rv
+}
+
+// readBody is a response body already read: its bytes, then the error the read ended with.
+type readBody struct {
+	*bytes.Reader
+	closer io.Closer
+	err    error
+}
+
+func (b *readBody) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF && b.err != nil {
+		err = b.err
+	}
+	return n, err
+}
+
+func (b *readBody) Close() error { return b.closer.Close() }
 
 // statusText is an error response's message: the Status in its body, else the HTTP status.
 func statusText(code int, body []byte) string {

@@ -17,8 +17,9 @@ import (
 )
 
 // TestTransportWrites: requests made with a Reconcile's context are that controller's writes;
-// reads and requests made elsewhere are not published. The cluster is described without its
-// credentials.
+// reads and requests made elsewhere are not published. A write's record says the resourceVersion
+// the server answered with (v1.7), and client-go still decodes the whole answer. The cluster is
+// described without its credentials.
 func TestTransportWrites(t *testing.T) {
 	f := newTelFixture(t, clock.RealClock{})
 	srv := newAPIServer(t, true)
@@ -31,8 +32,12 @@ func TestTransportWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := f.Tel.ReconcileStart(bg, "web", "default/x", 0)
-	if _, err := cs.AppsV1().Deployments("default").Create(ctx, deployment("", "x", 1), metav1.CreateOptions{}); err != nil {
+	created, err := cs.AppsV1().Deployments("default").Create(ctx, deployment("", "x", 1), metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if created.Name != "x" || created.ResourceVersion == "" || created.Spec.Replicas == nil || *created.Spec.Replicas != 1 {
+		t.Fatalf("client-go decoded %+v", created)
 	}
 	if _, err := cs.AppsV1().Deployments("default").Get(ctx, "x", metav1.GetOptions{}); err == nil {
 		t.Fatal("the test server answers GETs of one object?")
@@ -45,8 +50,8 @@ func TestTransportWrites(t *testing.T) {
 		}
 	}
 	if len(writes) != 1 || writes[0]["method"] != "POST" || writes[0]["path"] != "/apis/apps/v1/namespaces/default/deployments" ||
-		writes[0]["code"] != 201.0 {
-		t.Fatalf("writes %v", writes)
+		writes[0]["code"] != 201.0 || writes[0]["rv"] != created.ResourceVersion {
+		t.Fatalf("writes %v (created at rv %s)", writes, created.ResourceVersion)
 	}
 	if d, ok := writes[0]["duration"].(float64); !ok || d <= 0 {
 		t.Fatalf("write duration %v", writes[0]["duration"])

@@ -234,7 +234,20 @@ func TestReconcilerPublishesEachAttemptAndItsResult(t *testing.T) {
 		_, _ = r.Reconcile(context.Background(), req("", "boom"))
 	}()
 	h.Flush(t)
-	recs, state := h.Read(t, h.Tel.Topic(ctrlscope.TopicKindController, "c"))
+	all, state := h.Read(t, h.Tel.Topic(ctrlscope.TopicKindController, "c"))
+	var recs, findings []rec
+	for _, x := range all {
+		if x["k"] == "finding" {
+			findings = append(findings, x)
+		} else {
+			recs = append(recs, x)
+		}
+	}
+	// v1.7: the terminal error is a finding of its key (open until the key's next success)
+	if len(findings) != 1 || findings[0]["finding"] != "terminal" || findings[0]["subject"] != "default/final" ||
+		findings[0]["open"] != true || findings[0]["message"] != "terminal error: terminal error: bad spec" {
+		t.Errorf("findings %v", findings)
+	}
 	var results []string
 	for n, x := range recs {
 		if n%2 == 0 {

@@ -57,14 +57,16 @@ func HandlerName(controller string, role Role) string {
 }
 
 func (i *Instrumentation) handler(controller string, role Role, h handler.EventHandler) handler.EventHandler {
-	return &observedHandler{i: i, controller: controller, name: HandlerName(controller, role), inner: h}
+	return &observedHandler{i: i, controller: controller, name: HandlerName(controller, role), inner: h,
+		topic: i.tel.ControllerTopic(controller)}
 }
 
 type observedHandler struct {
 	i          *Instrumentation
 	controller string
-	name       string // its informer handler calls' (HandlerName)
+	name       string // its informer handler calls' (HandlerName), and its events' source
 	inner      handler.EventHandler
+	topic      *ctrlscope.ControllerTopic
 }
 
 // objectKey is clientgo.ObjectKey, "" for a nil object (an event may carry a typed nil).
@@ -75,8 +77,11 @@ func objectKey(obj client.Object) string {
 	return clientgo.ObjectKey(obj)
 }
 
-func (h *observedHandler) publish(event ctrlscope.ControllerEvent, obj client.Object, r *recorder) {
-	h.i.tel.Event(h.controller, event, objectKey(obj), r.requests(), "")
+// publish publishes the event with the requests h mapped it to, its source and its objects (v1.7:
+// their resourceVersions, an update's changed fields, whether it is the controller's own write).
+func (h *observedHandler) publish(event ctrlscope.ControllerEvent, old, obj client.Object, r *recorder) {
+	h.topic.Event(ctrlscope.EventCall{Event: event, Key: objectKey(obj), Requests: r.requests(), Source: h.name,
+		Old: old, New: obj})
 }
 
 // handlerEvents: which informer handler method delivered a controller event (controller-runtime's
@@ -141,7 +146,7 @@ func (h *observedHandler) call(ev ctrlscope.ControllerEvent, old, obj client.Obj
 func (h *observedHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	r, rq := record(q)
 	h.call(ctrlscope.ControllerEventCreate, nil, e.Object, func() { h.inner.Create(ctx, e, rq) })
-	h.publish(ctrlscope.ControllerEventCreate, e.Object, r)
+	h.publish(ctrlscope.ControllerEventCreate, nil, e.Object, r)
 }
 
 // Update implements handler.EventHandler.
@@ -152,21 +157,21 @@ func (h *observedHandler) Update(ctx context.Context, e event.UpdateEvent, q wor
 		obj = e.ObjectOld
 	}
 	h.call(ctrlscope.ControllerEventUpdate, e.ObjectOld, obj, func() { h.inner.Update(ctx, e, rq) })
-	h.publish(ctrlscope.ControllerEventUpdate, obj, r)
+	h.publish(ctrlscope.ControllerEventUpdate, e.ObjectOld, obj, r)
 }
 
 // Delete implements handler.EventHandler.
 func (h *observedHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	r, rq := record(q)
 	h.call(ctrlscope.ControllerEventDelete, nil, e.Object, func() { h.inner.Delete(ctx, e, rq) })
-	h.publish(ctrlscope.ControllerEventDelete, e.Object, r)
+	h.publish(ctrlscope.ControllerEventDelete, nil, e.Object, r)
 }
 
 // Generic implements handler.EventHandler.
 func (h *observedHandler) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	r, rq := record(q)
 	h.inner.Generic(ctx, e, rq)
-	h.publish(ctrlscope.ControllerEventGeneric, e.Object, r)
+	h.publish(ctrlscope.ControllerEventGeneric, nil, e.Object, r)
 }
 
 // recorder is the queue handed to one handler call: it notes the requests added and passes them on.
@@ -250,7 +255,7 @@ func (i *Instrumentation) predicates(controller string, role Role, ps ...predica
 	out := make([]predicate.Predicate, len(ps))
 	for n, p := range ps {
 		out[n] = &observedPredicate{i: i, controller: controller, handler: HandlerName(controller, role),
-			name: PredicateName(p), inner: p}
+			name: PredicateName(p), inner: p, topic: i.tel.ControllerTopic(controller)}
 	}
 	return out
 }
@@ -282,14 +287,16 @@ func PredicateName(p any) string {
 type observedPredicate struct {
 	i          *Instrumentation
 	controller string
-	handler    string // the informer handler whose calls it ends (HandlerName)
+	handler    string // the informer handler whose calls it ends (HandlerName), and its events' source
 	name       string
 	inner      predicate.Predicate
+	topic      *ctrlscope.ControllerTopic
 }
 
-func (p *observedPredicate) verdict(ok bool, ev ctrlscope.ControllerEvent, obj client.Object) bool {
+func (p *observedPredicate) verdict(ok bool, ev ctrlscope.ControllerEvent, old, obj client.Object) bool {
 	if !ok {
-		p.i.tel.Event(p.controller, ev, objectKey(obj), nil, p.name)
+		p.topic.Event(ctrlscope.EventCall{Event: ev, Key: objectKey(obj), FilteredBy: p.name, Source: p.handler,
+			Old: old, New: obj})
 		if informer, hev, found := p.i.informerHandler(ev, obj); found {
 			// the informer handler call ended at the predicate
 			clientgo.PublishHandler(p.i.tel, informer, ctrlscope.HandlerCall{Handler: p.handler, Event: hev,
@@ -300,11 +307,11 @@ func (p *observedPredicate) verdict(ok bool, ev ctrlscope.ControllerEvent, obj c
 }
 
 func (p *observedPredicate) Create(e event.CreateEvent) bool {
-	return p.verdict(p.inner.Create(e), ctrlscope.ControllerEventCreate, e.Object)
+	return p.verdict(p.inner.Create(e), ctrlscope.ControllerEventCreate, nil, e.Object)
 }
 
 func (p *observedPredicate) Delete(e event.DeleteEvent) bool {
-	return p.verdict(p.inner.Delete(e), ctrlscope.ControllerEventDelete, e.Object)
+	return p.verdict(p.inner.Delete(e), ctrlscope.ControllerEventDelete, nil, e.Object)
 }
 
 func (p *observedPredicate) Update(e event.UpdateEvent) bool {
@@ -312,11 +319,11 @@ func (p *observedPredicate) Update(e event.UpdateEvent) bool {
 	if obj == nil || reflect.ValueOf(obj).IsNil() {
 		obj = e.ObjectOld
 	}
-	return p.verdict(p.inner.Update(e), ctrlscope.ControllerEventUpdate, obj)
+	return p.verdict(p.inner.Update(e), ctrlscope.ControllerEventUpdate, e.ObjectOld, obj)
 }
 
 func (p *observedPredicate) Generic(e event.GenericEvent) bool {
-	return p.verdict(p.inner.Generic(e), ctrlscope.ControllerEventGeneric, e.Object)
+	return p.verdict(p.inner.Generic(e), ctrlscope.ControllerEventGeneric, nil, e.Object)
 }
 
 // -- builder helpers ---------------------------------------------------------------------------

@@ -1,0 +1,300 @@
+package ctrlscope
+
+// Provenance (protocol v1.7, README "Provenance, self-triggering and findings"): why each attempt
+// ran. A workqueue merges the causes of a reconcile, so the observer keeps them instead, per
+// controller and request key: the triggers pending since the key's last reconcile_start.
+//
+//   - an event record whose requests name the key leaves an "event" trigger (a "resync" one for an
+//     update that did not change the resourceVersion): its time, object key, type, source, rv and,
+//     when the record has them, diff, diff_more and self;
+//   - a reconcile ending in error, panic or requeue leaves a "retry" trigger, whose delay is the
+//     delay of the key's add_rate_limited that follows (or precedes) it; requeue_after leaves a
+//     "requeue_after" trigger with its delay.
+//
+// reconcile_start takes them: the last TriggersMax in the record's triggers, how many in all in
+// trigger_count, and self_triggered when every one was the controller's own write coming back.
+//
+// Self: each 2xx write of the controller that returned a resourceVersion is remembered (the last
+// WrittenMax, rv -> the key its path names); an event whose new object has one of those rvs, for
+// that key, is the write coming back.
+//
+// All of it lives in the controller's ControllerTopic, under its mu, and each record is published
+// under that lock too: an event record is before a reconcile_start record exactly when its trigger
+// is in that attempt's triggers. Lock order: ControllerTopic.mu, then the Telemetry's, then the
+// publisher's.
+
+import (
+	"net/url"
+	"reflect"
+	"strings"
+)
+
+// EventCall is one controller event: a watched object's event mapped to requests (or dropped by
+// the predicate FilteredBy). Source, Old and New are v1.7's optional arguments: the handler that
+// mapped it (ctrlruntime.HandlerName), the event's objects (New: the object, a delete's last known
+// state; Old: an update's previous object). With them the record says rv, old_rv, diff and self.
+type EventCall struct {
+	Event      ControllerEvent
+	Key        string
+	Requests   []string
+	FilteredBy string
+	Source     string
+	Old, New   any
+}
+
+// trigger is one cause pending for a key's next attempt.
+type trigger struct {
+	kind TriggerKind
+	ts   float64
+	// event and resync: the fields after ts, as JSON (`,"key":…,"type":…,…`), and the diff paths.
+	fields []byte
+	paths  []string
+	self   bool
+	// retry and requeue_after
+	result   ReconcileResult
+	delay    float64
+	hasDelay bool
+}
+
+func (tr *trigger) appendJSON(b []byte) []byte {
+	b = append(b, `{"kind":`...)
+	b = appendString(b, string(tr.kind))
+	b = append(b, `,"ts":`...)
+	b = appendFloat(b, tr.ts)
+	switch tr.kind {
+	case TriggerKindEvent, TriggerKindResync:
+		b = append(b, tr.fields...)
+	case TriggerKindRetry:
+		b = append(b, `,"result":`...)
+		b = appendString(b, string(tr.result))
+		b = append(b, `,"delay":`...)
+		if tr.hasDelay {
+			b = appendFloat(b, tr.delay)
+		} else {
+			b = append(b, "null"...)
+		}
+	case TriggerKindRequeueAfter:
+		b = append(b, `,"delay":`...)
+		b = appendFloat(b, tr.delay)
+	}
+	return append(b, '}')
+}
+
+// pendingTriggers are a key's triggers since its last reconcile_start: the last TriggersMax of
+// them, how many in all, and whether every one was a self event.
+type pendingTriggers struct {
+	list    []trigger
+	count   int
+	allSelf bool
+	// retry is the index in list of the retry trigger the key's last attempt left (-1: none), whose
+	// delay the key's next add_rate_limited sets.
+	retry int
+}
+
+func (pt *pendingTriggers) add(tr trigger) {
+	if pt.count == 0 {
+		pt.allSelf = true
+		pt.retry = -1
+	}
+	pt.count++
+	pt.allSelf = pt.allSelf && tr.kind == TriggerKindEvent && tr.self
+	if len(pt.list) == TriggersMax {
+		copy(pt.list, pt.list[1:])
+		pt.list = pt.list[:TriggersMax-1]
+		pt.retry--
+	}
+	pt.list = append(pt.list, tr)
+}
+
+// written remembers the last WrittenMax resourceVersions a controller's writes returned (the
+// latest write of an rv counts as the newest), and the key each write's path named.
+type written struct {
+	keys  map[string]writtenEntry
+	order []writtenAt // oldest first; an rv written again leaves a stale entry behind
+	seq   uint64
+}
+
+type writtenEntry struct {
+	key   string
+	known bool // false: a create (a collection's path), which names no key
+	seq   uint64
+}
+
+type writtenAt struct {
+	rv  string
+	seq uint64
+}
+
+func (w *written) add(rv string, k writtenKey) {
+	if w.keys == nil {
+		w.keys = map[string]writtenEntry{}
+	}
+	w.seq++
+	w.keys[rv] = writtenEntry{key: k.key, known: k.known, seq: w.seq}
+	w.order = append(w.order, writtenAt{rv, w.seq})
+	for len(w.keys) > WrittenMax {
+		oldest := w.order[0]
+		w.order = w.order[1:]
+		if e, ok := w.keys[oldest.rv]; ok && e.seq == oldest.seq {
+			delete(w.keys, oldest.rv)
+		}
+	}
+	if len(w.order) > 2*WrittenMax { // drop the stale entries
+		live := w.order[:0]
+		for _, at := range w.order {
+			if w.keys[at.rv].seq == at.seq {
+				live = append(live, at)
+			}
+		}
+		w.order = live
+	}
+}
+
+// self: rv was written by the controller, to key (or by a create).
+func (w *written) self(rv, key string) bool {
+	e, ok := w.keys[rv]
+	return ok && (!e.known || e.key == key)
+}
+
+type writtenKey struct {
+	key   string
+	known bool
+}
+
+// writtenKeyOf is the object key a write's path names (README: the query dropped, segments
+// percent-decoded, the /api/{v}/ or /apis/{g}/{v}/ prefix removed; namespaces/{ns}/{res}/{name}[/…]
+// is ns/name, {res}/{name}[/…] is name, a collection names none).
+func writtenKeyOf(path string) writtenKey {
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	var segs []string
+	for _, s := range strings.Split(path, "/") {
+		if s == "" {
+			continue
+		}
+		if v, err := url.PathUnescape(s); err == nil {
+			s = v
+		}
+		segs = append(segs, s)
+	}
+	var rest []string
+	switch {
+	case len(segs) >= 2 && segs[0] == "api":
+		rest = segs[2:]
+	case len(segs) >= 3 && segs[0] == "apis":
+		rest = segs[3:]
+	default:
+		return writtenKey{}
+	}
+	switch {
+	case len(rest) >= 3 && rest[0] == "namespaces":
+		if len(rest) >= 4 {
+			return writtenKey{key: rest[1] + "/" + rest[3], known: true}
+		}
+		return writtenKey{}
+	case len(rest) >= 2:
+		return writtenKey{key: rest[1], known: true}
+	}
+	return writtenKey{}
+}
+
+// present: v is an object, not nil nor a typed nil.
+func present(v any) bool {
+	if v == nil {
+		return false
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Interface, reflect.Slice:
+		return !rv.IsNil()
+	}
+	return true
+}
+
+// Event: a watched object's event reached the controller, mapped to requests or dropped by the
+// predicate filteredBy ("" when it passed). EventCall says more (v1.7).
+func (t *Telemetry) Event(controller string, event ControllerEvent, key string, requests []string, filteredBy string) {
+	t.ControllerTopic(controller).Event(EventCall{Event: event, Key: key, Requests: requests, FilteredBy: filteredBy})
+}
+
+// Event publishes e as the controller's event record and leaves a trigger for each key it requests.
+func (c *ControllerTopic) Event(e EventCall) {
+	requests := e.Requests
+	if requests == nil {
+		requests = []string{}
+	}
+	rb := newRecord(RecordKindEvent).str("event", string(e.Event)).str("key", e.Key).strs("requests", requests).
+		optStr("filtered_by", e.FilteredBy)
+	if c.detect() == nil {
+		next := c.publish(rb.done(c.tel.now()))
+		rb.release()
+		c.tel.pub.after(next)
+		return
+	}
+	// the trigger's fields after kind and ts, built beside the record's
+	tb := newFields()
+	tb.str("key", e.Key).str("type", string(e.Event)).optStr("source", e.Source)
+	if e.Source != "" {
+		rb.str("source", e.Source)
+	}
+	hasNew, hasOld := present(e.New), present(e.Old)
+	newRV := ""
+	if hasNew {
+		newRV = ResourceVersion(e.New)
+		rb.optStr("rv", newRV)
+	}
+	tb.optStr("rv", newRV)
+	resync := false
+	var paths []string
+	if e.Event == ControllerEventUpdate && hasNew && hasOld {
+		oldRV := ResourceVersion(e.Old)
+		resync = newRV != "" && newRV == oldRV
+		var more int
+		paths, more = Diff(e.Old, e.New)
+		if paths == nil {
+			paths = []string{}
+		}
+		rb.optStr("old_rv", oldRV).strs("diff", paths)
+		tb.strs("diff", paths)
+		if more > 0 {
+			rb.int("diff_more", more)
+			tb.int("diff_more", more)
+		}
+	}
+	kind := TriggerKindEvent
+	if resync {
+		kind = TriggerKindResync
+	}
+	t := c.tel
+	c.mu.Lock()
+	self := !resync && newRV != "" && c.written.self(newRV, e.Key)
+	if self {
+		rb.boolean("self", true)
+		tb.boolean("self", true)
+	}
+	now := t.now()
+	next := c.publish(rb.done(now))
+	if len(e.Requests) > 0 {
+		fields := append([]byte(nil), tb.b...)
+		for i, key := range e.Requests {
+			if i > 0 && contains(e.Requests[:i], key) {
+				continue
+			}
+			c.keyLocked(key).triggers.add(trigger{kind: kind, ts: now, fields: fields, paths: paths, self: self})
+		}
+	}
+	c.mu.Unlock()
+	rb.release()
+	tb.release()
+	t.pub.after(next)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
