@@ -110,10 +110,11 @@ class Provenance:
         p.count += 1
         p.all_self = p.all_self and is_self
 
-    def event(self, controller: str, record: dict[str, Any], requests: list[str]) -> None:
-        """An ``event`` record mapped to ``requests``: one trigger for each distinct key."""
+    def event(self, controller: str, record: dict[str, Any], requests: list[str]) -> dict[str, Any] | None:
+        """An ``event`` record mapped to ``requests``: one trigger for each distinct key (the same
+        dict, returned, so a caller may annotate it: the span sink adds the span it links to)."""
         if not requests:
-            return
+            return None
         rv, old_rv = record.get("rv"), record.get("old_rv")
         resync = record["event"] == ControllerEvent.UPDATE and rv is not None and rv == old_rv
         trigger: dict[str, Any] = {"kind": TriggerKind.RESYNC if resync else TriggerKind.EVENT, "ts": record["ts"],
@@ -125,22 +126,28 @@ class Provenance:
         is_self = trigger.get("self", False)
         for key in dict.fromkeys(requests):  # distinct, in order
             self._add(self._entry(controller, key), trigger, is_self=is_self)
+        return trigger
 
     def result(self, controller: str, key: str, *, ts: float, result: str, requeue_after: float,
-               delay: float | None) -> None:
+               delay: float | None) -> dict[str, Any] | None:
         """The key's attempt ended: a retried result leaves a ``retry`` trigger (its ``delay`` the
-        framework's own, else the rate limiter's when known), ``requeue_after`` one of its kind."""
+        framework's own, else the rate limiter's when known), ``requeue_after`` one of its kind;
+        the trigger left is returned (``None`` when none)."""
+        trigger: dict[str, Any]
         if result in RETRIED_RESULTS:
             p = self._entry(controller, key)
-            self._add(p, {"kind": TriggerKind.RETRY, "ts": ts, "result": result,
-                          "delay": delay if delay is not None else p.rate_limited}, is_self=False)
+            trigger = {"kind": TriggerKind.RETRY, "ts": ts, "result": result,
+                       "delay": delay if delay is not None else p.rate_limited}
         elif result == ReconcileResult.REQUEUE_AFTER:
-            self._add(self._entry(controller, key), {"kind": TriggerKind.REQUEUE_AFTER, "ts": ts,
-                                                     "delay": requeue_after}, is_self=False)
+            p = self._entry(controller, key)
+            trigger = {"kind": TriggerKind.REQUEUE_AFTER, "ts": ts, "delay": requeue_after}
         else:
-            p = self._pending.get((controller, key))
-            if p is not None and not p.count:
+            p_done = self._pending.get((controller, key))
+            if p_done is not None and not p_done.count:
                 del self._pending[(controller, key)]  # nothing pending: forget the key
+            return None
+        self._add(p, trigger, is_self=False)
+        return trigger
 
     def rate_limited(self, controller: str, key: str, delay: float | None) -> None:
         """The controller's queue added ``key`` rate-limited after ``delay``: the delay of the retry

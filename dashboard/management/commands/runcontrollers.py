@@ -31,20 +31,25 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from controllers.kopf.progress import DEFAULT_PREFIX, ProgressFormat, Storage
+from controllers.observer import FanoutObserver
 from controllers.schema import SYNTHETIC_TOPIC, RecordKind
 from controllers.telemetry.inspector import Inspector
 from controllers.telemetry.last_updates import DEFAULT_MAX_BYTES, DEFAULT_MAX_KEYS, LastUpdates
 from controllers.telemetry.metrics_sampler import MetricsSampler
+from controllers.telemetry.otel_env import otlp_from_environment
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
 from controllers.telemetry.synthetic import SyntheticLoad
 from controllers.telemetry.telemetry_observer import TelemetryObserver
+
+if TYPE_CHECKING:
+    from controllers.telemetry.otel import OtelObserver
 
 
 def load_setup(spec: str) -> Callable[[Any], Any]:
@@ -142,6 +147,7 @@ class Command(BaseCommand):
             signal.signal(sig, lambda *_: stop.set())
         threads: list[threading.Thread] = []
         manager = inspector = sampler = None
+        self.otel: OtelObserver | None = None
         try:
             if setups or opts["kopf"]:
                 from controllers.metrics import FAMILIES  # prometheus families: not for a synthetic-only worker
@@ -174,6 +180,8 @@ class Command(BaseCommand):
                 inspector.stop()
             if manager is not None:
                 manager.stop()
+            if self.otel is not None:
+                self.otel.shutdown()  # ends open spans and flushes the batch to the collector
             for t in threads:
                 t.join(5)
             publisher.stop()
@@ -243,8 +251,11 @@ class Command(BaseCommand):
             lock = KubernetesLeaseLock(client, namespace, name)
         if lock is not None and not (opts["lease_duration"] > opts["renew_deadline"] > 1.2 * opts["retry_period"] > 0):
             raise CommandError("leader election needs lease-duration > renew-deadline > 1.2 x retry-period > 0")
+        # OpenTelemetry spans beside the records when an OTLP endpoint is configured (README "OpenTelemetry").
+        self.otel = otlp_from_environment(worker=opts["worker_name"])
         # The identity ends in the pid, so an operator (or the leader-failover scenario) can find the leader.
-        manager = Manager(client, resync_period=opts["resync"], observer=observer,
+        manager = Manager(client, resync_period=opts["resync"],
+                          observer=observer if self.otel is None else FanoutObserver(observer, self.otel),
                           metrics_port=opts["metrics_port"], leader_election_lock=lock,
                           identity=f"{opts['worker_name']}-{os.getpid()}" if lock else "",
                           lease_duration=opts["lease_duration"], renew_deadline=opts["renew_deadline"],
