@@ -24,6 +24,8 @@ import logging
 from enum import StrEnum
 from typing import Any
 
+import orjson
+
 from controllers.schema import (
     ControllerEvent,
     DeltaType,
@@ -233,6 +235,23 @@ class Observer:
 
 NOOP_OBSERVER = Observer()
 """Shared do-nothing observer: the default everywhere."""
+
+
+def written_rv(body: bytes | None) -> str | None:
+    """``on_request``'s ``rv`` from a 2xx write's response body: the metadata.resourceVersion of the
+    object the server answered with (``None``: no body, not JSON, a ``Status``). Here, beside the
+    hook, so that every API client of the runtime and of the frameworks reads it alike."""
+    if not body:
+        return None
+    try:
+        decoded = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(decoded, dict) or decoded.get("kind") == "Status":
+        return None
+    rv = (decoded.get("metadata") or {}).get("resourceVersion")
+    return rv if isinstance(rv, str) and rv else None
+
 
 HOOKS = tuple(name for name in vars(Observer) if name.startswith("on_"))
 """Every hook name, in declaration order."""

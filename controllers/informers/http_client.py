@@ -54,7 +54,7 @@ from controllers.clock import Clock, RealClock
 from controllers.informers.kubeconfig import kubeconfig_errors
 from controllers.informers.listwatch import ApiError, ListOptions, ListResult, WatchEvent
 from controllers.informers.write_guard import ReadOnlyError, WriteGuard
-from controllers.observer import Observer, active_observer
+from controllers.observer import Observer, active_observer, written_rv
 from controllers.schema import WriteRefusal
 
 Obj = dict[str, Any]
@@ -188,7 +188,11 @@ class KubernetesClient:
                 obs.on_request(method=method, path=path, code=0, duration=self.clock.now() - start)
             raise ConnectionRefusedError(f"{method} {path}: {exc}") from exc
         if obs is not None:
-            obs.on_request(method=method, path=path, code=response.status, duration=self.clock.now() - start)
+            duration = self.clock.now() - start
+            # Only observed writes pay for the rv: urllib3 keeps the body it reads here (``data``
+            # caches it), so the caller still reads it; the decode is one more orjson pass.
+            rv = written_rv(response.data) if method != "GET" and 200 <= response.status < 300 else None
+            obs.on_request(method=method, path=path, code=response.status, duration=duration, rv=rv)
         return response
 
     def get_json(self, path: str, query: list[tuple[str, str]] | None = None,

@@ -62,6 +62,7 @@ from typing import Any
 import orjson
 
 from controllers.kopf import ACTIVITIES, controller_name, informer_name
+from controllers.observer import written_rv
 from controllers.publish import ControllerReport, InformerReport, ProtocolPublisher, QueueReport, object_key
 from controllers.schema import ErrorKind, HandlerCause, HandlerProgress, LogLevel, ObservationMode, WatchEndReason
 from controllers.telemetry.scrub import SECRETS
@@ -506,22 +507,28 @@ class KopfTelemetry:
         def request(client: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
             start = time.monotonic()
             code = 0
+            rv = None
             try:
                 response = original(client, method, url, *args, **kwargs)
                 code = int(getattr(response, "status", 0) or 0)
                 if code == 200 and "/secrets" in str(url):
                     _learn_on_read(response)
+                elif 200 <= code < 300 and str(method).upper() != "GET" and _scope_var.get() is not None:
+                    rv = written_rv(response.read())  # read once, kept by RESTResponse for its caller
                 return response
             except Exception as exc:
                 code = int(getattr(exc, "status", 0) or 0)
                 raise
             finally:
-                telemetry.write(method, url, code, time.monotonic() - start)
+                telemetry.write(method, url, code, time.monotonic() - start, rv=rv)
 
         cls.request = request
         self._rest_patched = (cls, original)
 
-    def write(self, method: str, url: Any, code: int, duration: float) -> None:
+    def write(self, method: str, url: Any, code: int, duration: float, rv: str | None = None) -> None:
+        """An API request made while an object was handled (GETs are not writes). ``rv``: the
+        resourceVersion the official client's write got back; kopf's own aiohttp writes (its
+        progress and status patches) have none: the trace hook ends before the body is read."""
         scope = _scope_var.get()
         if scope is None or str(method).upper() == "GET":
             return
@@ -529,7 +536,7 @@ class KopfTelemetry:
         if "://" in path:
             path = "/" + path.split("://", 1)[1].partition("/")[2]
         scope.controller.write(method=str(method).upper(), path=path.partition("?")[0], code=code,
-                               duration=duration, attributed=True)
+                               duration=duration, attributed=True, rv=rv)
 
     # -- logs -------------------------------------------------------------------------------------
     def on_log_record(self, record: logging.LogRecord) -> None:

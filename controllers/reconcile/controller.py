@@ -126,19 +126,23 @@ class Controller:
         events that pass every predicate."""
         handler = handler or EnqueueRequestForObject()
         predicates = tuple(predicates)
+        source = handler_name(self.name, handler)
 
         def dispatch(event: ControllerEvent, obj: Any, requests: Callable[[], list[Request]],
-                     passes: Callable[[Predicate], bool]) -> None:
+                     passes: Callable[[Predicate], bool], old: Any = None) -> None:
+            # The event's objects go to the observer as the informer handed them (it only reads
+            # their resourceVersions and changed fields): why the key's next attempt runs.
             obs = self._obs
             for p in predicates:
                 if not passes(p):
                     if obs is not None:
                         obs.on_event(self.name, event=event, key=object_key(obj), requests=[],
-                                     filtered_by=type(p).__name__)
+                                     filtered_by=type(p).__name__, source=source, old=old, new=obj)
                     return
             mapped = requests()
             if obs is not None:
-                obs.on_event(self.name, event=event, key=object_key(obj), requests=[str(r) for r in mapped])
+                obs.on_event(self.name, event=event, key=object_key(obj), requests=[str(r) for r in mapped],
+                             source=source, old=old, new=obj)
             for request in mapped:
                 self.queue.add(request)
 
@@ -146,7 +150,8 @@ class Controller:
             dispatch(ControllerEvent.CREATE, obj, lambda: handler.create(obj), lambda p: p.create(obj))
 
         def on_update(old: Any, new: Any) -> None:
-            dispatch(ControllerEvent.UPDATE, new, lambda: handler.update(old, new), lambda p: p.update(old, new))
+            dispatch(ControllerEvent.UPDATE, new, lambda: handler.update(old, new), lambda p: p.update(old, new),
+                     old=old)
 
         def on_delete(obj: Any) -> None:
             # The final state may be unknown (deleted while disconnected): reconcile the last
@@ -155,8 +160,7 @@ class Controller:
                 obj = obj.obj
             dispatch(ControllerEvent.DELETE, obj, lambda: handler.delete(obj), lambda p: p.delete(obj))
 
-        informer.add_event_handler(on_add=on_add, on_update=on_update, on_delete=on_delete,
-                                   name=handler_name(self.name, handler))
+        informer.add_event_handler(on_add=on_add, on_update=on_update, on_delete=on_delete, name=source)
         self._sources.append(informer)
         self._report(started=False)
 
