@@ -38,8 +38,12 @@ client-go's loop after it. An attempt that ended with a retried result and no de
 span open (its end time already fixed) until the delay comes, the key's next attempt starts, or the
 sink shuts down, so the attribute is there whatever the order.
 
-Every hook only creates or ends spans in memory (the batch processor's thread exports them), under
-one lock; ``shutdown`` ends what is still open and flushes.
+Every hook only creates or ends spans in memory, under one lock: the batch processor appends each
+ended span to a bounded queue (``OTEL_BSP_MAX_QUEUE_SIZE``, 2048; when it is full the oldest is
+dropped, never waited for) that its own thread exports. A collector that is down, refuses or hangs
+costs that thread retries and the spans it drops, never the runtime a wait. ``shutdown`` ends what
+is still open and flushes for at most ``timeout`` seconds (the exporter alone would retry each
+remaining batch for up to ``OTEL_EXPORTER_OTLP_TIMEOUT``, 10 s, and the SDK wait 30 s for them all).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, set_span_in_context
 
 from controllers.clock import Clock, RealClock
@@ -82,10 +87,13 @@ class _Attempt:
 
 class OtelObserver(Observer):
     """Spans for reconciles, controller events and writes (see the module docstring), made with
-    ``provider``'s tracer. ``shutdown`` ends open spans and shuts the provider down (a flush)."""
+    ``provider``'s tracer. ``shutdown`` ends open spans and shuts the provider down (a flush),
+    for a bounded time when it knows the ``exporter`` (it stops the exporter's retries then)."""
 
-    def __init__(self, provider: TracerProvider, *, clock: Clock | None = None) -> None:
+    def __init__(self, provider: TracerProvider, *, clock: Clock | None = None,
+                 exporter: SpanExporter | None = None) -> None:
         self.provider = provider
+        self.exporter = exporter
         self.tracer = provider.get_tracer(SCOPE)
         self.clock: Clock = clock or RealClock()
         self._lock = threading.Lock()
@@ -248,15 +256,27 @@ class OtelObserver(Observer):
         span.end(end_time=now)
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def shutdown(self) -> None:
+    def shutdown(self, timeout: float = 5.0) -> None:
         """End the spans still open (an attempt that never returned ends now, without a result) and
-        shut the provider down, which exports what its batch processor holds."""
+        shut the provider down, which exports what its batch processor holds: for at most about
+        ``timeout`` seconds when the exporter is known (then what is left is dropped)."""
         with self._lock:
             for attempt in self._attempts.values():
                 self._end(attempt)
             self._attempts.clear()
             self._threads.clear()
-        self.provider.shutdown()
+        if self.exporter is None:
+            self.provider.shutdown()
+            return
+        # The SDK's shutdown takes no timeout (its batch processor waits up to 30 s for its thread,
+        # which retries each batch for up to the exporter's timeout): run it aside, and past the
+        # timeout stop the exporter, whose retries then end and whose further batches fail at once.
+        flushing = threading.Thread(target=self.provider.shutdown, name="otel-shutdown", daemon=True)
+        flushing.start()
+        flushing.join(timeout)
+        if flushing.is_alive():
+            self.exporter.shutdown()
+            flushing.join(1.0)
 
 
 def _link_attributes(trigger: dict[str, Any]) -> dict[str, Any]:

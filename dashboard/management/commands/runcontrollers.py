@@ -42,7 +42,7 @@ from controllers.schema import SYNTHETIC_TOPIC, RecordKind
 from controllers.telemetry.inspector import Inspector
 from controllers.telemetry.last_updates import DEFAULT_MAX_BYTES, DEFAULT_MAX_KEYS, LastUpdates
 from controllers.telemetry.metrics_sampler import MetricsSampler
-from controllers.telemetry.otel_env import otlp_from_environment
+from controllers.telemetry.otel_env import otlp_from_environment, otlp_traces_endpoint
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
 from controllers.telemetry.synthetic import SyntheticLoad
@@ -137,6 +137,10 @@ class Command(BaseCommand):
             raise CommandError("--inspect-keys and --inspect-mib must be positive")
         setups = [(spec, load_setup(spec)) for spec in opts["controller"]]
         kopf_format = kopf_progress_format(opts)
+        try:
+            otlp_traces_endpoint()  # a bad OTLP variable stops the worker before anything starts
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
         try:
             redis_handle = ensure_redis(settings.RUN_DIR)
         except RedisUnavailable as exc:
@@ -252,7 +256,10 @@ class Command(BaseCommand):
         if lock is not None and not (opts["lease_duration"] > opts["renew_deadline"] > 1.2 * opts["retry_period"] > 0):
             raise CommandError("leader election needs lease-duration > renew-deadline > 1.2 x retry-period > 0")
         # OpenTelemetry spans beside the records when an OTLP endpoint is configured (README "OpenTelemetry").
-        self.otel = otlp_from_environment(worker=opts["worker_name"])
+        try:
+            self.otel = otlp_from_environment(worker=opts["worker_name"])
+        except ValueError as exc:  # the endpoint was checked at start; the SDK's OTEL_BSP_* are checked here
+            raise CommandError(f"OpenTelemetry: {exc}") from exc
         # The identity ends in the pid, so an operator (or the leader-failover scenario) can find the leader.
         manager = Manager(client, resync_period=opts["resync"],
                           observer=observer if self.otel is None else FanoutObserver(observer, self.otel),
