@@ -68,7 +68,9 @@ def worker(realcluster, real_namespace, proxy_kubeconfig: Path, tmp_path: Path, 
         proc = subprocess.Popen(
             [sys.executable, "manage.py", "runcontrollers", "--controller", "controllers.examples.deployments:setup",
              "--kubeconfig", str(proxy_kubeconfig), "--worker-name", WORKER, "--status-every", "0",
-             "--allow-writes"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+             "--allow-writes", "--namespace", real_namespace], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    # --namespace: the control plane is shared by the session's tests; watching all of it would fill the
+    # page's event list with other tests' objects and push the rows this test looks for out of view.
     published = Published(redis_url, prefix)
     try:
         # Both informers synced through the proxy before a page opens: on a loaded machine the worker's

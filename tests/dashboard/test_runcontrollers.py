@@ -25,6 +25,8 @@ def run_worker(*args: str, redis_url: str, prefix: str, timeout: float = 60) -> 
     (("--controller", "no_such_module_xyz:setup"), "cannot import no_such_module_xyz"),
     (("--controller", "controllers.clock:nope"), "has no callable 'nope'"),
     (("--synthetic", "-5"), "must be positive"),
+    (("--controller", "controllers.examples.deployments:setup", "--namespace", "Not_A_Namespace"),
+     "--namespace 'Not_A_Namespace' is not a namespace name"),
 ])
 def test_bad_arguments_fail_with_a_clear_message(args, message, redis_url, prefix):
     result = run_worker(*args, redis_url=redis_url, prefix=prefix)

@@ -52,6 +52,10 @@ if TYPE_CHECKING:
     from controllers.telemetry.otel import OtelObserver
 
 
+NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+"""A namespace's name is a DNS label (RFC 1123), as the API server validates it."""
+
+
 def load_setup(spec: str) -> Callable[[Any], Any]:
     """``"pkg.module:name"`` → the callable; a clear CommandError for anything else."""
     module_name, sep, attr = spec.partition(":")
@@ -114,6 +118,9 @@ class Command(BaseCommand):
                             help="seconds a watch asks the server to run, randomised up to twice that "
                                  "(client-go's minWatchTimeout, 300); a watch silent past it is taken as stalled")
         parser.add_argument("--resync", type=float, default=0.0, help="informer resync period in seconds (0: off)")
+        parser.add_argument("--namespace", default="",
+                            help="watch and cache only this namespace (controller-runtime's cache DefaultNamespaces; "
+                                 "default: all namespaces)")
         parser.add_argument("--inspect-keys", type=int, default=DEFAULT_MAX_KEYS,
                             help=f"keys whose last update the object inspector keeps ({DEFAULT_MAX_KEYS:,})")
         parser.add_argument("--inspect-mib", type=float, default=DEFAULT_MAX_BYTES / 2**20,
@@ -131,6 +138,9 @@ class Command(BaseCommand):
             raise CommandError("nothing to run: pass --controller MODULE:NAME, --kopf RESOURCE and/or --synthetic RATE")
         if opts["synthetic"] is not None and (opts["synthetic"] <= 0 or opts["objects"] <= 0):
             raise CommandError("--synthetic and --objects must be positive")
+        if opts["namespace"] and not NAMESPACE_NAME.fullmatch(opts["namespace"]):
+            raise CommandError(f"--namespace {opts['namespace']!r} is not a namespace name (a DNS label: lower-case "
+                               "letters, digits and '-', at most 63 characters)")
         if opts["watch_timeout"] < 1:
             raise CommandError("--watch-timeout must be at least 1 second")
         if opts["inspect_keys"] < 1 or opts["inspect_mib"] <= 0:
@@ -266,7 +276,8 @@ class Command(BaseCommand):
                           metrics_port=opts["metrics_port"], leader_election_lock=lock,
                           identity=f"{opts['worker_name']}-{os.getpid()}" if lock else "",
                           lease_duration=opts["lease_duration"], renew_deadline=opts["renew_deadline"],
-                          retry_period=opts["retry_period"], min_watch_timeout=opts["watch_timeout"])
+                          retry_period=opts["retry_period"], min_watch_timeout=opts["watch_timeout"],
+                          namespace=opts["namespace"] or None)
         started = 0
         for spec, setup in setups:
             try:
