@@ -17,7 +17,10 @@ every publisher reports the same paths for the same pair of objects:
 - the first ``DIFF_MAX_PATHS`` paths are listed and the rest only counted.
 
 Cost: equal subtrees are skipped with one ``==`` (a C-level comparison), so an update that changes
-one status field walks the path to it and compares its siblings, not the whole object.
+one status field walks the path to it and compares its siblings, not the whole object. Children are
+compared before a call is made for them, so the walk makes one call per node that differs: ~12 µs
+for the 3.7 KB Pod of bench/provenance.py with two status fields changed, ~70 µs for a 20-container
+Pod with 20 (where it was 20 and 98 µs calling the walk for every child).
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from typing import Any
 
 from controllers.schema import DIFF_MAX_DEPTH, DIFF_MAX_PATHS
 
-_SKIPPED = ("metadata", "resourceVersion")
-_WHOLE = ("metadata", "managedFields")
+_METADATA = ("metadata",)
+_SKIPPED_KEY = "resourceVersion"  # metadata.resourceVersion: never a path
+_WHOLE_KEY = "managedFields"  # metadata.managedFields: compared as one value
 
 
 def diff_paths(old: Any, new: Any) -> tuple[list[str], int]:
@@ -44,27 +48,39 @@ def diff_paths(old: Any, new: Any) -> tuple[list[str], int]:
             more += 1
 
     def walk(a: Any, b: Any, path: tuple[str, ...]) -> None:
-        if path == _SKIPPED or _same(a, b):
-            return
-        if path == _WHOLE or len(path) == DIFF_MAX_DEPTH:
+        # a and b differ. Children are compared before a call is made for them: most are equal,
+        # and an update then costs one walk call per node on the way to what changed.
+        if len(path) == DIFF_MAX_DEPTH:
             add(path)
         elif type(a) is dict and type(b) is dict:
-            for key in sorted(a.keys() | b.keys()):
-                sub = (*path, key)
-                if key in a and key in b:
-                    walk(a[key], b[key], sub)
-                elif sub != _SKIPPED:
-                    add(sub)
+            in_metadata = path == _METADATA
+            for key in sorted(a) if a.keys() == b.keys() else sorted(a.keys() | b.keys()):
+                if in_metadata and key == _SKIPPED_KEY:
+                    continue
+                if key not in a or key not in b:
+                    add((*path, key))
+                    continue
+                va, vb = a[key], b[key]
+                # _same, inlined: this line runs for every child of every node walked
+                if va is vb or (va == vb and (type(va) is bool) == (type(vb) is bool)):
+                    continue
+                if in_metadata and key == _WHOLE_KEY:
+                    add((*path, key))
+                else:
+                    walk(va, vb, (*path, key))
         elif type(a) is list and type(b) is list:
             shared = min(len(a), len(b))
             for i in range(shared):
-                walk(a[i], b[i], (*path, str(i)))
+                va, vb = a[i], b[i]
+                if not (va is vb or (va == vb and (type(va) is bool) == (type(vb) is bool))):
+                    walk(va, vb, (*path, str(i)))
             for i in range(shared, max(len(a), len(b))):
                 add((*path, str(i)))
         elif path:
             add(path)
 
-    walk(old, new, ())
+    if not _same(old, new):
+        walk(old, new, ())
     return paths, more
 
 
