@@ -42,7 +42,7 @@ from typing import Any
 
 from controllers.clock import Clock, RealClock
 from controllers.metrics import FAMILIES, MetricsObserver
-from controllers.observer import FanoutObserver, StoreOp
+from controllers.observer import FanoutObserver, Observer, StoreOp
 from controllers.schema import (
     ErrorKind,
     HandlerCause,
@@ -78,18 +78,21 @@ class ProtocolPublisher:
     ``worker`` names the process on the dashboard (replicas need distinct names); ``runtime`` is the
     label shown next to it (``python``, ``kopf``, ``go``...). ``prefix`` must match the dashboard's
     ``CTRLSCOPE_PREFIX``. ``metrics=False`` skips the Prometheus series and the one-a-second sampler.
+    ``observers``: more observers that hear every report beside the telemetry (the OTLP span
+    sink, ``controllers.telemetry.otel_env.otlp_from_environment``; stopping them is the caller's).
     Further keyword arguments go to ``RedisPublisher`` (``flush_interval``, ``buffer_limit``, ...).
     """
 
     def __init__(self, url: str, *, worker: str, runtime: str = Runtime.PYTHON, prefix: str = "ctrlscope:",
-                 clock: Clock | None = None, metrics: bool = True, **publisher_options: Any) -> None:
+                 clock: Clock | None = None, metrics: bool = True, observers: Iterable[Observer] = (),
+                 **publisher_options: Any) -> None:
         if not worker:
             raise ValueError("worker must name this process (it is how the dashboard lists it)")
         self.clock = clock or RealClock()
         self.publisher = RedisPublisher(url, prefix=prefix, clock=self.clock, **publisher_options)
         self.telemetry = TelemetryObserver(self.publisher, worker=worker, clock=self.clock, runtime=runtime)
         self.metrics = MetricsObserver(clock=self.clock) if metrics else None
-        self.observer = FanoutObserver(self.telemetry, self.metrics)
+        self.observer = FanoutObserver(self.telemetry, self.metrics, *observers)
         """The raw ``Observer`` hooks, for code that reports something the reporters do not cover."""
         self._sampler = (MetricsSampler(self.metrics.registry, self.publisher, topic=self.telemetry.metrics_topic,
                                         families=FAMILIES, stages=self.telemetry.stages, clock=self.clock)

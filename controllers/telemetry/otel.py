@@ -30,13 +30,17 @@ events make one reconcile span with 20 links and a count of 40. Each trigger the
 adds carries the span context it links to, under ``LINK`` (these triggers are never published).
 
 Which attempt a write belongs to: a worker calls Reconcile on its own thread, so a request reported
-on a thread with an attempt open is that attempt's; an asynchronous caller (kopf) names the
-controller instead, and its latest open attempt is taken.
+on a thread with an attempt open is that attempt's; an asynchronous caller (kopf in-process, through
+the publisher API) names the controller instead, whose handlers of several objects share one
+thread: the running attempt of the object the request path names is taken, else the controller's
+latest running one. A write made outside any running attempt (kopf patching its progress after a
+handler returned) is no span, as a read is none.
 
 The rate limiter's delay: the Python runtime reports ``add_rate_limited`` before ``on_reconcile_end``,
 client-go's loop after it. An attempt that ended with a retried result and no delay yet keeps its
 span open (its end time already fixed) until the delay comes, the key's next attempt starts, or the
-sink shuts down, so the attribute is there whatever the order.
+sink shuts down, so the attribute is there whatever the order. A framework's handler attempt (kopf:
+``handler`` given) has its own retry delay instead, ``ctrlscope.delay``, and ends at once.
 
 Every hook only creates or ends spans in memory, under one lock: the batch processor appends each
 ended span to a bounded queue (``OTEL_BSP_MAX_QUEUE_SIZE``, 2048; when it is full the oldest is
@@ -60,7 +64,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, set_sp
 from controllers.clock import Clock, RealClock
 from controllers.observer import Observer
 from controllers.schema import RETRIED_RESULTS, QueueOp, ReconcileResult, TriggerKind
-from controllers.telemetry.provenance import Provenance
+from controllers.telemetry.provenance import Provenance, written_key
 from controllers.telemetry.summary import resource_version
 
 SCOPE = "ctrlscope"
@@ -183,8 +187,10 @@ class OtelObserver(Observer):
             if result in ERROR_RESULTS:
                 span.set_status(Status(StatusCode.ERROR, error))
             attempt.end_ns = now
-            if result in RETRIED_RESULTS and attempt.delay is None:
-                attempt.awaiting_delay = True  # client-go reports add_rate_limited after the result
+            if result in RETRIED_RESULTS and attempt.delay is None and handler is None:
+                # client-go reports add_rate_limited after the result (a framework's handler
+                # attempt brings its own delay, above, and no queue's)
+                attempt.awaiting_delay = True
             else:
                 del self._attempts[(controller, key)]
                 self._end(attempt)
@@ -212,10 +218,15 @@ class OtelObserver(Observer):
                 self._end(attempt)
 
     # -- writes ------------------------------------------------------------------------------
-    def _attempt_for(self, controller: str | None) -> _Attempt | None:  # _lock held
-        if controller is not None:
-            return self._latest.get(controller)
-        return self._threads.get(threading.get_ident())
+    def _attempt_for(self, controller: str | None, path: str) -> _Attempt | None:  # _lock held
+        if controller is None:
+            return self._threads.get(threading.get_ident())
+        key = written_key(path)
+        attempt = self._attempts.get((controller, key)) if key is not None else None
+        if attempt is not None and attempt.end_ns is None:
+            return attempt
+        latest = self._latest.get(controller)
+        return latest if latest is not None and latest.end_ns is None else None
 
     def on_request(self, *, method: str, path: str, code: int, duration: float,
                    controller: str | None = None, rv: str | None = None) -> None:
@@ -223,7 +234,7 @@ class OtelObserver(Observer):
             return  # reads are not spans: a write is what a trace of the attempt needs to show
         end = self._now_ns()
         with self._lock:
-            attempt = self._attempt_for(controller)
+            attempt = self._attempt_for(controller, path)
             owner = controller if controller is not None else attempt.controller if attempt is not None else None
             if owner is not None:
                 self._provenance.wrote(owner, path=path, code=code, rv=rv)
@@ -245,7 +256,7 @@ class OtelObserver(Observer):
     def on_write_refused(self, *, method: str, path: str, reason: str, controller: str | None = None) -> None:
         now = self._now_ns()
         with self._lock:
-            attempt = self._attempt_for(controller)
+            attempt = self._attempt_for(controller, path)
             if attempt is None:
                 return
             span = self.tracer.start_span(f"{method} {path}", context=set_span_in_context(attempt.span),

@@ -1,9 +1,13 @@
 """Fixtures for the OpenTelemetry tests: a real OpenTelemetry Collector on loopback
 (``controllers.realcluster.otelcol``), built once from the Go module proxy and cached outside the
-clone (``make test`` builds it before the suite runs; a missing one is built here, under a lock).
+clone. ``make test`` builds it before pytest starts (``make otelcol``); a plain ``pytest`` that
+collects these tests builds a missing one once collection is done, in the main process, before any
+test runs (2-3 minutes cold: not under a test's timeout), as tests/conftest.py does for the real
+control plane.
 
-Without a Go toolchain these tests are skipped on a developer's machine and fail in CI, which
-always has one.
+Without a Go toolchain these tests are skipped on a developer's machine and fail in CI (``CI`` set,
+Go not turned off with ``CTRLSCOPE_SKIP_GO``), which always has one; a collector that fails to
+build fails them everywhere.
 """
 
 from __future__ import annotations
@@ -17,6 +21,18 @@ import pytest
 from controllers import golang
 from tests.dashboard.test_faults_browser import sim_kubeconfig  # noqa: F401  (manage.py simcluster)
 from tests.runtime.conftest import sim  # noqa: F401  (the simulator in-process, over real HTTP)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the main process built it before handing out tests
+    if golang.find_go() is None:
+        return  # otelcol_binary skips or fails each test, saying why
+    if not any("otelcol_binary" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    from controllers.realcluster.otelcol import ensure_built
+
+    ensure_built(say=lambda line: print(line, flush=True))
 
 
 @pytest.fixture(scope="session")

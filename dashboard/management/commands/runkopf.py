@@ -9,6 +9,9 @@ show up on the dashboard as worker ``--worker-name``.
 Cluster: ``--kubeconfig F`` (kopf then logs in with it, through the official client as usual) or
 ``--in-cluster`` (kopf's own login, which tries the pod's service account first); neither: kopf's
 default (``$KUBECONFIG``, ``~/.kube/config``). The handler file is never changed or wrapped.
+
+With an OTLP endpoint configured (README "OpenTelemetry": ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
+``CTRLSCOPE_OTLP_ENDPOINT``) the same reports also become spans, exported beside the records.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from controllers.publish import ProtocolPublisher
 from controllers.schema import Runtime, WriteMode
+from controllers.telemetry.otel_env import otlp_from_environment, otlp_traces_endpoint
 from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
 
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -62,6 +66,10 @@ class Command(BaseCommand):
                                "runkopf -- --standalone -n default handlers.py")
         if kopf_args[0] == "run":
             kopf_args = kopf_args[1:]
+        try:
+            otlp_traces_endpoint()  # a bad OTLP variable stops the worker before anything starts
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
         from controllers.kopf import inprocess
 
         try:
@@ -87,8 +95,13 @@ class Command(BaseCommand):
             redis_handle = ensure_redis(settings.RUN_DIR)
         except RedisUnavailable as exc:
             raise CommandError(str(exc)) from exc
+        try:
+            otel = otlp_from_environment(worker=opts["worker_name"])
+        except ValueError as exc:  # the SDK's OTEL_BSP_* settings
+            redis_handle.stop()
+            raise CommandError(f"OpenTelemetry: {exc}") from exc
         publisher = ProtocolPublisher(redis_handle.url, worker=opts["worker_name"], runtime=Runtime.KOPF,
-                                      prefix=settings.CTRLSCOPE_PREFIX).start()
+                                      prefix=settings.CTRLSCOPE_PREFIX, observers=[otel] if otel else []).start()
         publisher.describe_cluster(name=opts["cluster_name"] or server, server=server, version=version,
                                    simulated=simulated, writes=WriteMode.ALLOWED)
         self.stdout.write(f"kopf {inprocess.kopf_version()} in-process, worker {publisher.worker!r}: "
@@ -99,6 +112,8 @@ class Command(BaseCommand):
                                         log_level=LOG_LEVELS[opts["log_level"]]):
                 code = self._run_kopf(kopf_args)
         finally:
+            if otel is not None:
+                otel.shutdown()  # ends open spans and flushes the batch to the collector
             publisher.stop()
             redis_handle.stop()
         if code:
