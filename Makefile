@@ -127,6 +127,7 @@ bench: venv
 	$(BIN)/python bench/simcluster.py
 	$(BIN)/python bench/faultproxy.py
 	$(BIN)/python bench/ui.py
+	$(BIN)/python bench/key_story.py
 	$(BIN)/python bench/informer_scale.py  # ~25 min: 5k/20k/100k cached x streams x framings, and memory
 	$(BIN)/python bench/informer_gc.py
 

@@ -12,6 +12,10 @@ urlpatterns = [
     path("c/<str:worker>/watcher/<str:watcher>/", views.watcher, name="watcher"),
     path("c/<str:worker>/informer/<str:informer>/snapshot.json", views.informer_snapshot, name="informer_snapshot"),
     path("c/<str:worker>/informer/<str:informer>/object", views.inspect_object, name="inspect_object"),
+    # After the informer routes: an informer named "k" keeps its object and snapshot routes.
+    path("c/<str:worker>/<str:controller>/k/<str:namespace>/<str:name>", views.key, name="key"),
+    path("c/<str:worker>/<str:controller>/k/<str:name>", views.key, name="cluster-key"),
+    path("c/<str:worker>/<str:controller>/story.json", views.key_story_json, name="key_story"),
     path("scenarios/", scenario_views.scenarios, name="scenarios"),
     path("scenarios/<str:name>/start", scenario_views.start_scenario, name="start-scenario"),
     path("cluster/", views.cluster, name="cluster"),

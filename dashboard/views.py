@@ -16,6 +16,7 @@ from controllers.schema import ComponentKind, TopicKind, topic_part, worker_topi
 from controllers.telemetry import inspector, redis_config
 from controllers.telemetry.redisboot import ping
 from controllers.telemetry.streams import NO_RECORDS_PREFIX, Keys, StreamReader
+from dashboard import key_story
 from dashboard.access import can_view, is_operator
 from dashboard.faults import panel_context
 
@@ -57,6 +58,56 @@ def controller(request: HttpRequest, worker: str, controller: str) -> HttpRespon
     except redis.RedisError:
         page["informers"] = []
     return render(request, "dashboard/controller.html", {**_shell_context(request), **panel_context(request), "page": page})
+
+
+def key(request: HttpRequest, worker: str, controller: str, name: str, namespace: str = "") -> HttpResponse:
+    """One key of one controller (``/c/{worker}/{controller}/k/{namespace}/{name}``, ``/k/{name}``
+    for a cluster-scoped object): its story from the retained streams (``story.json``), live after
+    that, with its object as the informer caches it."""
+    if not can_view(request.user):
+        return redirect_to_login(request.get_full_path())
+    obj_key = f"{namespace}/{name}" if namespace else name
+    if not _SEGMENT.match(worker) or not _SEGMENT.match(controller) or not inspector.KEY.match(obj_key):
+        raise Http404("no such key")
+    topics = {
+        "components": worker_topic(worker, TopicKind.COMPONENTS),
+        "queue": worker_topic(worker, TopicKind.QUEUE, controller),
+        "controller": worker_topic(worker, TopicKind.CONTROLLER, controller),
+        "informer_prefix": worker_topic_prefix(worker, TopicKind.INFORMER),
+    }
+    page = _live_page(request, worker, ComponentKind.CONTROLLER, controller, topics)
+    page["key"] = obj_key
+    return render(request, "dashboard/key.html", {**_shell_context(request), "page": page})
+
+
+def key_story_json(request: HttpRequest, worker: str, controller: str) -> HttpResponse:
+    """``?key=namespace/name[&scan=N]``: what the retained streams of the controller's, its queue's and
+    its informers' topics say about one key (``dashboard/key_story.py``), and where each scan ended,
+    for the key page to go on live from. 400 bad key or scan, 404 unknown controller, 503 Redis down;
+    the body says which in ``error``."""
+    if not can_view(request.user):
+        return JsonResponse({"status": 403, "error": "forbidden"}, status=403)
+    if not _SEGMENT.match(worker) or not _SEGMENT.match(controller):
+        return JsonResponse({"status": 404, "error": "no such controller"}, status=404)
+    obj_key = request.GET.get("key", "")
+    if not inspector.KEY.match(obj_key):
+        return JsonResponse({"status": 400, "error": "?key= must be namespace/name (or name, cluster-scoped)"}, status=400)
+    try:
+        scan = int(request.GET.get("scan", key_story.DEFAULT_SCAN))
+    except ValueError:
+        scan = 0
+    if not 1 <= scan <= key_story.MAX_SCAN:
+        return JsonResponse({"status": 400, "error": f"?scan= must be a number of entries from 1 to {key_story.MAX_SCAN}"},
+                            status=400)
+    try:
+        body = key_story.story(_reader(), worker=worker, controller=controller, key=obj_key, scan=scan)
+    except key_story.UnknownController as exc:
+        return JsonResponse({"status": 404, "error": str(exc)}, status=404)
+    except redis.RedisError as exc:
+        return JsonResponse({"status": 503, "error": f"Redis is unreachable: {exc}"}, status=503)
+    response = HttpResponse(orjson.dumps({"status": 200, **body}), content_type="application/json")
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def informer(request: HttpRequest, worker: str, informer: str) -> HttpResponse:

@@ -30,6 +30,7 @@
   P.QUEUE_ADDS = new Set(V.QUEUE_ADDS);        // ops that are an Add by someone: the queue's input
   P.FAILED_RESULTS = new Set(V.FAILED_RESULTS); // reconcile results counted as errors
   P.RETRIED_ERROR_KINDS = new Set(V.RETRIED_ERROR_KINDS); // error kinds a framework runs the handler again after
+  P.KEY_FINDINGS = new Set(V.KEY_FINDINGS);     // v1.7: findings about a key (the others are an informer's)
   P.KNOWN_KINDS = new Set(Object.values(P.RecordKind));
   P.INFORMER_SCOPE_FIELDS = Object.freeze([...V.INFORMER_SCOPE_FIELDS]); // v1.3: what may narrow an informer
   P.WORKER_PREFIX = T.worker_prefix;

@@ -5,7 +5,9 @@
  * ctrlscopeUrl.informer(worker, segment) is an informer's page (/c/{worker}/informer/{segment}/,
  * dashboard/urls.py; its snapshot.json and object routes are under it); ctrlscopeUrl.watcher(worker,
  * segment) a raw watcher's (/c/{worker}/watcher/{segment}/, protocol v1.6); worker and segment are
- * topic segments.
+ * topic segments. ctrlscopeUrl.controller(worker, segment) is a controller's page, and
+ * ctrlscopeUrl.key(worker, segment, key) one key's page under it (/c/{worker}/{controller}/k/{namespace}/{name},
+ * /k/{name} for a cluster-scoped object; key is the cache key "namespace/name" or "name").
  */
 (function (global) {
   "use strict";
@@ -21,4 +23,8 @@
   };
   global.ctrlscopeUrl.informer = componentPage("INFORMER");
   global.ctrlscopeUrl.watcher = componentPage("WATCHER");
+  const controllerPath = (worker, segment) => "/c/" + encodeURIComponent(worker) + "/" + encodeURIComponent(segment) + "/";
+  global.ctrlscopeUrl.controller = (worker, segment) => U(controllerPath(worker, segment));
+  global.ctrlscopeUrl.key = (worker, segment, key) =>
+    U(controllerPath(worker, segment) + "k/" + String(key).split("/").map(encodeURIComponent).join("/"));
 })(window);
