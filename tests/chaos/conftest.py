@@ -362,6 +362,23 @@ class ChaosStack:
         finally:
             r.close()
 
+    def reflector_story(self, last: int = 25) -> str:
+        """The last records of each informer's reflector (lists, watches, ends, backoffs, states, with
+        their errors) as the worker published them: what a cache that does not converge was doing."""
+        r = redis.Redis.from_url(self.redis_url, socket_timeout=5)
+        try:
+            lines = []
+            for name, topic in INFORMERS.items():
+                records = [rec for _, f in r.xrevrange(self.keys.stream(topic), count=200)
+                           for rec in reversed(orjson.loads(f[b"f"]).get("r", []))
+                           if rec.get("k") not in ("watch", "handler", "store")]
+                lines.append(f"{name}: " + "; ".join(
+                    " ".join(str(v) for k, v in rec.items() if k not in ("seq",) and v is not None)
+                    for rec in reversed(records[:last])))
+            return "\n".join(lines)
+        finally:
+            r.close()
+
     def stream_ids(self, topic: str, after: str, until: str) -> list[str] | None:
         """The ids of ``topic``'s stream in ``(after, until]``, or None when ``after`` is not in the
         stream (another Redis epoch, or trimmed): then nothing can be said about that stretch."""

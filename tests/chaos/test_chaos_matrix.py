@@ -153,8 +153,12 @@ def test_chaos(stack: ChaosStack, victim: str, artifacts) -> None:
             rows = [" ".join(map(str, row[1:]))[:120] for row in stack.seen(since)]
             raise AssertionError(f"{exc}; the page noted:\n" + "\n".join(rows[:80])) from None
         print(f"{victim}: the page showed " + " → ".join(shown))
-        wait_until(lambda: stack.cache_diff() == [], timeout=CACHE_TIMEOUT, interval=0.2,
-                   what=f"the informer caches to equal the API after the {victim} outage: {stack.cache_diff()[:5]}")
+        try:
+            wait_until(lambda: stack.cache_diff() == [], timeout=CACHE_TIMEOUT, interval=0.2,
+                       what=f"the informer caches to equal the API after the {victim} outage")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {stack.cache_diff()[:5]}\nthe reflectors' last records:\n"
+                                 f"{stack.reflector_story()}") from None
         stack.wait_converged(timeout=40)
         wait_until(lambda: not caught_up(stack), timeout=15, interval=0.2,
                    what=f"the tab to reach every stream's end: {caught_up(stack)[:3]}")

@@ -244,15 +244,23 @@
           if (matches(fresh[i])) { frag.appendChild(eventRow(fresh[i])); n += 1; }
         }
         // What this frame could not draw: counted, and one row in the table says where it is missing
-        // (pausing draws everything kept, in order).
+        // (pausing draws everything kept, in order). Marker rows (stream resyncs, faults) are drawn
+        // anyway, below that row: they are what a reader looks for in a burst, and a resync's marker
+        // arrives with the burst of rows the resync reloads.
         let skipped = 0;
-        for (; i >= 0; i--) if (matches(fresh[i])) skipped += 1;
+        const markers = [];
+        for (; i >= 0; i--) {
+          if (!matches(fresh[i])) continue;
+          if (fresh[i].marker) markers.push(eventRow(fresh[i]));
+          else skipped += 1;
+        }
         events.fresh = [];
         if (skipped) {
           events.summarised += skipped;
           frag.appendChild(SKIPPED_TEMPLATE.cloneNode(true));
           frag.lastChild.firstChild.textContent = "⋯ " + skipped.toLocaleString() + " more not drawn here (pause, p, draws them)";
         }
+        for (const tr of markers) { frag.appendChild(tr); n += 1; }
         if (n) {
           tbody.insertBefore(frag, tbody.firstChild);
           // The overflow past MAX_EVENT_ROWS in one range deletion: deleteRow(-1) in a loop re-counted
