@@ -145,6 +145,7 @@ func (h *observedHandler) call(ev ctrlscope.ControllerEvent, old, obj client.Obj
 // Create implements handler.EventHandler.
 func (h *observedHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	r, rq := record(q)
+	defer r.flush() // after the event's record (also when the handler panics)
 	h.call(ctrlscope.ControllerEventCreate, nil, e.Object, func() { h.inner.Create(ctx, e, rq) })
 	h.publish(ctrlscope.ControllerEventCreate, nil, e.Object, r)
 }
@@ -152,6 +153,7 @@ func (h *observedHandler) Create(ctx context.Context, e event.CreateEvent, q wor
 // Update implements handler.EventHandler.
 func (h *observedHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	r, rq := record(q)
+	defer r.flush() // after the event's record (also when the handler panics)
 	obj := e.ObjectNew
 	if obj == nil || reflect.ValueOf(obj).IsNil() {
 		obj = e.ObjectOld
@@ -163,6 +165,7 @@ func (h *observedHandler) Update(ctx context.Context, e event.UpdateEvent, q wor
 // Delete implements handler.EventHandler.
 func (h *observedHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	r, rq := record(q)
+	defer r.flush() // after the event's record (also when the handler panics)
 	h.call(ctrlscope.ControllerEventDelete, nil, e.Object, func() { h.inner.Delete(ctx, e, rq) })
 	h.publish(ctrlscope.ControllerEventDelete, nil, e.Object, r)
 }
@@ -170,15 +173,45 @@ func (h *observedHandler) Delete(ctx context.Context, e event.DeleteEvent, q wor
 // Generic implements handler.EventHandler.
 func (h *observedHandler) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	r, rq := record(q)
+	defer r.flush() // after the event's record (also when the handler panics)
 	h.inner.Generic(ctx, e, rq)
 	h.publish(ctrlscope.ControllerEventGeneric, nil, e.Object, r)
 }
 
-// recorder is the queue handed to one handler call: it notes the requests added and passes them on.
+// recorder is the queue handed to one handler call: it notes the requests added and passes them on
+// once the call's event is published (flush), so that the event record is always before the
+// attempt it causes: a worker may take a key the moment it is added, and the attempt's
+// reconcile_start takes the triggers pending then (an event published after it would be left for
+// the attempt after). Adds after the flush (from a goroutine the handler started) go straight on.
 type recorder struct {
 	workqueue.TypedRateLimitingInterface[reconcile.Request]
-	mu   sync.Mutex
-	keys []string
+	mu      sync.Mutex
+	keys    []string
+	held    []func() // the call's adds, in order, until flush
+	flushed bool
+}
+
+// hold runs add at the flush, or now when the call's event is out already.
+func (r *recorder) hold(add func()) {
+	r.mu.Lock()
+	if !r.flushed {
+		r.held = append(r.held, add)
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	add()
+}
+
+// flush makes the held adds, in order.
+func (r *recorder) flush() {
+	r.mu.Lock()
+	held := r.held
+	r.held, r.flushed = nil, true
+	r.mu.Unlock()
+	for _, add := range held {
+		add()
+	}
 }
 
 func (r *recorder) note(items ...reconcile.Request) {
@@ -204,17 +237,17 @@ func (r *recorder) requests() []string {
 
 func (r *recorder) Add(item reconcile.Request) {
 	r.note(item)
-	r.TypedRateLimitingInterface.Add(item)
+	r.hold(func() { r.TypedRateLimitingInterface.Add(item) })
 }
 
 func (r *recorder) AddAfter(item reconcile.Request, d time.Duration) {
 	r.note(item)
-	r.TypedRateLimitingInterface.AddAfter(item, d)
+	r.hold(func() { r.TypedRateLimitingInterface.AddAfter(item, d) })
 }
 
 func (r *recorder) AddRateLimited(item reconcile.Request) {
 	r.note(item)
-	r.TypedRateLimitingInterface.AddRateLimited(item)
+	r.hold(func() { r.TypedRateLimitingInterface.AddRateLimited(item) })
 }
 
 // priorityRecorder is a recorder for a priority queue, itself a priorityqueue.PriorityQueue.
@@ -225,7 +258,7 @@ type priorityRecorder struct {
 
 func (r *priorityRecorder) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
 	r.note(items...)
-	r.pq.AddWithOpts(o, items...)
+	r.hold(func() { r.pq.AddWithOpts(o, items...) })
 }
 
 func (r *priorityRecorder) GetWithPriority() (reconcile.Request, int, bool) {
