@@ -122,6 +122,7 @@ endif
 bench: venv
 	$(BIN)/python bench/transport.py
 	$(BIN)/python bench/workqueue.py
+	$(BIN)/python bench/provenance.py
 	$(BIN)/python bench/informer.py
 	$(BIN)/python bench/go.py
 	$(BIN)/python bench/simcluster.py
