@@ -8,6 +8,9 @@ standard ``OTEL_EXPORTER_OTLP_*`` variables name. Per controller:
 
 - ``event {type} {key}``: a short span for each watched object's event that the controller's handler
   mapped to requests (``on_event`` with ``requests``; a predicate's drop makes none). Its own trace.
+  Attributes ``ctrlscope.event.type``, ``.key``, ``.source`` (the handler), ``.rv``, ``.diff`` (an
+  update's changed field paths, protocol 1.7's rule), ``.self`` (the controller's own write) and
+  ``ctrlscope.requests``: the runtime's ``on_event`` gives what it has (no objects: no rv, no diff).
 - ``reconcile {controller}``: one span per attempt, from ``on_reconcile_start`` to
   ``on_reconcile_end``, a trace of its own (an attempt is caused by many events, so no event is its
   parent). Attributes ``ctrlscope.controller``, ``ctrlscope.key``, ``ctrlscope.result``,
@@ -64,6 +67,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, set_sp
 from controllers.clock import Clock, RealClock
 from controllers.observer import Observer
 from controllers.schema import RETRIED_RESULTS, QueueOp, ReconcileResult, TriggerKind
+from controllers.telemetry.field_diff import diff_paths
 from controllers.telemetry.provenance import Provenance, written_key
 from controllers.telemetry.summary import resource_version
 
@@ -128,6 +132,11 @@ class OtelObserver(Observer):
         record: dict[str, Any] = {"ts": now / 1e6, "key": key, "event": event, "source": source, "rv": rv}
         if old_rv is not None:
             record["old_rv"] = old_rv
+            if rv != old_rv:  # which fields changed: what a looping controller keeps writing
+                paths, more = diff_paths(old, new)
+                attributes["ctrlscope.event.diff"] = paths
+                if more:
+                    attributes["ctrlscope.event.diff_more"] = more
         with self._lock:
             # (an update that kept its resourceVersion is a resync: it brings back no write)
             if rv is not None and rv != old_rv and self._provenance.is_self(controller, key, rv):
@@ -296,6 +305,8 @@ def _link_attributes(trigger: dict[str, Any]) -> dict[str, Any]:
     if kind in (TriggerKind.EVENT, TriggerKind.RESYNC):
         attributes["ctrlscope.event.type"] = str(trigger["type"])
         attributes["ctrlscope.event.key"] = trigger["key"]
+        if trigger.get("source") is not None:
+            attributes["ctrlscope.event.source"] = trigger["source"]
         if trigger.get("rv") is not None:
             attributes["ctrlscope.event.rv"] = trigger["rv"]
         if trigger.get("self"):

@@ -5,6 +5,8 @@ It reconciles the ConfigMaps of one namespace (``CTRLSCOPE_OTEL_NAMESPACE``, def
 - each attempt takes ``CTRLSCOPE_OTEL_WORK`` seconds (default 0.1), so a burst of updates lands while
   the key is queued (merged by dedup) or being processed (deferred to the next attempt);
 - a ConfigMap annotated ``ctrlscope.dev/fail-first: "N"`` fails its first N attempts (counted per key);
+- one annotated ``ctrlscope.dev/requeue-first: "S"`` asks, on its first attempt, to run again after S
+  seconds (``Result(requeue_after=S)``) and does nothing else;
 - then, when ``data.n`` differs from ``data.observed``, it copies it with a merge PATCH: one API write,
   whose watch event comes back to the controller and makes one more attempt that writes nothing.
 
@@ -21,6 +23,7 @@ from controllers.reconcile import Manager, Request, Result
 
 CONTROLLER = "otel-demo"
 FAIL_FIRST = "ctrlscope.dev/fail-first"
+REQUEUE_FIRST = "ctrlscope.dev/requeue-first"
 MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
 
 
@@ -45,6 +48,8 @@ class WritingReconciler:
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         if n <= int(annotations.get(FAIL_FIRST, "0")):
             raise RuntimeError(f"injected failure {n} of {annotations[FAIL_FIRST]} for {key}")
+        if n == 1 and REQUEUE_FIRST in annotations:
+            return Result(requeue_after=float(annotations[REQUEUE_FIRST]))
         data = obj.get("data") or {}
         if data.get("observed") != data.get("n"):
             path = self.client.resource_path("v1", "ConfigMap", request.namespace, request.name)

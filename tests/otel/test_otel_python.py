@@ -7,7 +7,10 @@ exporting over OTLP/HTTP through the SDK's batch processor to the collector buil
 
 - a key that fails twice then succeeds: three reconcile spans, error, error, success, each retry
   linked to the attempt that left it, with the rate limiter's delays (5 ms, 10 ms); the success's
-  write is its child span, and the write's watch event starts one more attempt that writes nothing;
+  write is its child span, and the write's watch event (``self``: the resourceVersion the write got
+  back, its diff the field written) starts one more attempt, ``self_triggered``, that writes nothing;
+- a key whose first attempt asks to run again after 0.2 s: the second links to the first
+  (``requeue_after``, with its delay);
 - a burst of updates to another key while it is queued and processed: a few attempts absorb them,
   each linking to the event spans of the updates it absorbed;
 - the links are the provenance: every reconcile span's links are, in order and kind, the triggers
@@ -44,6 +47,7 @@ from tests.otel.spans import Received, assert_links_are_the_provenance, assert_w
 CM = "/api/v1/namespaces/default/configmaps"
 FAIL_FIRST = 2
 BURST = 12
+REQUEUE_AFTER = 0.2
 WORKER = "py-otel"
 
 
@@ -73,6 +77,7 @@ def test_reconcile_spans_link_to_their_triggers_and_parent_their_writes(sim, otl
     client = KubernetesClient.for_host(sim.url)
     client.send_json("POST", CM, configmap("flaky", 1, {reconciler.FAIL_FIRST: str(FAIL_FIRST)}))
     client.send_json("POST", CM, configmap("burst", 0))
+    client.send_json("POST", CM, configmap("later", 1, {reconciler.REQUEUE_FIRST: str(REQUEUE_AFTER)}))
     publisher = RedisPublisher(redis_url, prefix=prefix).start()
     telemetry = TelemetryObserver(publisher, worker=WORKER)
     sink = otlp_from_environment(worker=WORKER)
@@ -111,6 +116,15 @@ def test_reconcile_spans_link_to_their_triggers_and_parent_their_writes(sim, otl
     write_event = received.linked(flaky[3])[0]
     assert write_event.name == "event update default/flaky"
     (write,) = [w for w in received.writes if w.parent_span_id == flaky[2].span_id]
+    # The controller's own write came back: the event is marked self (its rv is the one the PATCH
+    # got back), it changed the field written, and the attempt it alone caused is self-triggered.
+    assert write_event.attributes["ctrlscope.event.self"] is True
+    assert write_event.attributes["ctrlscope.event.rv"] == write.attributes["ctrlscope.rv"]
+    diff = write_event.attributes["ctrlscope.event.diff"]
+    assert "data.observed" in diff and set(diff) <= {"data.observed", "metadata.managedFields"}, diff
+    assert write_event.attributes["ctrlscope.event.source"] == f"controller/{reconciler.CONTROLLER} (For)"
+    assert flaky[3].links[0].attributes["ctrlscope.event.self"] is True
+    assert [s.attributes["ctrlscope.self_triggered"] for s in flaky] == [False, False, False, True]
     assert write.name == "PATCH /api/v1/namespaces/default/configmaps/flaky"
     assert write.attributes["http.response.status_code"] == 200
     assert not [w for w in received.writes if w.parent_span_id == flaky[3].span_id]  # nothing left to write
@@ -123,6 +137,15 @@ def test_reconcile_spans_link_to_their_triggers_and_parent_their_writes(sim, otl
     assert sum(s.attributes["ctrlscope.trigger_count"] for s in burst) == len(updates) + 1  # + the create
     assert max(s.attributes["ctrlscope.trigger_count"] for s in burst) > 1  # dedup merged some
 
+    # A requeue_after: the attempt it asked for links to the attempt that asked, with the delay.
+    later = received.attempts("default/later")
+    assert [(s.attributes["ctrlscope.result"], s.attributes["ctrlscope.requeue_after"]) for s in later] == [
+        ("requeue_after", REQUEUE_AFTER), ("success", 0.0), ("success", 0.0)]  # the last: its own write's event
+    assert trigger_kinds(later[1]) == ["requeue_after"]
+    assert later[1].links[0].span_id == later[0].span_id
+    assert later[1].links[0].attributes["ctrlscope.delay"] == REQUEUE_AFTER
+    assert later[1].start_ns - later[0].end_ns >= REQUEUE_AFTER * 1e9 * 0.9
+
     assert_links_are_the_provenance(received)
     assert_writes_are_children(received, method="PATCH", path_prefix=CM)
 
@@ -132,7 +155,7 @@ def test_reconcile_spans_link_to_their_triggers_and_parent_their_writes(sim, otl
         starts = published.records(f"w/{WORKER}/controller/{reconciler.CONTROLLER}", RecordKind.RECONCILE_START)
     finally:
         published.close()
-    for key in ("default/flaky", "default/burst"):
+    for key in ("default/flaky", "default/burst", "default/later"):
         records = [r for r in starts if r["key"] == key]
         spans_of_key = received.attempts(key)
         assert [(r["trigger_count"], trigger_kinds(r), bool(r.get("self_triggered"))) for r in records] == \
