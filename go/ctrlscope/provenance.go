@@ -50,10 +50,16 @@ type trigger struct {
 	fields []byte
 	paths  []string
 	self   bool
+	// event and resync, for a Hook: the event's type, object key and rv
+	event ControllerEvent
+	key   string
+	rv    string
 	// retry and requeue_after
 	result   ReconcileResult
 	delay    float64
 	hasDelay bool
+	// what the Hook returned for the call that left it (hook.go)
+	link any
 }
 
 func (tr *trigger) appendJSON(b []byte) []byte {
@@ -226,9 +232,13 @@ func (c *ControllerTopic) Event(e EventCall) {
 	}
 	rb := newRecord(RecordKindEvent).str("event", string(e.Event)).str("key", e.Key).strs("requests", requests).
 		optStr("filtered_by", e.FilteredBy)
+	hook := c.tel.hook
 	if c.detect() == nil {
 		next := c.publish(rb.done(c.tel.now()))
 		rb.release()
+		if hook != nil && len(e.Requests) > 0 {
+			hook.Event(c.name, e, false)
+		}
 		c.tel.pub.after(next)
 		return
 	}
@@ -276,12 +286,17 @@ func (c *ControllerTopic) Event(e EventCall) {
 	now := t.now()
 	next := c.publish(rb.done(now))
 	if len(e.Requests) > 0 {
+		var link any
+		if hook != nil {
+			link = hook.Event(c.name, e, self)
+		}
 		fields := append([]byte(nil), tb.b...)
 		for i, key := range e.Requests {
 			if i > 0 && contains(e.Requests[:i], key) {
 				continue
 			}
-			c.keyLocked(key).triggers.add(trigger{kind: kind, ts: now, fields: fields, paths: paths, self: self})
+			c.keyLocked(key).triggers.add(trigger{kind: kind, ts: now, fields: fields, paths: paths, self: self,
+				event: e.Event, key: e.Key, rv: newRV, link: link})
 		}
 	}
 	c.mu.Unlock()

@@ -50,6 +50,8 @@ type Telemetry struct {
 
 	// detect is the findings' thresholds; nil: provenance and detection are off (v1.7, detect.go).
 	detect *DetectConfig
+	// hook sees the controllers' calls beside the publisher (hook.go); nil: none.
+	hook Hook
 
 	componentsTopic string
 	// MetricsTopic and ErrorsTopic are this worker's metrics and errors topics.
@@ -108,11 +110,15 @@ type watcherCounts struct {
 // findings' thresholds (v1.7) [from the environment: DetectConfigFromEnv; a variable that is not a
 // valid threshold is logged through the publisher's Logf and the defaults are kept]; NoDetect
 // turns provenance and detection off (the records are a 1.6 publisher's, apart from the version).
+//
+// Hook, when set, sees the controllers' events, attempts and writes beside the publisher (hook.go;
+// the OpenTelemetry sink of package ctrlscope/otel is one).
 type TelemetryOptions struct {
 	Runtime  Runtime
 	Clock    clock.PassiveClock
 	Detect   *DetectConfig
 	NoDetect bool
+	Hook     Hook
 }
 
 // NewTelemetry announces worker (its components entry worker/{worker}: runtime, protocol
@@ -128,7 +134,7 @@ func NewTelemetry(pub *Publisher, worker string, opts TelemetryOptions) *Telemet
 	t := &Telemetry{pub: pub, worker: TopicPart(worker), clock: opts.Clock, topics: map[[2]string]string{},
 		components: map[string]map[string]any{}, queueTopics: map[string]*QueueTopic{},
 		ctrlTopics: map[string]*ControllerTopic{}, informers: map[string]*informerCounts{}, infTopics: map[string]*InformerTopic{},
-		ctrls: map[string]*controllerCounts{}, watchers: map[string]*watcherCounts{}}
+		ctrls: map[string]*controllerCounts{}, watchers: map[string]*watcherCounts{}, hook: opts.Hook}
 	switch {
 	case opts.NoDetect:
 	case opts.Detect != nil:
@@ -699,6 +705,9 @@ func (q *QueueTopic) Record(r QueueRecord) (QueueItem, bool) {
 		q.ctrl.mu.Unlock()
 	}
 	p.after(next)
+	if hook := q.tel.hook; hook != nil && r.Op == QueueOpAddRateLimited && r.Key != "" {
+		hook.RateLimited(q.ctrl.name, r.Key, r.Delay)
+	}
 	return item, ok
 }
 
@@ -887,9 +896,13 @@ func (t *Telemetry) ReconcileStart(ctx context.Context, controller, key string, 
 func (c *ControllerTopic) ReconcileStart(ctx context.Context, key string, worker int) context.Context {
 	rb := newRecord(RecordKindReconcileStart).str("key", key).int("worker", worker)
 	ctx = context.WithValue(ctx, reconcileKey{}, c.ctxValue)
+	hook := c.tel.hook
 	if c.detect() == nil {
 		next := c.publish(rb.done(c.tel.now()))
 		rb.release()
+		if hook != nil {
+			ctx = hook.ReconcileStart(ctx, c.name, key, worker, Attempt{})
+		}
 		c.tel.pub.after(next)
 		return ctx
 	}
@@ -914,6 +927,10 @@ func (c *ControllerTopic) ReconcileStart(ctx context.Context, key string, worker
 	next := c.publish(rb.done(now))
 	rb.release()
 	next = max(next, c.attemptStartedLocked(key, ks, worker, now, selfTriggered, pt.list))
+	if hook != nil {
+		ctx = hook.ReconcileStart(ctx, c.name, key, worker, hookTriggers(pt))
+	}
+	clear(pt.list) // the links and fields the hook or the record held
 	*pt = pendingTriggers{list: pt.list[:0]}
 	ks.hasRateLimited = false
 	c.mu.Unlock()
@@ -964,8 +981,17 @@ func (c *ControllerTopic) ReconcileEnd(key string, worker int, duration time.Dur
 	p.mu.Unlock()
 	rb.release()
 	if detect {
+		count := 0
+		if ks := c.keys[key]; ks != nil {
+			count = ks.triggers.count
+		}
 		next = max(next, c.attemptEndedLocked(key, result, requeueAfter.Seconds(), errText, now))
+		if hook := t.hook; hook != nil {
+			c.linkLastTrigger(key, count, hook.ReconcileEnd(c.name, key, result, requeueAfter, errText))
+		}
 		c.mu.Unlock()
+	} else if hook := t.hook; hook != nil {
+		hook.ReconcileEnd(c.name, key, result, requeueAfter, errText)
 	}
 	p.after(next)
 	t.mu.Lock()
@@ -1013,6 +1039,9 @@ func (t *Telemetry) RequestRV(ctx context.Context, method, path string, code int
 		c.written.add(rv, writtenKeyOf(path))
 		c.mu.Unlock()
 	}
+	if t.hook != nil {
+		t.hook.Request(ctx, controller, method, path, code, duration, rv)
+	}
 	t.mu.Lock()
 	c := t.controllerCounts(controller)
 	c.Writes++
@@ -1035,6 +1064,9 @@ func (t *Telemetry) WriteRefused(ctx context.Context, method, path string, reaso
 	}
 	t.emit(TopicKindController, controller, newRecord(RecordKindWrite).str("method", method).str("path", path).
 		int("code", 0).float("duration", 0).str("refused", string(reason)))
+	if t.hook != nil {
+		t.hook.WriteRefused(ctx, controller, method, path, reason)
+	}
 	t.mu.Lock()
 	t.controllerCounts(controller).WritesRefused++
 	t.mu.Unlock()

@@ -4,6 +4,9 @@
 package samples
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope/clientgo"
+	"github.com/ctrlscope/ctrlscope/go/ctrlscope/otel"
 )
 
 // RestConfig loads kubeconfig, or the pod's in-cluster config when kubeconfig is "".
@@ -22,9 +26,10 @@ func RestConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 // Observed loads kubeconfig (RestConfig) and wires ctrlscope to it: a publisher from the
-// environment, started; the worker's telemetry; when readOnly, the write guard (writes refused
-// anywhere but the simulated cluster); and every request through the returned config observed.
-// stop flushes and stops the publisher.
+// environment, started; the worker's telemetry, with OpenTelemetry spans exported beside it when
+// an OTLP endpoint is configured (otel.FromEnvironment); when readOnly, the write guard (writes
+// refused anywhere but the simulated cluster); and every request through the returned config
+// observed. stop flushes and stops the publisher and the span export.
 func Observed(kubeconfig, worker string, readOnly bool) (cfg *rest.Config, tel *ctrlscope.Telemetry, stop func(), err error) {
 	if cfg, err = RestConfig(kubeconfig); err != nil {
 		return nil, nil, nil, err
@@ -33,9 +38,26 @@ func Observed(kubeconfig, worker string, readOnly bool) (cfg *rest.Config, tel *
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	sink, err := otel.FromEnvironment(context.Background(), worker)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	opts := ctrlscope.TelemetryOptions{}
+	if sink != nil { // a nil *Sink in the interface would be a hook
+		opts.Hook = sink
+	}
 	pub.Start()
-	stop = func() { pub.Stop(5 * time.Second) }
-	tel = ctrlscope.NewTelemetry(pub, worker, ctrlscope.TelemetryOptions{})
+	stop = func() {
+		pub.Stop(5 * time.Second)
+		if sink != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := sink.Shutdown(ctx); err != nil {
+				fmt.Fprintln(os.Stderr, "otel: flushing spans:", err)
+			}
+			cancel()
+		}
+	}
+	tel = ctrlscope.NewTelemetry(pub, worker, opts)
 	if readOnly {
 		if cfg, err = clientgo.GuardWrites(tel, cfg, false); err != nil {
 			stop()
