@@ -8,6 +8,7 @@ import pytest
 
 from controllers.informers import ApiError, Backoff, SharedInformer
 from controllers.informers.http_client import ChunkedDecoder, KubernetesClient, KubernetesListWatch, watch_read_timeout
+from controllers.observer import written_rv
 from tests.runtime.informers.fake_apiserver import FakeApiServer
 from tests.runtime.informers.http_fake import serve
 
@@ -281,3 +282,32 @@ def test_a_watch_silent_past_its_timeout_ends_instead_of_hanging() -> None:
         srv.close()
         for conn in held:
             conn.close()
+
+
+def test_a_writes_answer_gives_the_observer_its_resource_version(sim, observer) -> None:
+    """protocol 1.7: ``on_request``'s ``rv`` is the resourceVersion of the object a 2xx write was
+    answered with (how a controller's own write is recognised when its watch event comes back);
+    reads, refused writes and answers that are not an object have none."""
+    client = KubernetesClient.for_host(sim.url)
+    client.set_observer(observer)
+    path = "/api/v1/namespaces/default/configmaps"
+    created = client.send_json("POST", path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rv"}})
+    client.get_json(f"{path}/rv")
+    patched = client.send_json("PATCH", f"{path}/rv", {"data": {"a": "b"}},
+                               headers={"Content-Type": "application/merge-patch+json"})
+    with pytest.raises(ApiError):
+        client.send_json("POST", path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rv"}})
+    deleted = client.send_json("DELETE", f"{path}/rv")
+    calls = [(c["method"], c["code"], c["rv"]) for c in observer.of("on_request")]
+    deleted_rv = None if deleted.get("kind") == "Status" else deleted["metadata"]["resourceVersion"]
+    assert calls == [("POST", 201, created["metadata"]["resourceVersion"]), ("GET", 200, None),
+                     ("PATCH", 200, patched["metadata"]["resourceVersion"]), ("POST", 409, None),
+                     ("DELETE", 200, deleted_rv)]
+    assert created["metadata"]["resourceVersion"] != patched["metadata"]["resourceVersion"]
+
+
+def test_written_rv_reads_only_an_objects_resource_version() -> None:
+    assert written_rv(b'{"kind":"ConfigMap","metadata":{"resourceVersion":"42"}}') == "42"
+    assert written_rv(b'{"kind":"Status","metadata":{"resourceVersion":"42"},"status":"Success"}') is None
+    for body in (b"", None, b"ok", b"[1]", b'{"metadata":{"resourceVersion":7}}', b'{"metadata":null}'):
+        assert written_rv(body) is None, body
