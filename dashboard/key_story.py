@@ -193,6 +193,8 @@ def _controller_records(scan: _Scan, key: str, out: dict[str, Any]) -> None:
                 mine = r.get("key") == key
             elif k in CONTROLLER_KINDS:
                 mine = r.get("key") == key
+            elif k == RecordKind.FINDING:  # a key's finding names it as its subject
+                mine = r.get("subject") == key
             elif k == RecordKind.EVENT:
                 requests = r.get("requests")
                 mine = r.get("key") == key or (isinstance(requests, list) and key in requests)

@@ -151,7 +151,10 @@ def test_controller_page_shows_queue_timeline_details_and_informer_events(browse
     details = page.wait_for_selector("#details:not([hidden])")
     text = details.inner_text()
     assert ERROR_TEXT in text and "attempt 1 of default/web" in text
-    assert re.search(r"update\s+default/web", page.inner_text("#details .enqueued-by"))
+    # Why it ran (protocol 1.7 provenance): the one update event that queued it, expandable.
+    assert page.inner_text("#details details.triggers summary") == "1 trigger: 1 update event"
+    page.click("#details details.triggers summary")
+    assert re.search(r"update event\s+default/web", page.inner_text("#details li.trigger"))
     page.click(f"{lane} .attempt.result-success")
     assert "no error" in page.inner_text("#details") and "since previous attempt" in page.inner_text("#details")
     page.click(f"{lane} .attempt.result-error")

@@ -36,6 +36,11 @@
  * worker/{name} or its frames say so) is listed with a notice instead of its data; the runtime label
  * of that entry ("python", "go", "kopf") is shown next to every worker that reports one, and a
  * controller that says how it is observed (v1.1 mode: in-process / zero-code) has it as a badge.
+ *
+ * Problems (protocol v1.7 findings, findings.js): the open findings every live worker's components
+ * entries carry (a controller's `findings`: hot loops, failing, terminal, slow, waiting keys; an
+ * informer's: not synced, watch silent, relist storm) are listed above the clusters, worst first,
+ * each linking where it happens (a key's page, an informer's page), and counted on their card.
  */
 (function () {
   "use strict";
@@ -43,7 +48,9 @@
   const UI = window.ctrlscopeUI;
   const { el, fmtDuration } = UI;
   const P = window.ctrlscopeProtocol;
+  const F = window.ctrlscopeFindings;
   const MAX_ROWS = 300;
+  const MAX_PROBLEMS = 100;
   const GONE_MS = 10 * 60 * 1000;
   const FOLD_MS = 60 * 1000; // a run presence says stopped is folded this long after it stopped
   const Presence = window.ctrlscopePresence;
@@ -242,9 +249,47 @@
       const unseen = Array.isArray(ctl.unseen) && ctl.unseen.length ? " · cannot see: " + ctl.unseen.join("; ") : "";
       badges.push(el("span", { className: "badge mode-badge", dataset: { mode: ctl.mode }, title: "observed " + ctl.mode + unseen }, ctl.mode));
     }
+    badges.push(...findingsBadges(ctl));
     v.badges.replaceChildren(...badges);
     window.ctrlscopePipeline.render(v.box, model(w, comps, ctl, stale));
     return v.root;
+  }
+
+  // A card's open findings, one badge per kind ("hot loop ×2": two keys), the worst first.
+  function findingsBadges(comp) {
+    const byKind = new Map();
+    for (const f of F.open(comp)) byKind.set(f.finding, (byKind.get(f.finding) || 0) + 1);
+    return [...byKind].map(([kind, n]) => el("span", { className: "badge finding finding-" + kind, dataset: { finding: String(kind) },
+      title: n + " open " + F.name(kind) + " finding" + (n === 1 ? "" : "s") + ": listed under Problems" }, F.name(kind) + (n > 1 ? " ×" + n : "")));
+  }
+
+  // The open findings of the workers drawn (not the folded ones), worst first, each linking where it
+  // happens: a key's page, an informer's page.
+  function renderProblems(live) {
+    const all = [];
+    for (const [name, comps] of live) {
+      for (const c of comps.values()) {
+        if (!c || (c.kind !== P.ComponentKind.CONTROLLER && c.kind !== P.ComponentKind.INFORMER)) continue;
+        for (const f of F.open(c)) all.push({ worker: name, comp: c, f: f });
+      }
+    }
+    all.sort((a, b) => F.worstFirst(a.f, b.f));
+    const now = Date.now();
+    const rows = all.slice(0, MAX_PROBLEMS).map(({ worker, comp, f }) => {
+      const seg = P.topicPart(comp.name);
+      const keyed = comp.kind === P.ComponentKind.CONTROLLER && F.isKeyFinding(f);
+      const where = keyed ? el("a", { href: U.key(worker, seg, f.subject), title: "the key's page: its story, attempts, triggers and versions" }, f.subject)
+        : comp.kind === P.ComponentKind.INFORMER ? el("a", { href: U.informer(worker, seg) }, "informer " + comp.name)
+          : el("a", { href: U.controller(worker, seg) }, String(f.subject));
+      const severe = [P.FindingKind.HOT_LOOP, P.FindingKind.FAILING, P.FindingKind.TERMINAL, P.FindingKind.WATCH_SILENT, P.FindingKind.RELIST_STORM].includes(f.finding);
+      return el("li", { className: severe ? "" : "warn", dataset: { finding: String(f.finding), subject: String(f.subject), worker: worker } },
+        F.badge(f), el("span", { className: "where" }, worker + " › " + (comp.kind === P.ComponentKind.CONTROLLER ? comp.name + " › " : ""), where),
+        el("span", { className: "message" }, f.message || ""),
+        el("span", { className: "since muted" }, typeof f.since === "number" ? "since " + fmtDuration(Math.max(0, now - f.since)) + " ago" : ""));
+    });
+    if (all.length > MAX_PROBLEMS) rows.push(el("li", { className: "muted warn" }, (all.length - MAX_PROBLEMS) + " more not listed"));
+    $("problems-panel").hidden = !rows.length;
+    $("problems").replaceChildren(...rows);
   }
 
   // An informer no controller watches: its card is its chain, ending at its handlers, and links to
@@ -260,6 +305,8 @@
             el("span", { className: "badge kind-badge", title: "an informer no controller watches: its handlers are where its events end" }, "informer"))), box) };
     });
     if (v.link.textContent !== inf.name) v.link.textContent = inf.name;
+    const head = v.root.firstChild.lastChild;
+    syncChildren(head, [head.firstChild, ...findingsBadges(inf)]);
     window.ctrlscopePipeline.render(v.box, { informers: informerModels(w, [inf], stale), controller: null });
     return v.root;
   }
@@ -395,6 +442,7 @@
     used = new Set();
     const now = Date.now();
     const clusters = new Map(); // key -> {info, workers: [root]}
+    const live = new Map(); // worker -> its components, for the problems
     const known = client.knownTopics || [];
     for (const name of [...workers.keys()].sort()) {
       // Forgotten, or dropped by retention: none of its topics is left in Redis.
@@ -411,11 +459,13 @@
       // worker stays on top however old its last frame); one without presence by its frame age.
       const folded = run ? !Presence.runAlive(run) && now - (run.stopped || run.seen) > FOLD_MS : seenAt && now - seenAt > GONE_MS;
       clusters.get(key)[folded ? "gone" : "workers"].push(workerBox(w, comps, now, unsupported));
+      if (!folded && !unsupported) live.set(name, comps);
     }
     const sections = [...clusters].sort((a, b) => (a[0] === "" ? 1 : b[0] === "" ? -1 : a[0] < b[0] ? -1 : 1))
       .map(([key, c]) => clusterSection(key, c.info, c.workers, c.gone));
     syncChildren($("overview"), sections.length ? sections : [placeholder]);
     for (const key of views.keys()) if (!used.has(key)) views.delete(key); // controllers and workers gone
+    renderProblems(live);
     renderDropped();
   }
 

@@ -9,8 +9,8 @@
  *
  * Owns what the panels share: the cs-page JSON (worker, controller, its topics), the tab's
  * TelemetryClient and which topics it subscribes to (informer caches load over HTTP first), the
- * worker-clock estimate (workerNow), the header (components, connection badges, the protocol notice),
- * the focused key, the keyboard, and one frame loop: records update the panels' small models as they
+ * worker-clock estimate (workerNow), the header (components, with their open findings as badges;
+ * connection badges, the protocol notice), the focused key, the keyboard, and one frame loop: records update the panels' small models as they
  * arrive; the DOM is touched once per animation frame, plus a 100 ms tick that keeps ages, countdowns
  * and the timeline's moving time axis current. Every list is capped, so the DOM stays bounded whatever
  * the event rate; what is not drawn is counted and said.
@@ -30,6 +30,7 @@
   const U = window.ctrlscopeUrl; // the dashboard's URLs under its path prefix (urls.js)
   const { el } = window.ctrlscopeUI;
   const P = window.ctrlscopeProtocol;
+  const F = window.ctrlscopeFindings; // findings.js: the open findings of a components entry, as badges
   const Page = window.ctrlscopePage;
   const page = JSON.parse(document.getElementById("cs-page").textContent);
   const T = page.topics;
@@ -190,7 +191,9 @@
         items.push(el(current ? "span" : "a", { className: "comp informer" + (current ? " current" : ""), href: current ? undefined : informerUrl(v.name),
           title: "informer " + v.name + " · " + (v.fifo || "") + " · rv " + (v.rv || "?") + (current ? "" : " · its page: events, handlers, cache") },
         "informer ", el("b", null, v.name), " ", el("span", { className: "badge st-" + st }, st),
-        v.synced ? el("span", { className: "badge ok" }, "synced") : el("span", { className: "badge warn" }, "syncing")));
+        v.synced ? el("span", { className: "badge ok" }, "synced") : el("span", { className: "badge warn" }, "syncing"),
+        // v1.7: what the worker states about this informer (not synced, watch silent, relist storm)
+        ...F.open(v).flatMap((f) => [" ", F.badge(f)])));
       } else if (v.kind === P.ComponentKind.CONTROLLER && informerPage) {
         // Here only the controllers that watch this informer: its other consumers.
         const name = informerTopics.get(T.informer);

@@ -48,7 +48,8 @@
       const next = el("td", { className: "countdown" });
       if (state === P.HandlerProgress.RETRYING && typeof h.next_at === "number") next.dataset.next = String(h.next_at);
       const tr = el("tr", { dataset: { key: r.key, handler: r.handler, state: state } },
-        el("td", { className: "key" }, r.key), el("td", { className: "handler" }, r.handler),
+        el("td", { className: "key" }, el("a", { className: "key-link", href: window.ctrlscopeUrl.key(api.page.worker, api.page.controller, r.key) }, r.key)),
+        el("td", { className: "handler" }, r.handler),
         el("td", { className: "cause" }, h.cause || ""),
         el("td", null, el("span", { className: "badge progress progress-" + state }, state || "?")),
         el("td", { className: "num retries" }, h.retries || 0), next,

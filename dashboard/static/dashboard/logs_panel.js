@@ -52,7 +52,8 @@
 
     function row(l) {
       return el("tr", { className: "log lvl-" + l.level, dataset: { key: l.key, level: l.level } },
-        el("td", { className: "time" }, clock(l.ts)), el("td", { className: "key" }, l.key),
+        el("td", { className: "time" }, clock(l.ts)),
+        el("td", { className: "key" }, l.key ? el("a", { className: "key-link", href: window.ctrlscopeUrl.key(api.page.worker, api.page.controller, l.key) }, l.key) : ""),
         el("td", null, el("span", { className: "badge level lvl-" + l.level }, l.level)),
         el("td", { className: "handler" }, l.handler), el("td", { className: "message", title: l.message }, l.message));
     }

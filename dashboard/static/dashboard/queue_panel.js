@@ -67,7 +67,9 @@
       const d = P.limiterDelay(api.controllerComponent().rate_limiter, (requeues || 0) + 1);
       return d === null ? "–" : UI.fmtPrecise(d * 1000);
     }
-    const keyCell = (key) => el("td", { className: "key", title: key }, UI.shortName(key, 24));
+    // The key links to its own page (its story: attempts, triggers, writes, versions).
+    const keyCell = (key) => el("td", { className: "key", title: key },
+      el("a", { className: "key-link", href: window.ctrlscopeUrl.key(api.page.worker, api.page.controller, key) }, UI.shortName(key, 24)));
 
     function queueRow(key, v, kind) {
       const tr = el("tr", { dataset: { key: key } });

@@ -21,6 +21,14 @@
  * Without a queue topic the next retry is marked from the last attempt's delay, or from the handlers'
  * next_at in the key's state (a zero-code observer sees only what the objects store).
  *
+ * Provenance (protocol v1.7, provenance.js): an attempt's details list the triggers it absorbed (the
+ * events, resyncs and retries the workqueue merged into it: "40 triggers merged: 38 update events,
+ * 2 retries", expandable to one row each), and an attempt every trigger of which was an event of its
+ * own controller's write is self-triggered: a ring around its bar, a badge in its details. The open
+ * findings about a key (findings.js: hot loop, failing, terminal, slow, waiting; the controller's
+ * components entry) are badges by its lane's label, and the key's own page (its whole story) is a
+ * link from the label and the details.
+ *
  * Data: the controller topic (w/{worker}/controller/{ctl}) — its event / reconcile_start / reconcile
  * records, and its state's per-key summaries (attempts, last result, handlers) for keys older than
  * the loaded history; the queue topic's delayed adds (the waits between attempts). Registered in
@@ -30,6 +38,9 @@
   "use strict";
   const { el, fmtDuration, fmtPrecise, shortName, clock } = window.ctrlscopeUI;
   const P = window.ctrlscopeProtocol;
+  const U = window.ctrlscopeUrl;
+  const Prov = window.ctrlscopeProvenance;
+  const F = window.ctrlscopeFindings;
   const $ = (id) => document.getElementById(id);
   const MAX_LANES = 50;
   const MAX_ATTEMPTS = 200;     // per lane
@@ -181,7 +192,9 @@
           }
         } else if (r.k === P.RecordKind.RECONCILE_START) {
           const l = lane(r.key);
-          l.running = { start: ts, worker: r.worker, events: l.pending, handler: r.handler };
+          l.running = { start: ts, worker: r.worker, events: l.pending, handler: r.handler,
+            // v1.7: the triggers the attempt absorbed (null from an older publisher)
+            prov: Prov.known(r) ? { triggers: r.triggers, count: r.trigger_count, self: r.self_triggered === true } : null };
           l.pending = [];
           if (r.handler) l.handlers.add(String(r.handler));
           l.last = Math.max(l.last, ts);
@@ -195,6 +208,7 @@
             requeue_after: r.requeue_after, worker: r.worker, events: started ? started.events : l.pending, el: null,
             // v1.1: a framework's named handler, and what the framework does next.
             handler: r.handler ? String(r.handler) : "", cause: r.cause, retry: r.retry, delay: r.delay, error_kind: r.error_kind,
+            prov: started ? started.prov : null,
           };
           if (a.handler) l.handlers.add(a.handler);
           if (!started) l.pending = [];
@@ -212,9 +226,12 @@
     const lanesBox = $("lanes");
     let laneOrder = "";
 
+    const keyPage = (key) => U.key(api.page.worker, api.page.controller, key);
     function laneElement(l) {
       if (!l.el) {
-        const label = el("div", { className: "lane-label" }, el("a", { className: "lane-key", title: l.key + " (link: focus this key)", href: "?key=" + encodeURIComponent(l.key) }, shortName(l.key, KEY_CHARS)), el("span", { className: "lane-meta muted" }));
+        const label = el("div", { className: "lane-label" }, el("a", { className: "lane-key", title: l.key + " (link: focus this key)", href: "?key=" + encodeURIComponent(l.key) }, shortName(l.key, KEY_CHARS)),
+          el("a", { className: "lane-story", href: keyPage(l.key), title: "the key's page: its whole story, its object and its versions" }, "↗"),
+          el("span", { className: "lane-findings" }), el("span", { className: "lane-meta muted" }));
         const track = el("div", { className: "lane-track" });
         l.el = el("div", { className: "lane", dataset: { key: l.key } }, label, track);
         if (l.key === api.focusKey()) l.el.classList.add("focus");
@@ -224,10 +241,12 @@
 
     function attemptElement(a) {
       if (!a.el) {
-        a.el = el("div", { className: "attempt result-" + a.result, dataset: { id: String(a.id), result: a.rawResult } });
+        const self = !!(a.prov && a.prov.self);
+        a.el = el("div", { className: "attempt result-" + a.result + (self ? " self-triggered" : ""), dataset: { id: String(a.id), result: a.rawResult } });
         if (a.handler) a.el.dataset.handler = a.handler;
         const named = a.handler ? [a.handler, a.cause, "retry " + (a.retry || 0)].filter(Boolean) : [];
-        a.el.title = [...named, a.rawResult, a.error_kind, fmtPrecise(a.duration * 1000), nextStep(a), a.error].filter(Boolean).join(" · ");
+        a.el.title = [...named, a.rawResult, a.error_kind, fmtPrecise(a.duration * 1000), nextStep(a), self ? "self-triggered" : "",
+          a.prov ? Prov.summary(a.prov.triggers, a.prov.count) : "", a.error].filter(Boolean).join(" · ");
       }
       return a.el;
     }
@@ -270,7 +289,7 @@
         node.dataset.ids = m.attempts.map((a) => a.id).join(" ");
         node.dataset.result = worst;
         node.dataset.count = String(m.attempts.length);
-        node.className = "attempt mark result-" + worst;
+        node.className = "attempt mark result-" + worst + (m.attempts.some((a) => a.prov && a.prov.self) ? " self-triggered" : "");
         node.firstChild.className = "mark-end result-" + last.result;
         node.lastChild.textContent = text;
         node.title = (handler ? handler + ": " : "") + text + " — too close to tell apart at this scale: click for each attempt";
@@ -356,6 +375,7 @@
       let named = false;
       // The track's width in px (every lane's is the same): marks are grouped at this scale.
       const trackPx = (sorted.length && sorted[0].el.lastChild.clientWidth) || 800;
+      const component = api.controllerComponent();
       const px = (t) => ((t - t0) / total) * trackPx;
       for (const l of sorted) {
         const track = l.el.lastChild;
@@ -378,6 +398,13 @@
             tail ? el("span", { className: "last-result last-" + lastResult }, tail) : "", handlers.length ? " · " + handlers.join(", ") : "");
           meta.title = metaText; meta.className = "lane-meta muted last-" + lastResult;
           meta.dataset.handlers = handlers.join(" ");
+        }
+        // The key's open findings, by its label (redrawn when they change).
+        const open = F.forKey(component, l.key);
+        const sig = open.map((f) => f.finding + ":" + f.count + ":" + f.message).join("|");
+        if (l.findingsSig !== sig) {
+          l.findingsSig = sig;
+          l.el.querySelector(".lane-findings").replaceChildren(...open.map(F.badge));
         }
         // A key with several handlers gets one row per handler in its lane: handlers of one object run
         // back to back, and their bars would cover each other at any window wider than a few seconds.
@@ -499,7 +526,7 @@
       const w = waitBefore(a, prev);
       if (w) rows.push(["waited before", waitText(w) + ranAfter(a, prev, w)], ["chosen by", chosenBy(w)]);
       if (a.requeue_after) rows.push(["requeue_after", a.requeue_after + " s"]);
-      const evs = a.events.length
+      const evs = a.prov ? Prov.details(a.prov.triggers, a.prov.count) : a.events.length
         ? el("ul", { className: "enqueued-by" }, ...a.events.map((e) => el("li", null, clock(e.ts) + "  " + e.event + "  " + e.key)))
         : el("p", { className: "muted enqueued-by" }, a.handler && prev ? "no watch event: the framework's own retry of " + a.handler
           : a.handler && idx > 0 ? "no new watch event: the events before the key's previous attempt (the same pass over the object)"
@@ -514,13 +541,15 @@
         el("div", { className: "details-head" }, el("b", null, a.handler ? "handler " + a.handler + " of " + a.key + ", attempt " + ((a.retry || 0) + 1)
           : "attempt " + (idx + 1) + " of " + a.key), " ",
           el("span", { className: "badge result-badge result-" + a.result }, a.rawResult),
+          a.prov && a.prov.self ? " " : "", a.prov && a.prov.self ? Prov.selfBadge() : "",
           el("span", { className: "spacer" }),
+          el("a", { className: "details-story", href: keyPage(a.key), title: "the key's page: every attempt, trigger, write and version" }, "key page ↗"),
           backMark ? el("button", { type: "button", id: "details-back" }, "← all " + backMark.ids.length + " attempts") : null,
           el("button", { type: "button", id: "details-focus", dataset: { key: a.key } }, a.key === api.focusKey() ? "unfocus key (f)" : "focus key (f)"),
           el("button", { type: "button", id: "details-close" }, "close (Esc)")),
         el("dl", null, ...rows.flatMap(([k, v]) => [el("dt", null, k), el("dd", null, String(v))])),
         a.error ? el("pre", { className: "error-text" }, a.error) : el("p", { className: "muted" }, "no error"),
-        el("h3", null, "enqueued by"), evs, el("h3", null, "logged during the attempt"), logs);
+        el("h3", null, a.prov ? "why it ran" : "enqueued by"), evs, el("h3", null, "logged during the attempt"), logs);
       box.hidden = false;
       timelineDirty = true;
       schedule();
