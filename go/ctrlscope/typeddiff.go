@@ -190,8 +190,11 @@ func (d *differ) typed(seg string, a, b reflect.Value) {
 	t := a.Type()
 	if customJSON(t) {
 		// Equal Go values are equal JSON: only values that differ are converted (a Time's
-		// conversion formats it, a managedFields entry's parses its fieldsV1).
-		if t.Comparable() && a.Equal(b) || !t.Comparable() && reflect.DeepEqual(a.Interface(), b.Interface()) {
+		// conversion formats it, a managedFields entry's parses its fieldsV1). Pointers (a
+		// managedFields entry's *Time and *FieldsV1) are compared by what they point to: the old
+		// and the new object are decoded apart, so their pointers always differ.
+		if t.Kind() != reflect.Pointer && t.Comparable() && a.Equal(b) ||
+			(t.Kind() == reflect.Pointer || !t.Comparable()) && reflect.DeepEqual(a.Interface(), b.Interface()) {
 			return
 		}
 		d.value(seg, customValue(a), customValue(b))
