@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from controllers.clock import FakeClock
-from controllers.schema import FindingKind, QueueOp, ReconcileResult
+from controllers.schema import FindingKind, QueueOp, ReconcileResult, WatchEventType
 from controllers.telemetry.detectors import DetectionConfig
 from controllers.telemetry.telemetry_observer import TelemetryObserver
 from tests.dashboard.test_key_page_browser import screenshots
@@ -53,6 +53,8 @@ class Worker:
         self.rv = 100
 
     def event(self, key: str, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+        self.obs.on_watch_event("podsets", event_type=WatchEventType.MODIFIED if old else WatchEventType.ADDED, key=key,
+                                resource_version=new["metadata"]["resourceVersion"])
         self.obs.on_event(CONTROLLER, event="update" if old else "create", key=key, requests=[key], source=SOURCE,
                           old=old, new=new)
         self.obs.on_queue(CONTROLLER, op=QueueOp.ADD, key=key, depth=1)
@@ -155,9 +157,12 @@ def test_triggers_self_triggering_and_findings_where_they_happen(browser, dashbo
     assert not page.query_selector(lane % BUSY + " .attempt.self-triggered")
     screenshots(page, artifacts, "31-controller-triggers", full_page=True)
 
-    # Every row naming a key links to its page: the lanes, the queue's rows.
-    href = page.get_attribute(lane % LOOP + " a.lane-story", "href")
-    assert href.endswith(f"/c/w1/{CONTROLLER}/k/{LOOP}")
+    # Every row naming a key links to its page: the lanes, the queue's rows, the informer's events.
+    story = f"/c/w1/{CONTROLLER}/k/{LOOP}"
+    assert page.get_attribute(lane % LOOP + " a.lane-story", "href").endswith(story)
+    assert page.get_attribute(f'#q-queued tr[data-key="{LOOP}"] a.key-link', "href").endswith(story)
+    page.wait_for_selector(f"#ievents tr.ev-watch a.key-link:text-is('{LOOP}')", timeout=10_000)
+    assert page.get_attribute(f"#ievents tr.ev-watch a.key-link:text-is('{LOOP}') >> nth=0", "href").endswith(story)
     page.click(lane % LOOP + " a.lane-story")
     page.wait_for_selector("#h-key:has-text('default/loop')")
     page.wait_for_selector("#key-findings .badge.finding-hot_loop", timeout=10_000)

@@ -76,7 +76,8 @@ def test_history_and_live_rows_are_named_and_filtered_alike(browser, dashboard, 
     event(obs, "v1/Secret", "default/token-2", 13, "print")
     event(obs, "v1/ConfigMap", "default/other", 14, FOR)
     pub.flush()
-    page.wait_for_selector('#ievents tr.ev-handler:has(td.key:text-is("default/other"))', timeout=10_000)
+    # (on a controller's page the key is a link to its page under the controller)
+    page.wait_for_selector('#ievents tr.ev-handler:has(td.key a.key-link:text-is("default/other"))', timeout=10_000)
     rows = event_rows(page)
     assert {r["informer"] for r in rows} == {"v1/ConfigMap"} and "default/token-2" not in {r["key"] for r in rows}, rows
     assert "v1_ConfigMap" not in page.inner_text("body") and "v1_Secret" not in page.inner_text("body")

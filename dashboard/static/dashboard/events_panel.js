@@ -193,6 +193,9 @@
     // Rows are clones of one template (eight cells, fixed classes) filled with textContent: a
     // fifth of the cost of building each cell with el() at thousands of rows a second.
     const SKIPPED_TEMPLATE = el("tr", { className: "ev-skipped" }, el("td", { colSpan: 8 }));
+    // On a controller's page an object's key links to its page under the controller (its story);
+    // an informer's page has no controller to tell it.
+    const keyPages = api.page.kind === P.ComponentKind.CONTROLLER;
     const ROW_TEMPLATE = el("tr", null, el("td"), el("td"), el("td"), el("td", { className: "type" }),
       el("td", { className: "key" }), el("td"), el("td"), el("td", { className: "outcome" }));
     function eventRow(row) {
@@ -209,7 +212,8 @@
         c[2].textContent = row.kind;
         c[3].className = "type type-" + String(row.type || "").split(" ")[0];
         if (row.type) c[3].textContent = row.type;
-        if (row.key) c[4].textContent = row.key;
+        if (row.key && keyPages) c[4].append(el("a", { className: "key-link", href: window.ctrlscopeUrl.key(api.page.worker, api.page.controller, row.key) }, row.key));
+        else if (row.key) c[4].textContent = row.key;
         if (row.rv) c[5].textContent = row.rv;
         if (row.handler) { c[6].textContent = row.handler; c[6].title = row.handler; }
         if (row.error) c[7].title = row.error;
