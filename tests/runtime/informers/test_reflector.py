@@ -152,6 +152,36 @@ def test_watch_closed_at_once_without_events_relists_after_backoff(clock, eventu
         eventually(lambda: len(server.list_calls) == 2)
 
 
+class AnswersAfterASecond:
+    """The fake server, but a watch's answer comes a second after it was asked: the server's
+    timeoutSeconds ran meanwhile (it starts when the server gets the request, as the API server's)."""
+
+    def __init__(self, server: FakeApiServer, clock) -> None:
+        self.server = server
+        self.clock = clock
+
+    def __getattr__(self, name: str):
+        return getattr(self.server, name)
+
+    def watch(self, **kwargs):
+        stream = self.server.watch(**kwargs)
+        self.clock.step(1.0)
+        return stream
+
+
+def test_a_watch_the_server_ends_on_time_is_not_very_short_however_late_its_answer_came(clock, eventually) -> None:
+    # A 1 s watch (--watch-timeout 1) that the server closes on time without an event lasted 1 s from
+    # the request, as client-go times it -- but less from when its answer arrived: timed from there,
+    # it was a "very short watch", a relist after a backoff instead of the next watch.
+    server = FakeApiServer()
+    r, _ = reflector_for(AnswersAfterASecond(server, clock), clock)  # type: ignore[arg-type]
+    with running(r):
+        eventually(lambda: server.watch_calls)
+        server.drop_watches()  # no event, closed as the answer arrived: 1 s after the request
+        eventually(lambda: len(server.watch_calls) == 2, timeout=5)
+    assert len(server.list_calls) == 1
+
+
 def test_dropped_watch_resumes_from_the_last_rv_without_relisting(clock, eventually) -> None:
     server = FakeApiServer()
     r, _ = reflector_for(server, clock)
