@@ -16,12 +16,18 @@
  * object from its worker (YAML, and a diff of the last update a handler saw), plus its summary and
  * the watch/handler history this page has seen.
  *
+ * Cost (the "cost" button, cache_cost.js): what the chosen informer's cache holds -- its bytes as JSON,
+ * the shares of managedFields and of big annotations, the objects per namespace, and what a transform
+ * or a metadata-only informer would save -- measured on a sample of its objects fetched through the
+ * object inspector, scaled by the snapshot's count (exact for a small cache).
+ *
  * Responsiveness: above SUMMARISE_RATE records/s (page-wide) the page says it is summarising; the
  * cache table stops flashing rows and re-sorts at most once a second.
  */
 (function () {
   "use strict";
   const UI = window.ctrlscopeUI;
+  const U = window.ctrlscopeUrl;
   const { el, fmtDuration, clock } = UI;
   const P = window.ctrlscopeProtocol;
   const $ = (id) => document.getElementById(id);
@@ -99,6 +105,80 @@
     function setScrollTop(top) { scroller.scrollTop = top; viewport.top = scroller.scrollTop; }
     function setText(node, text) { if (node.textContent !== text) node.textContent = text; }
 
+    // ---- what the cache costs (cache_cost.js) ------------------------------------------------
+    const CC = window.ctrlscopeCacheCost;
+    let costRun = null;
+    const fmtBytes = (b) => (b >= 1048576 ? (b / 1048576).toFixed(1) + " MiB" : b >= 1024 ? (b / 1024).toFixed(1) + " KiB" : Math.round(b) + " B");
+    const pct = (x) => (x * 100).toFixed(x < 0.1 ? 1 : 0) + " %";
+    function stopCost() {
+      if (costRun) costRun.abort();
+      costRun = null;
+      $("cache-cost").hidden = true;
+      $("cache-cost").replaceChildren();
+    }
+    function runCost() {
+      if (costRun) costRun.abort();
+      const run = costRun = new AbortController();
+      const box = $("cache-cost");
+      const topic = cache.topic, parsed = P.parseTopic(topic);
+      if (!parsed) return;
+      const keys = cache.keys.slice();
+      const sample = CC.sampleKeys(keys, CC.SAMPLE);
+      const name = informerName(topic);
+      box.hidden = false;
+      box.dataset.state = "measuring";
+      const progress = el("span", { className: "muted" }, "measuring " + sample.length + " objects…");
+      box.replaceChildren(el("b", null, "cost of informer " + name), " ", progress);
+      if (!keys.length) { box.dataset.state = "empty"; progress.textContent = "its cache is empty"; return; }
+      const url = (key) => U.informer(page.worker, parsed.name) + "object?key=" + encodeURIComponent(key);
+      CC.fetchSample(url, sample, (done, total) => { progress.textContent = "measuring: " + done + " of " + total + " objects fetched…"; }, run.signal)
+        .then((objects) => {
+          if (run !== costRun) return;
+          if (!objects.length) throw new Error("no object could be fetched");
+          renderCost(box, name, CC.estimate(objects.map(CC.measure), keys.length), CC.perNamespace(keys));
+        })
+        .catch((err) => {
+          if (run !== costRun) return;
+          box.dataset.state = "error";
+          box.replaceChildren(el("b", null, "cost of informer " + name), " ", el("span", { className: "obj-error" }, "could not measure: " + err.message));
+        });
+    }
+    function renderCost(box, name, e, namespaces) {
+      const of = (b) => fmtBytes(b) + " (" + pct(e.bytes ? b / e.bytes : 0) + ")";
+      const head = el("div", { className: "cost-head" }, el("b", null, "cost of informer " + name), " ",
+        el("span", { className: "cost-total" }, (e.exact ? "" : "≈ ") + fmtBytes(e.bytes)), " as JSON for " + e.count.toLocaleString() + " objects, " +
+        fmtBytes(e.perObject) + " each · " + (e.exact ? "every object measured" : "measured on " + e.sampled + " objects spread over them, scaled by the count"),
+        el("button", { type: "button", className: "cost-close", title: "close" }, "×"));
+      const rows = [
+        ["metadata.managedFields", of(e.managed), "server-side apply's field ownership: no controller reads it"],
+        ["annotations over " + CC.BIG_ANNOTATION / 1024 + " KiB", of(e.bigAnnotations),
+          e.bigAnnotationNames.length ? e.bigAnnotationNames.join(", ") : "none in the measured objects"],
+      ];
+      const saves = [
+        ["drop managedFields (a transform: SetTransform / cache.TransformStripManagedFields)", of(e.saveStripManaged)],
+        ["a metadata-only informer (PartialObjectMetadata: apiVersion, kind, metadata)", of(e.saveMetadataOnly)],
+        ["metadata-only, managedFields dropped too", of(e.saveMetadataOnlyStripped)],
+      ];
+      const TOP = 8;
+      const nsItems = namespaces.slice(0, TOP).map(([ns, n]) => el("li", { dataset: { namespace: ns } }, el("span", { className: "ns" }, ns || "(cluster-scoped)"), " ", el("b", null, n.toLocaleString())));
+      if (namespaces.length > TOP) {
+        const rest = namespaces.slice(TOP).reduce((s, [, n]) => s + n, 0);
+        nsItems.push(el("li", { className: "muted" }, (namespaces.length - TOP) + " more namespaces: " + rest.toLocaleString()));
+      }
+      box.dataset.state = "done";
+      // The numbers as measured, for whoever reads them without the words (tests, a developer).
+      Object.assign(box.dataset, { bytes: String(Math.round(e.bytes)), managed: String(Math.round(e.managed)),
+        bigAnnotations: String(Math.round(e.bigAnnotations)), metadataOnlySaves: String(Math.round(e.saveMetadataOnly)),
+        sampled: String(e.sampled), count: String(e.count) });
+      box.replaceChildren(head,
+        el("table", { className: "events cost-table" },
+          el("tbody", null, ...rows.map(([what, b, note]) => el("tr", { dataset: { part: what } }, el("td", null, what), el("td", { className: "num" }, b), el("td", { className: "muted" }, note))),
+            ...saves.map(([what, b]) => el("tr", { className: "save" }, el("td", null, what), el("td", { className: "num" }, "saves " + b), el("td"))))),
+        el("div", { className: "cost-ns" }, el("span", { className: "muted" }, "objects per namespace (" + namespaces.length + "):"), el("ul", null, ...nsItems)));
+    }
+    $("cache-cost-btn").addEventListener("click", runCost);
+    $("cache-cost").addEventListener("click", (ev) => { if (ev.target.closest(".cost-close")) stopCost(); });
+
     let userChose = false; // the user picked an informer in the select: keep it
     function chooseInformer() {
       const list = [...informerTopics.keys()].sort();
@@ -131,6 +211,7 @@
     }
 
     function setInformer(topic) {
+      stopCost();
       cache.topic = topic;
       cache.rebuild = true; cache.ready = false; cache.flash.clear(); cache.history.clear();
       nameHead();
