@@ -167,7 +167,11 @@ def test_triggers_self_triggering_and_findings_where_they_happen(browser, dashbo
     page.wait_for_selector("#h-key:has-text('default/loop')")
     page.wait_for_selector("#key-findings .badge.finding-hot_loop", timeout=10_000)
     page.wait_for_selector("#story tr.story-row.finding", timeout=10_000)
+    # The hot loop opened at the third self-triggered attempt and was updated at each one after it.
+    whats = page.eval_on_selector_all("#story tr.story-row.finding td.what", "tds => tds.map(td => td.innerText)")
+    assert whats[0] == "finding open" and whats[1:] and set(whats[1:]) == {"finding updated"}, whats
     assert "self-triggered" in page.inner_text("#story")
+    screenshots(page, artifacts, "31-key-page-hot-loop", full_page=True)
     close_page(page)
 
 

@@ -267,7 +267,7 @@
       const d = [F.badge(r), " " + (r.open ? "" : "closed: ") + (r.message || "")];
       const text = r.open ? F.detailText(r) : "";
       if (text) d.push(el("div", { className: "finding-detail" }, text));
-      return { what: "finding " + (r.open ? "open" : "closed"), cls: "finding" + (r.open ? " open" : ""), detail: d };
+      return { what: "finding " + (!r.open ? "closed" : row.again ? "updated" : "open"), cls: "finding" + (r.open ? " open" : ""), detail: d };
     }
     if (r.k === R.LOG) return { what: "log " + r.level, cls: "log lvl-" + r.level, detail: [r.handler ? "[" + r.handler + "] " : "", r.message] };
     if (r.k === R.PROGRESS) return { what: "progress", cls: "log", detail: ["handler " + r.handler + ": " + (r.state || "no longer stored") + (r.retries ? " · " + r.retries + " retries" : "")] };
@@ -309,7 +309,13 @@
   // What a row needs of the rows before it, drawn or not: its attempt's number, the time since the
   // row before, the write an event came back from.
   let lastNoted = null, lastStart = null, attempts = 0;
+  const openSeen = new Set(); // "{finding}/{subject}" open as of the row being drawn: a later record updates it
   function note(row) {
+    if (row.r && row.r.k === R.FINDING) {
+      const id = row.r.finding + "/" + row.r.subject;
+      row.again = !!row.r.open && openSeen.has(id);
+      if (row.r.open) openSeen.add(id); else openSeen.delete(id);
+    }
     if (row.r && row.r.k === R.RECONCILE_START) { attempts += 1; attemptNo.set(row, attempts); lastStart = row; }
     if (row.r && row.r.k === R.WRITE && row.r.rv) writesByRv.set(row.r.rv, { ts: row.ts, cell: null });
     const since = lastNoted ? "+" + fmtPrecise(row.ts - lastNoted.ts) : "";
@@ -339,7 +345,7 @@
       tbody.append(...list.map(drawRow));
       while (tbody.rows.length > MAX_ROWS) tbody.deleteRow(0);
     } else {
-      lastNoted = null; lastStart = null; attempts = 0; attemptNo.clear(); writesByRv.clear();
+      lastNoted = null; lastStart = null; attempts = 0; attemptNo.clear(); writesByRv.clear(); openSeen.clear();
       list = rows.filter(visible);
       const skipped = Math.max(0, list.length - MAX_ROWS);
       for (const row of list.slice(0, skipped)) note(row);
