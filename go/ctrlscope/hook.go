@@ -24,9 +24,9 @@ import (
 
 // Hook receives a controller's calls as they become records (see the file comment).
 type Hook interface {
-	// Event: a controller event that enqueued requests (called only then), self when its object is
-	// the controller's own write coming back. The result is carried by the triggers it leaves.
-	Event(controller string, e EventCall, self bool) (link any)
+	// Event: a controller event that enqueued requests (called only then), with what its record
+	// says of it. The result is carried by the triggers it leaves.
+	Event(controller string, e EventCall, d EventDerived) (link any)
 	// ReconcileStart: key's attempt started, with the triggers it absorbed. The context returned is
 	// the one the attempt runs with (Request gets it back for the writes made with it).
 	ReconcileStart(ctx context.Context, controller, key string, worker int, a Attempt) context.Context
@@ -43,6 +43,16 @@ type Hook interface {
 	WriteRefused(ctx context.Context, controller, method, path string, reason WriteRefusal)
 }
 
+// EventDerived is what an event record says beyond the EventCall: the objects' resourceVersions,
+// an update's changed field paths (Diff, DiffMore; none for a resync, whose rv did not change) and
+// whether it is the controller's own write coming back. With detection off only RV is set.
+type EventDerived struct {
+	RV, OldRV string
+	Diff      []string
+	DiffMore  int
+	Self      bool
+}
+
 // Attempt is what a reconcile_start record says about why the attempt ran: its Triggers (the last
 // TriggersMax, oldest first), how many were pending in all, and whether every one was a self event.
 type Attempt struct {
@@ -56,10 +66,11 @@ type Attempt struct {
 type Trigger struct {
 	Kind TriggerKind
 	// event and resync
-	Type ControllerEvent
-	Key  string // the object's key
-	RV   string
-	Self bool
+	Type   ControllerEvent
+	Key    string // the object's key
+	Source string // the handler that mapped it
+	RV     string
+	Self   bool
 	// retry (Result, and Delay when known) and requeue_after (Delay)
 	Result   ReconcileResult
 	Delay    float64
@@ -73,7 +84,7 @@ func hookTriggers(pt *pendingTriggers) Attempt {
 	a := Attempt{Count: pt.count, SelfTriggered: pt.count > 0 && pt.allSelf, Triggers: make([]Trigger, len(pt.list))}
 	for i := range pt.list {
 		tr := &pt.list[i]
-		a.Triggers[i] = Trigger{Kind: tr.kind, Type: tr.event, Key: tr.key, RV: tr.rv, Self: tr.self,
+		a.Triggers[i] = Trigger{Kind: tr.kind, Type: tr.event, Key: tr.key, Source: tr.source, RV: tr.rv, Self: tr.self,
 			Result: tr.result, Delay: tr.delay, HasDelay: tr.hasDelay, Link: tr.link}
 	}
 	return a

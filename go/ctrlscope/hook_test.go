@@ -11,6 +11,7 @@ import (
 
 // recordingHook notes what a Hook is handed; its links are strings naming the call that left them.
 type recordingHook struct {
+	events   []EventDerived
 	attempts []Attempt
 	ended    []ReconcileResult
 	delays   []float64
@@ -19,9 +20,10 @@ type recordingHook struct {
 
 type hookAttemptKey struct{}
 
-func (h *recordingHook) Event(controller string, e EventCall, self bool) any {
-	if self {
-		return "self " + e.Key + " " + ResourceVersion(e.New)
+func (h *recordingHook) Event(controller string, e EventCall, d EventDerived) any {
+	h.events = append(h.events, d)
+	if d.Self {
+		return "self " + e.Key + " " + d.RV
 	}
 	return string(e.Event) + " " + e.Key
 }
@@ -67,7 +69,8 @@ func TestHookSeesTheProvenanceWithItsLinks(t *testing.T) {
 	ct, qt := tel.ControllerTopic("c"), tel.QueueTopic("c")
 	key := "ns/a"
 	ct.Event(EventCall{Event: ControllerEventCreate, Key: key, Requests: []string{key}, New: obj("1")})
-	ct.Event(EventCall{Event: ControllerEventUpdate, Key: key, Requests: []string{key}, Old: obj("1"), New: obj("2")})
+	ct.Event(EventCall{Event: ControllerEventUpdate, Key: key, Requests: []string{key}, Old: obj("1"), New: obj("2"),
+		Source: "controller/c (For)"})
 	ct.Event(EventCall{Event: ControllerEventUpdate, Key: "ns/b", FilteredBy: "P", Old: obj("1"), New: obj("2")})
 	ct.ReconcileStart(context.Background(), key, 0)
 	ct.ReconcileEnd(key, 0, time.Millisecond, ReconcileResultError, 0, "boom")
@@ -82,7 +85,8 @@ func TestHookSeesTheProvenanceWithItsLinks(t *testing.T) {
 	want := []Attempt{
 		{Count: 2, Triggers: []Trigger{
 			{Kind: TriggerKindEvent, Type: ControllerEventCreate, Key: key, RV: "1", Link: "create ns/a"},
-			{Kind: TriggerKindEvent, Type: ControllerEventUpdate, Key: key, RV: "2", Link: "update ns/a"}}},
+			{Kind: TriggerKindEvent, Type: ControllerEventUpdate, Key: key, Source: "controller/c (For)", RV: "2",
+				Link: "update ns/a"}}},
 		{Count: 1, Triggers: []Trigger{
 			{Kind: TriggerKindRetry, Result: ReconcileResultError, Delay: 0.005, HasDelay: true, Link: "attempt error"}}},
 		{Count: 1, SelfTriggered: true, Triggers: []Trigger{
@@ -90,6 +94,11 @@ func TestHookSeesTheProvenanceWithItsLinks(t *testing.T) {
 	}
 	if !reflect.DeepEqual(h.attempts, want) {
 		t.Fatalf("attempts\n got %+v\nwant %+v", h.attempts, want)
+	}
+	wantEvents := []EventDerived{{RV: "1"}, {RV: "2", OldRV: "1", Diff: []string{"data.n"}},
+		{RV: "3", OldRV: "2", Diff: []string{"data.n"}, Self: true}}
+	if !reflect.DeepEqual(h.events, wantEvents) { // a predicate's drop (requests: none) is not one
+		t.Fatalf("events\n got %+v\nwant %+v", h.events, wantEvents)
 	}
 	if !reflect.DeepEqual(h.delays, []float64{0.005}) || len(h.ended) != 2 {
 		t.Fatalf("delays %v, ended %v", h.delays, h.ended)

@@ -50,10 +50,11 @@ type trigger struct {
 	fields []byte
 	paths  []string
 	self   bool
-	// event and resync, for a Hook: the event's type, object key and rv
-	event ControllerEvent
-	key   string
-	rv    string
+	// event and resync, for a Hook: the event's type, object key, source and rv
+	event  ControllerEvent
+	key    string
+	source string
+	rv     string
 	// retry and requeue_after
 	result   ReconcileResult
 	delay    float64
@@ -237,7 +238,7 @@ func (c *ControllerTopic) Event(e EventCall) {
 		next := c.publish(rb.done(c.tel.now()))
 		rb.release()
 		if hook != nil && len(e.Requests) > 0 {
-			hook.Event(c.name, e, false)
+			hook.Event(c.name, e, EventDerived{RV: ResourceVersion(e.New)})
 		}
 		c.tel.pub.after(next)
 		return
@@ -257,10 +258,10 @@ func (c *ControllerTopic) Event(e EventCall) {
 	tb.optStr("rv", newRV)
 	resync := false
 	var paths []string
+	oldRV, more := "", 0
 	if e.Event == ControllerEventUpdate && hasNew && hasOld {
-		oldRV := ResourceVersion(e.Old)
+		oldRV = ResourceVersion(e.Old)
 		resync = newRV != "" && newRV == oldRV
-		var more int
 		paths, more = Diff(e.Old, e.New)
 		if paths == nil {
 			paths = []string{}
@@ -288,7 +289,11 @@ func (c *ControllerTopic) Event(e EventCall) {
 	if len(e.Requests) > 0 {
 		var link any
 		if hook != nil {
-			link = hook.Event(c.name, e, self)
+			d := EventDerived{RV: newRV, OldRV: oldRV, Self: self}
+			if !resync {
+				d.Diff, d.DiffMore = paths, more
+			}
+			link = hook.Event(c.name, e, d)
 		}
 		fields := append([]byte(nil), tb.b...)
 		for i, key := range e.Requests {
@@ -296,7 +301,7 @@ func (c *ControllerTopic) Event(e EventCall) {
 				continue
 			}
 			c.keyLocked(key).triggers.add(trigger{kind: kind, ts: now, fields: fields, paths: paths, self: self,
-				event: e.Event, key: e.Key, rv: newRV, link: link})
+				event: e.Event, key: e.Key, source: e.Source, rv: newRV, link: link})
 		}
 	}
 	c.mu.Unlock()

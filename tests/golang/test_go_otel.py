@@ -11,7 +11,7 @@ reconciler then writes its status twice (each write coming back as an update eve
   limiter's delays 5 ms and 10 ms), then three successes;
 - the links are the provenance: the first attempt links to the ``event create`` span, each retry to
   the attempt that left it, each later attempt to the ``event update`` span of its own write coming
-  back (``ctrlscope.event.self``); in kind, order and count they are the triggers of the
+  back (``ctrlscope.event.self``, with the fields it changed in ``ctrlscope.event.diff``); in kind, order and count they are the triggers of the
   ``reconcile_start`` records the same program published to Redis;
 - each status write is a client span under its attempt's span, with its status code and the
   resourceVersion the write record says;
@@ -83,6 +83,7 @@ def test_reconcile_spans_link_to_their_triggers_and_parent_their_writes(
         collector.wait_for(complete, timeout=30, what="every linked span and the write spans")
         starts = [r for r in published.records(topic, "reconcile_start") if r["key"] == key]
         writes = published.records(topic, "write")
+        events = {e["rv"]: e for e in published.records(topic, "event") if e["key"] == key}
     finally:
         proc.stop()
         published.close()
@@ -136,5 +137,9 @@ def test_reconcile_spans_link_to_their_triggers_and_parent_their_writes(
         [back] = following.links
         event = by_id[back.span_id]
         assert event.name == f"event update {key}" and event.attributes["ctrlscope.event.self"] is True, event
+        # what the write changed, as the event record says it
+        assert event.attributes["ctrlscope.event.diff"] == events[record["rv"]]["diff"], (event, events[record["rv"]])
+        assert any(p.startswith("status.conditions") for p in event.attributes["ctrlscope.event.diff"]), event
+        assert back.attributes["ctrlscope.event.source"] == f"controller/{CONTROLLER} (For)", back.attributes
         assert event.attributes["ctrlscope.event.rv"] == back.attributes["ctrlscope.event.rv"] == record["rv"], event
         assert following.attributes["ctrlscope.self_triggered"] is True, following

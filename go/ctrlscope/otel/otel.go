@@ -7,7 +7,10 @@
 // Per controller:
 //
 //   - "event {type} {key}": a short span for each watched object's event that the controller's
-//     handler mapped to requests (a predicate's drop makes none). A trace of its own.
+//     handler mapped to requests (a predicate's drop makes none). A trace of its own. Attributes
+//     ctrlscope.event.type, .key, .source (the handler), .rv, .diff (an update's changed field
+//     paths, protocol 1.7's rule; .diff_more), .self (the controller's own write) and
+//     ctrlscope.requests.
 //   - "reconcile {controller}": one span per attempt, from ReconcileStart to ReconcileEnd, a trace
 //     of its own (an attempt is caused by many events, so no event is its parent). Attributes
 //     ctrlscope.controller, ctrlscope.key, ctrlscope.worker, ctrlscope.result,
@@ -40,7 +43,9 @@ package otel
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -101,38 +106,71 @@ func New(provider *sdktrace.TracerProvider) *Sink {
 		attempts: map[attemptKey]*attempt{}}
 }
 
+// The protocol variables: the sink exports over OTLP/HTTP with protobuf only.
+var protocolVariables = []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"}
+
+const example = "http://127.0.0.1:4318"
+
 // TracesEndpoint is the URL spans go to ("" when no export is configured) and whether the exporter
-// reads it from OpenTelemetry's variables itself.
-func TracesEndpoint() (url string, fromOtel bool) {
-	if v := os.Getenv(TracesEndpointVariable); v != "" {
-		return v, true
+// reads it from OpenTelemetry's variables itself. A configured value the exporter could not use (not
+// an http(s) URL with a host, a bad port, an OTLP protocol other than http/protobuf) is an error
+// naming the variable: the exporter itself would only log, on its own goroutine, that each batch
+// failed.
+func TracesEndpoint() (endpoint string, fromOtel bool, err error) {
+	for _, name := range protocolVariables {
+		if v := strings.TrimSpace(os.Getenv(name)); v != "" && v != "http/protobuf" {
+			return "", false, fmt.Errorf("%s=%q: ctrlscope exports spans over OTLP/HTTP only (http/protobuf); "+
+				"unset it or point the endpoint at the collector's OTLP/HTTP port (4318)", name, v)
+		}
 	}
-	if v := os.Getenv(EndpointVariable); v != "" {
-		return strings.TrimRight(v, "/") + "/v1/traces", true
+	for _, name := range []string{TracesEndpointVariable, EndpointVariable, CtrlscopeVariable} {
+		v := strings.TrimSpace(os.Getenv(name))
+		if v == "" {
+			continue
+		}
+		u, err := url.Parse(v)
+		if err == nil && u.Port() != "" {
+			if n, perr := strconv.Atoi(u.Port()); perr != nil || n < 1 || n > 65535 {
+				err = fmt.Errorf("port %q out of range", u.Port())
+			}
+		}
+		if err != nil {
+			return "", false, fmt.Errorf("%s=%q: %v (expected a URL such as %s)", name, v, err, example)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+			return "", false, fmt.Errorf("%s=%q is not an http:// or https:// URL with a host (expected a URL "+
+				"such as %s, the collector's OTLP/HTTP port)", name, v, example)
+		}
+		if name == TracesEndpointVariable {
+			return v, true, nil
+		}
+		return strings.TrimRight(v, "/") + "/v1/traces", name != CtrlscopeVariable, nil
 	}
-	if v := os.Getenv(CtrlscopeVariable); v != "" {
-		return strings.TrimRight(v, "/") + "/v1/traces", false
-	}
-	return "", false
+	return "", false, nil
 }
 
 // FromEnvironment is a sink exporting over OTLP/HTTP to the configured endpoint through a batch span
 // processor (OTEL_BSP_* tune it), or nil when no endpoint is configured. Its resource has
 // ctrlscope.worker and service.name worker unless OTEL_SERVICE_NAME names the service
-// (OTEL_RESOURCE_ATTRIBUTES adds to it). Pass it as TelemetryOptions.Hook, and call Shutdown when
-// the worker stops (that flushes).
+// (OTEL_RESOURCE_ATTRIBUTES adds to it). A wrong setting is an error (TracesEndpoint). Pass it as
+// TelemetryOptions.Hook, and call Shutdown when the worker stops (that flushes, within its
+// context's deadline).
+//
+// The batch processor queues each ended span in a bounded queue (OTEL_BSP_MAX_QUEUE_SIZE, 2048;
+// full: the span is dropped, never waited for) that its own goroutine exports: a collector that is
+// down costs that goroutine retries and the spans it drops, never the controller a wait.
 func FromEnvironment(ctx context.Context, worker string) (*Sink, error) {
-	url, fromOtel := TracesEndpoint()
-	if url == "" {
-		return nil, nil
+	endpoint, fromOtel, err := TracesEndpoint()
+	if err != nil || endpoint == "" {
+		return nil, err
 	}
 	var opts []otlptracehttp.Option
 	if !fromOtel {
-		opts = append(opts, otlptracehttp.WithEndpointURL(url))
+		opts = append(opts, otlptracehttp.WithEndpointURL(endpoint))
 	}
 	exporter, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("otlp exporter for %s: %w", url, err)
+		return nil, fmt.Errorf("otlp exporter for %s: %w", endpoint, err)
 	}
 	attrs := []attribute.KeyValue{attribute.String("ctrlscope.worker", worker)}
 	if os.Getenv("OTEL_SERVICE_NAME") == "" {
@@ -160,7 +198,7 @@ func (s *Sink) Shutdown(ctx context.Context) error {
 
 // Event implements ctrlscope.Hook: an "event {type} {key}" span of its own trace, whose context the
 // triggers it leaves carry.
-func (s *Sink) Event(controller string, e ctrlscope.EventCall, self bool) any {
+func (s *Sink) Event(controller string, e ctrlscope.EventCall, d ctrlscope.EventDerived) any {
 	now := s.now()
 	attrs := []attribute.KeyValue{
 		attribute.String("ctrlscope.controller", controller),
@@ -171,23 +209,22 @@ func (s *Sink) Event(controller string, e ctrlscope.EventCall, self bool) any {
 	if e.Source != "" {
 		attrs = append(attrs, attribute.String("ctrlscope.event.source", e.Source))
 	}
-	if rv := resourceVersion(e.New); rv != "" {
-		attrs = append(attrs, attribute.String("ctrlscope.event.rv", rv))
+	if d.RV != "" {
+		attrs = append(attrs, attribute.String("ctrlscope.event.rv", d.RV))
 	}
-	if self {
+	if d.Diff != nil { // which fields changed: what a looping controller keeps writing
+		attrs = append(attrs, attribute.StringSlice("ctrlscope.event.diff", d.Diff))
+		if d.DiffMore > 0 {
+			attrs = append(attrs, attribute.Int("ctrlscope.event.diff_more", d.DiffMore))
+		}
+	}
+	if d.Self {
 		attrs = append(attrs, attribute.Bool("ctrlscope.event.self", true))
 	}
 	_, span := s.tracer.Start(context.Background(), "event "+string(e.Event)+" "+e.Key, trace.WithNewRoot(),
 		trace.WithTimestamp(now), trace.WithAttributes(attrs...))
 	span.End(trace.WithTimestamp(now))
 	return span.SpanContext()
-}
-
-func resourceVersion(obj any) string {
-	if obj == nil {
-		return ""
-	}
-	return ctrlscope.ResourceVersion(obj)
 }
 
 // ReconcileStart implements ctrlscope.Hook: the attempt's span, linked to its triggers' spans, in the
@@ -227,6 +264,9 @@ func linkAttributes(tr ctrlscope.Trigger) []attribute.KeyValue {
 	case ctrlscope.TriggerKindEvent, ctrlscope.TriggerKindResync:
 		attrs = append(attrs, attribute.String("ctrlscope.event.type", string(tr.Type)),
 			attribute.String("ctrlscope.event.key", tr.Key))
+		if tr.Source != "" {
+			attrs = append(attrs, attribute.String("ctrlscope.event.source", tr.Source))
+		}
 		if tr.RV != "" {
 			attrs = append(attrs, attribute.String("ctrlscope.event.rv", tr.RV))
 		}
