@@ -50,6 +50,7 @@ from controllers.schema import (
     ReflectorState,
     rate_limiter_max,
 )
+from controllers.telemetry.field_diff import MANAGED_FIELDS_PATH
 from controllers.telemetry.findings import FindingBook
 
 ENV_PREFIX = "CTRLSCOPE_DETECT_"
@@ -202,9 +203,14 @@ class Detectors:
         self._running[ck] = (ts, worker, handler)
 
     def _report_hot_loop(self, controller: str, key: str, s: _Streak, ts: float) -> None:
-        fields_ = [p for p, _ in sorted(s.paths.items(), key=lambda kv: (-kv[1], kv[0]))[:5]]
-        status_only = bool(s.paths) and all(p == "status" or p.startswith("status.") for p in s.paths)
-        metadata = bool(s.paths) and all(p == "metadata" or p.startswith("metadata.") for p in s.paths)
+        # metadata.managedFields changes with every write (the API server stamps the manager's entry
+        # with the write's time): it says nothing about what the loop changes, so it is neither listed
+        # (unless it is all that changed) nor judged.
+        judged = [p for p in s.paths if p != MANAGED_FIELDS_PATH]
+        listed = {p: n for p, n in s.paths.items() if p in judged} if judged else s.paths
+        fields_ = [p for p, _ in sorted(listed.items(), key=lambda kv: (-kv[1], kv[0]))[:5]]
+        status_only = bool(judged) and all(p == "status" or p.startswith("status.") for p in judged)
+        metadata = bool(judged) and all(p == "metadata" or p.startswith("metadata.") for p in judged)
         advice = HOT_LOOP_ADVICE["status" if status_only else "metadata" if metadata else "other"]
         rate = None if s.last == s.first else (s.count - 1) / ((s.last - s.first) / 1000)
         message = f"{s.count} reconciles in a row triggered by its own writes"

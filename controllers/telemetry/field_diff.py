@@ -32,6 +32,8 @@ from controllers.schema import DIFF_MAX_DEPTH, DIFF_MAX_PATHS
 _METADATA = ("metadata",)
 _SKIPPED_KEY = "resourceVersion"  # metadata.resourceVersion: never a path
 _WHOLE_KEY = "managedFields"  # metadata.managedFields: compared as one value
+MANAGED_FIELDS_PATH = "metadata." + _WHOLE_KEY
+"""The one path managedFields changes are reported as."""
 
 
 def diff_paths(old: Any, new: Any) -> tuple[list[str], int]:

@@ -114,6 +114,9 @@ func (d *differ) ignored(key string) bool {
 	return !d.probe && len(d.segs) == 1 && d.segs[0] == "metadata" && key == "resourceVersion"
 }
 
+// managedFieldsPath is the one path managedFields changes are reported as.
+const managedFieldsPath = "metadata.managedFields"
+
 // whole: the value at segs plus key is compared as one (managedFields, or the depth limit).
 func (d *differ) whole(key string) bool {
 	return !d.probe && len(d.segs)+1 >= DiffMaxDepth || (len(d.segs) == 1 && d.segs[0] == "metadata" && key == "managedFields")

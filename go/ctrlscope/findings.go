@@ -266,17 +266,25 @@ func (c *ControllerTopic) reportHotLoop(key string, ks *keyState, now float64) n
 		}
 		return strings.Compare(a, b)
 	})
+	// metadata.managedFields changes with every write (the API server stamps the manager's entry with
+	// the write's time): it says nothing about what the loop changes, so it is neither listed (unless
+	// it is all that changed) nor judged.
+	if len(paths) > 1 {
+		paths = slices.DeleteFunc(paths, func(p string) bool { return p == managedFieldsPath })
+	}
 	fields := paths[:min(5, len(paths))]
 	under := func(prefix string) bool {
-		if len(paths) == 0 {
-			return false
-		}
+		judged := 0
 		for _, p := range paths {
+			if p == managedFieldsPath {
+				continue
+			}
 			if p != prefix && !strings.HasPrefix(p, prefix+".") {
 				return false
 			}
+			judged++
 		}
-		return true
+		return judged > 0
 	}
 	statusOnly := under("status")
 	advice := HotLoopAdvice["other"]
