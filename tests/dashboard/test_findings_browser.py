@@ -146,6 +146,13 @@ def test_triggers_self_triggering_and_findings_where_they_happen(browser, dashbo
     assert "status.observedAt" in trigger and "status.readyReplicas" in trigger
     assert page.get_attribute("#details a.details-story", "href").endswith(f"/c/w1/{CONTROLLER}/k/{LOOP}")
 
+    # The failing key's five attempts are one mark: its table, and why the first of them ran.
+    page.click(lane % BAD + " .attempt.mark")
+    page.wait_for_selector("#details:not([hidden]) table.mark-table")
+    assert page.eval_on_selector_all("#details tr.mark-attempt", "trs => trs.length") == 5
+    assert "why the first ran" in page.inner_text("#details").lower()
+    assert page.inner_text("#details details.triggers summary") == "1 trigger: 1 create event"
+
     # The busy key's second attempt absorbed its retry and the five updates made while it waited.
     page.click(lane % BUSY + " .attempt >> nth=-1")
     page.wait_for_selector("#details:not([hidden]) details.triggers")

@@ -593,7 +593,8 @@
           el("span", { className: "zoom-n" }, String(i + 1))));
         return el("tr", { className: "mark-attempt", dataset: { id: String(a.id), result: a.rawResult } },
           el("td", { className: "num" }, String(i + 1)),
-          el("td", null, el("span", { className: "badge result-badge result-" + a.result }, a.rawResult)),
+          el("td", null, el("span", { className: "badge result-badge result-" + a.result }, a.rawResult),
+            a.prov && a.prov.self ? " " : "", a.prov && a.prov.self ? Prov.selfBadge() : ""),
           el("td", { className: "when" }, clock(a.start) + (i ? "  +" + fmtPrecise(a.start - first.start) : "")),
           el("td", { className: "num took" }, fmtPrecise(a.duration * 1000)),
           el("td", { className: "num waited" }, w ? waitText(w) + ranAfter(a, prev, w) : prev ? "+" + fmtPrecise(a.start - prev.end) + " (no delayed add)" : "–"),
@@ -612,8 +613,8 @@
         el("table", { className: "events mark-table" },
           el("thead", null, el("tr", null, ...["#", "result", "started", "took", "waited before", "chosen by", "error"].map((h) => el("th", null, h)))),
           el("tbody", null, ...rows)),
-        el("h3", null, "enqueued by"),
-        first.events.length ? el("ul", { className: "enqueued-by" }, ...first.events.map((e) => el("li", null, clock(e.ts) + "  " + e.event + "  " + e.key)))
+        el("h3", null, first.prov ? "why the first ran" : "enqueued by"),
+        first.prov ? Prov.details(first.prov.triggers, first.prov.count) : first.events.length ? el("ul", { className: "enqueued-by" }, ...first.events.map((e) => el("li", null, clock(e.ts) + "  " + e.event + "  " + e.key)))
           : el("p", { className: "muted enqueued-by" }, "no enqueuing event in the loaded history"));
       box.hidden = false;
       timelineDirty = true;
