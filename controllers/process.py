@@ -86,6 +86,13 @@ class Child:
         if self.pid_file is not None:
             self.pid_file.write_text(str(self.proc.pid))
 
+    def relaunch(self) -> None:
+        """Start the child again after it died, with the same command line, environment and log (its
+        ports and data directories are in the arguments, so it comes back where it was)."""
+        if self.alive():
+            raise RuntimeError(f"{self.name} is still running (pid {self.proc.pid})")
+        self._start()
+
     def restart_if_supervised(self) -> bool:
         """Start a dead supervised child again; False if unsupervised or crash-looping."""
         now = self.clock.now()

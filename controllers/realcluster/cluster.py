@@ -149,6 +149,42 @@ class RealCluster:
                                    f"{child.tail()}")
 
     # -- what tests need beyond a running cluster ------------------------------------------------------
+    def component(self, name: str) -> Child:
+        """The running component called ``name`` (``etcd``, ``kube-apiserver``, ``kube-controller-manager``,
+        ``kube-scheduler``, ``kwok``)."""
+        for child in self.children:
+            if child.name == name:
+                return child
+        raise ClusterError(f"no component {name!r} (there are: {', '.join(c.name for c in self.children)})")
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one component, as a crash or the OOM killer does: no shutdown, no goodbye to its
+        clients (the API server's watches break mid-stream, etcd leaves its data as it was)."""
+        child = self.component(name)
+        if child.alive():
+            child.proc.kill()
+            child.proc.wait(10)
+
+    def restart(self, name: str, *, timeout: float = 90.0) -> float:
+        """Start a killed component again with the same command line -- the same ports, and for etcd the
+        same data directory, so the cluster's state and revision go on where they were -- and wait until
+        it serves (etcd's ``/health``, the API server's ``/readyz``; the others: still running a moment
+        later). Returns the seconds that took."""
+        child = self.component(name)
+        started = self.clock.now()
+        child.relaunch()
+        self.say(f"realcluster: {name} restarted (pid {child.proc.pid})")
+
+        def ready() -> bool:
+            if name == "etcd":
+                return _get_ok(f"{self.etcd_url}/health")
+            if name == "kube-apiserver":
+                return self._ready(self.server)
+            return self.clock.now() >= started + 1.0
+
+        self._wait(ready, started + timeout, f"{name} to serve again after its restart", children=[child])
+        return self.clock.now() - started
+
     def start_second_apiserver(self, *, timeout: float = 90.0) -> str:
         """Another kube-apiserver on the same etcd, with a fresh watch cache; its URL. A watch from a
         resourceVersion that etcd has compacted gets a real 410 there (the first server's watch cache
