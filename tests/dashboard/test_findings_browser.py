@@ -28,7 +28,7 @@ from tests.dashboard.test_panels_browser import close_page, open_controller_page
 pytestmark = pytest.mark.browser
 
 CONTROLLER, SOURCE = "podset", "controller/podset (For)"
-LOOP, BAD, BUSY = "default/loop", "default/bad", "default/busy"
+LOOP, BAD, BUSY, BURST = "default/loop", "default/bad", "default/busy", "default/burst"
 LIMITER = {"type": "exponential", "base": 0.005, "max": 1000.0}
 
 
@@ -111,6 +111,16 @@ class Worker:
             self.event(BUSY, busy, new)
             busy = new
         self.attempt(BUSY, ReconcileResult.SUCCESS, after=2.0)
+        # A burst: 25 updates while queued, more than the 20 a reconcile_start lists.
+        burst = podset(BURST, 70, 0)
+        self.event(BURST, None, burst)
+        self.attempt(BURST, ReconcileResult.SUCCESS)
+        for i in range(25):
+            new = podset(BURST, 71 + i, 0)
+            new["spec"]["replicas"] = 3 + i
+            self.event(BURST, burst, new)
+            burst = new
+        self.attempt(BURST, ReconcileResult.SUCCESS, after=2.0)
         self.pub.flush()
         # The pods informer never syncs: past its 1 s timeout, the next flush states it.
         self.clock.step(2.0)
@@ -162,6 +172,11 @@ def test_triggers_self_triggering_and_findings_where_they_happen(browser, dashbo
     rows = page.locator("#details li.trigger").all_inner_texts()
     assert len(rows) == 6 and "after error" in rows[0] and all("spec.replicas" in r for r in rows[1:])
     assert not page.query_selector(lane % BUSY + " .attempt.self-triggered")
+    # More triggers than a record lists: counted, the listed ones described.
+    page.click(lane % BURST + " .attempt >> nth=-1")
+    page.wait_for_selector("#details:not([hidden]) details.triggers")
+    summary = page.inner_text("#details details.triggers summary")
+    assert summary == "25 triggers merged: 20 update events, and 5 earlier not listed", summary
     screenshots(page, artifacts, "31-controller-triggers", full_page=True)
 
     # Every row naming a key links to its page: the lanes, the queue's rows, the informer's events.

@@ -4,14 +4,15 @@
  * A workqueue merges the adds of a key while it waits (dedup) or while it is processed (the dirty
  * re-add), so one Reconcile may answer many causes. The publisher's observer layer records them: each
  * reconcile_start carries the triggers pending since the key's previous attempt (the last
- * P.TRIGGERS_MAX of them, oldest first) in `triggers`, how many there were in all in `trigger_count`,
+ * 20 of them, controllers/schema.py TRIGGERS_MAX, oldest first) in `triggers`, how many there were in all in `trigger_count`,
  * and `self_triggered` when every one was an event its own controller's write caused. A trigger is
  * {kind (P.TriggerKind), ts, ...}: an event or resync also has key, type (P.ControllerEvent), source
  * (the handler that mapped it), rv, diff (the changed paths of an update, diff_more beyond them) and
  * self; a retry the result that asked for it; a requeue_after its delay.
  *
  *   Prov.known(start)            // false for an attempt from a publisher older than 1.7
- *   Prov.summary(triggers, count) // "40 triggers merged: 38 update events, 2 retries"
+ *   Prov.summary(triggers, count) // "40 triggers merged: 38 update events, 2 retries"; beyond the
+ *                                 // listed ones: "25 triggers merged: 20 update events, and 5 earlier not listed"
  *   Prov.details(triggers, count) // <details>: that line, expandable to one row per trigger
  *   Prov.selfBadge()              // the "self-triggered" badge an attempt's bar and details carry
  *
@@ -47,10 +48,11 @@
       if (t.self) self += 1;
     }
     const parts = [...groups.values()].map(([t, c]) => c + " " + noun(t, c));
+    // A record lists the last 20 (TRIGGERS_MAX): the earlier ones are counted, not described.
+    if (n > list.length) parts.push((list.length ? "and " : "") + (n - list.length) + " earlier not listed");
     const head = n === 1 ? "1 trigger" : n + " triggers merged";
-    const cut = n > list.length ? " (the last " + list.length + " listed)" : "";
     const own = self ? " · " + (self === list.length ? (self === 1 ? "caused by" : "all caused by") : self + " caused by") + " its own writes" : "";
-    return head + cut + (parts.length ? ": " + parts.join(", ") : "") + own;
+    return head + (parts.length ? ": " + parts.join(", ") : "") + own;
   }
 
   // One trigger as a row: when, what, of which object, at which resourceVersion, mapped by which
