@@ -11,6 +11,9 @@ write is an update event that enqueues the same key). What it published to a rea
 - from the second attempt on, attempts are ``self_triggered`` with those events as their triggers,
   and a ``hot_loop`` finding opens at the third such attempt in a row, naming the status field that
   keeps changing, listed in the controller's components entry;
+- a burst of 20 updates of one object while its key is being processed (go/cmd/fidelity, whose
+  Reconcile takes half a second): the one or two attempts that follow list all 20 update events as
+  their triggers, with each update's resourceVersion, though the queue merged them;
 - the same program watching with ``predicate.GenerationChangedPredicate{}`` writes the same status
   once: its write comes back, the predicate drops it (the dropped event still says ``self``), and no
   attempt is self-triggered and nothing is flagged.
@@ -41,15 +44,21 @@ HOT_LOOP_ATTEMPTS = int(DETECT_DEFAULTS["hot_loop_attempts"])
 
 
 @pytest.fixture(scope="module")
-def status_writer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def go_bin(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """status-writer and fidelity, built once per module."""
     if golang.find_go() is None:
         if os.environ.get("CI"):
             pytest.fail("no Go toolchain in CI: make test should have provided one (scripts/go-toolchain)")
         pytest.skip("no Go toolchain (CTRLSCOPE_GO, go on PATH or /usr/local/go/bin/go)")
     try:
-        return golang.build(tmp_path_factory.mktemp("go-bin"), programs=(PROGRAM,))[PROGRAM]
+        return golang.build(tmp_path_factory.mktemp("go-bin"), programs=(PROGRAM, "fidelity"))
     except golang.GoUnavailable as exc:
         pytest.fail(str(exc))
+
+
+@pytest.fixture
+def status_writer(go_bin: dict[str, Path]) -> Path:
+    return go_bin[PROGRAM]
 
 
 def job(name: str, annotations: dict[str, str] | None = None) -> dict:
@@ -191,3 +200,44 @@ def test_with_generation_changed_predicate_the_same_writes_are_never_flagged(
     assert not any(s.get("self_triggered") for s in starts), starts
     assert not [r for r in records if r["k"] == "finding"], records
     assert components[f"controller/{CONTROLLER}"].get("findings", {}) == {}, components[f"controller/{CONTROLLER}"]
+
+
+BURST = 20
+
+
+def test_a_burst_of_updates_while_processing_is_listed_in_full_by_the_attempts_that_follow(
+        go_bin, sim_kubeconfig, published, redis_url, prefix, tmp_path):
+    fidelity = go_bin["fidelity"]
+    worker, namespace = "go-burst", "burst"
+    topic = f"w/{worker}/controller/fidelity"
+    key = f"{namespace}/burst"
+    client = KubernetesClient.from_kubeconfig(str(sim_kubeconfig))
+    client.send_json("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    proc = GoProcess(fidelity, ["--kubeconfig", str(sim_kubeconfig), "--worker-name", worker, "--namespace", namespace,
+                                "--work", "500ms"], redis_url=redis_url, prefix=prefix, log=tmp_path / "fidelity.log")
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    try:
+        wait_until(lambda: (published.state(f"w/{worker}/components").get("controller/fidelity") or {}).get("started"),
+                   timeout=60, what="the controller to start")
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "burst", "namespace": namespace},
+                "data": {"n": "0"}}
+        client.send_json("POST", path, body)
+        wait_until(lambda: of_key(published.records(topic, "reconcile_start"), key), timeout=30,
+                   what="the first attempt")
+        rvs = [client.send_json("PUT", f"{path}/burst", {**body, "data": {"n": str(i + 1)}})["metadata"]["resourceVersion"]
+               for i in range(BURST)]
+        wait_until(lambda: published.state(f"w/{worker}/queue/fidelity").get(key, {}).get("s", "idle") == "idle"
+                   and len(of_key(published.records(topic, "reconcile"), key)) >= 2, timeout=30,
+                   what="the queue to settle after the burst")
+        starts = of_key(published.records(topic, "reconcile_start"), key)
+    finally:
+        proc.stop()
+
+    assert [t["type"] for t in starts[0]["triggers"]] == ["create"], starts[0]
+    after = starts[1:]
+    assert 1 <= len(after) <= 2, after  # the queue merged the burst into one or two attempts
+    assert sum(s["trigger_count"] for s in after) == BURST, [s["trigger_count"] for s in after]
+    listed = [t for s in after for t in s["triggers"]]
+    assert [(t["kind"], t["type"]) for t in listed] == [("event", "update")] * BURST, listed
+    assert [t["rv"] for t in listed] == rvs  # every update, in order, with its resourceVersion
+    assert not any(s.get("self_triggered") for s in after), after

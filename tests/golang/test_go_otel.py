@@ -31,7 +31,14 @@ from controllers import golang
 from controllers.informers.http_client import KubernetesClient
 from controllers.realcluster.otelcol import Collector, Span
 from tests.golang.telemetry import Published
-from tests.golang.test_go_detections import CONTROLLER, NAMESPACE, job, start_writer, status_writer  # noqa: F401
+from tests.golang.test_go_detections import (  # noqa: F401  (go_bin, status_writer: fixtures)
+    CONTROLLER,
+    NAMESPACE,
+    go_bin,
+    job,
+    start_writer,
+    status_writer,
+)
 
 WORKER = "go-otel"
 FAIL_FIRST = 2
