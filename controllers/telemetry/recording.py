@@ -19,7 +19,9 @@ frames up to the current snapshot are kept for their records, then the snapshot 
 through a ``RedisPublisher`` at 1×, 4×, … on the recorded timing, under renamed topics
 (``w/<worker>@replay/...``) so a replay never mixes with live data; timestamps in records and state
 are moved to "now" so ages and countdowns read naturally (at speeds other than 1× the durations keep
-their recorded values, and countdowns run at wall-clock speed).
+their recorded values, and countdowns run at wall-clock speed). A record's ``ts`` is put on the
+replay's time line itself (its offset from the recording's start, divided by the speed), so records
+keep their order across frames and topics at any speed; the other times move with their frame.
 """
 
 from __future__ import annotations
@@ -209,7 +211,13 @@ def replay(path: Path, publisher: RedisPublisher, *, speed: float = 1.0, clock: 
             continue
         topic = replay_topic(item["topic"])
         for record in item["r"]:
-            publisher.publish(topic, _shift(record, moved))
+            shifted = _shift(record, moved)
+            ts = record.get("ts")
+            if isinstance(ts, int | float) and ts > 1e12:
+                # A record's own time on the replay's time line, not its frame's offset: records of
+                # neighbouring frames (of one topic or several) keep their order at any speed.
+                shifted["ts"] = start_wall + (ts - started) / speed
+            publisher.publish(topic, shifted)
         for key, value in item.get("s", {}).items():
             publisher.set_state(topic, key, None if value is None else _shift(value, moved))
         frames += 1

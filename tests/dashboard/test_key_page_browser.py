@@ -152,9 +152,9 @@ def test_a_replayed_recording_shows_the_same_key_page(browser, dashboard, publis
     done.set()
     thread.join()
 
-    # At 1x, as `manage.py replay` does by default, with the player's own flush thread. (At other
-    # speeds recording.replay moves each frame's times by its own offset, which can reorder records
-    # of neighbouring frames by up to a flush interval: the story merges topics by time.)
+    # At 1x, as `manage.py replay` does by default, with the player's own flush thread. (Faster,
+    # recorded frames closer than the player's flush interval are published as one, and a key's
+    # versions in between are lost: a frame carries a key's last state only.)
     player = publisher_factory().start()
     replay(path, player, speed=1.0)
     page = open_key_page(browser, dashboard, worker=f"{WORKER}@replay")

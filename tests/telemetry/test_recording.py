@@ -6,10 +6,13 @@ import gzip
 import threading
 import time
 
+import orjson
 import pytest
+import redis
 
 from controllers.clock import RealClock
 from controllers.telemetry.recording import Recorder, RecordingError, read_recording, replay, replay_topic
+from controllers.telemetry.streams import Keys, StreamReader
 from controllers.telemetry.telemetry_observer import TelemetryObserver
 
 
@@ -72,3 +75,25 @@ def test_bad_recordings_are_refused_with_the_place(content, message, tmp_path):
     path.write_bytes(content)
     with pytest.raises(RecordingError, match=message):
         read_recording(path)
+
+
+def test_a_replay_at_speed_keeps_the_order_of_records_across_frames(publisher_factory, redis_url, prefix, tmp_path):
+    """Two frames of two topics, 20 ms apart, whose records are 2 ms apart (a record waits up to a
+    flush interval for its frame): replayed at 4x, the first record still comes first (the key page
+    merges topics by time). Moving each record by its frame's offset put the second 13 ms before it."""
+    started = 1_800_000_000_000.0
+    lines = [{"format": "ctrlscope-recording", "version": 1, "started": started},
+             {"topic": "w/w1/queue/podset", "ts": started + 20, "r": [{"k": "queue", "op": "add", "key": "default/a", "depth": 1,
+                                                                     "ts": started + 19}], "s": {}},
+             {"topic": "w/w1/controller/podset", "ts": started + 40, "r": [{"k": "reconcile_start", "key": "default/a", "worker": 0,
+                                                                          "ts": started + 21}], "s": {}}]
+    path = tmp_path / "two-frames.gz"
+    path.write_bytes(gzip.compress(b"".join(orjson.dumps(line) + b"\n" for line in lines), mtime=0))
+    player = publisher_factory()
+    assert replay(path, player, speed=4.0, clock=RealClock()) == 2  # 10 ms of waiting
+    player.flush()
+    reader = StreamReader(redis.Redis.from_url(redis_url), Keys(prefix))
+    ts = [orjson.loads(raw)["r"][0]["ts"] for topic in ("w/w1@replay/queue/podset", "w/w1@replay/controller/podset")
+          for _, raw in reader.read_range(topic, "-", "+") if not raw.startswith(b'{"reset"') or b'"r":[{' in raw]
+    assert len(ts) == 2 and ts[0] < ts[1] and ts[1] - ts[0] == pytest.approx(0.5), ts
+    reader.client.close()
