@@ -109,6 +109,10 @@ def test_the_cache_cost_of_a_small_cache_is_measured_whole(browser, dashboard, w
     assert page.eval_on_selector_all("#cache-cost .cost-ns li", "lis => lis.map(li => li.innerText)") == ["default 7", "team-b 3"]
     page.locator("#cache-panel").scroll_into_view_if_needed()
     screenshots(page, artifacts, "31-cache-cost", full_page=True)
+    # A cached object's details link to its key's page under the controller.
+    page.click("#cache-scroll .cache-row >> nth=0")
+    href = page.get_attribute("#cache-details a.details-story", "href")
+    assert href.endswith("/c/w1/podset/k/default/web-000"), href
     close_page(page)
 
 

@@ -465,8 +465,11 @@
       detailsSig = sig;
       const badge = v === undefined ? el("span", { className: "badge bad" }, "not in the cache (deleted)")
         : v.deleting ? el("span", { className: "badge warn" }, "deleting") : "";
+      // On a controller's page the object's key page under it: its story (an informer's page has no controller).
+      const story = page.kind === P.ComponentKind.CONTROLLER
+        ? el("a", { className: "details-story", href: U.key(page.worker, page.controller, key), title: "the key's page under this controller: its story, attempts and versions" }, "key page ↗") : "";
       detailsHead.replaceChildren(el("b", { className: "cache-details-key" }, key), " ", badge,
-        el("span", { className: "spacer" }), el("button", { type: "button", id: "cache-details-close" }, "close"));
+        el("span", { className: "spacer" }), story, el("button", { type: "button", id: "cache-details-close" }, "close"));
       detailsInfo.replaceChildren(
         el("h3", null, "cache summary"),
         el("pre", { className: "summary-json" }, v === undefined ? "—" : JSON.stringify(v, null, 2)),
