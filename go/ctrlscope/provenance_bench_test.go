@@ -20,6 +20,8 @@ import (
 // The frames are built (not sent) every MaxFrameRecords records, as in BenchmarkReconcileTelemetry.
 //
 //	go test ./ctrlscope -run '^$' -bench 'Provenance' -benchmem
+//
+// On unix each result also says cpu-ns/op (ReportCPU): the process's CPU time per iteration.
 
 func benchTelemetry(b *testing.B, detect bool) (*Publisher, *Telemetry) {
 	b.Helper()
@@ -100,6 +102,7 @@ func BenchmarkProvenanceEvent(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
+			defer ReportCPU(b)()
 			for i := 0; i < b.N; i++ {
 				k := (i / 20) % keys // 20 events of a key, then its attempt
 				ct.Event(EventCall{Event: ControllerEventUpdate, Key: names[k], Requests: names[k : k+1],
@@ -138,6 +141,7 @@ func BenchmarkProvenanceReconcile(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
+			defer ReportCPU(b)()
 			for i := 0; i < b.N; i++ {
 				key := keys[i%len(keys)]
 				qt.RecordAdd(key, 1)

@@ -57,6 +57,7 @@ func BenchmarkReconcileSpans(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
+			defer ReportCPU(b)() // the batch processor's goroutine included
 			for i := 0; i < b.N; i++ {
 				k := i % len(keys)
 				ct.Event(ctrlscope.EventCall{Event: ctrlscope.ControllerEventCreate, Key: keys[k], Requests: keys[k : k+1],
