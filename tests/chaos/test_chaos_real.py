@@ -29,7 +29,8 @@ What each victim does to the worker, and so what its page must show:
 - kube-controller-manager: nothing the worker talks to (the PodSet reconciler and its pods need only
   the API server, the scheduler and kwok): the page stays live and shows no resync -- the matrix
   checks that nothing was announced that did not happen, and that the caches and the PodSets are
-  right after it;
+  right after it. Its own reconcilers must converge too: a PodSet deleted (and created again) while
+  it is down leaves its pods behind until the restarted garbage collector deletes them;
 - the worker, daphne, Redis and the stall: as on the simulator (``SHARED_EXPECTED``).
 
 Shortened timings as the simulator's matrix: 1 s watches, outages of about a second (etcd's 8 s),
@@ -136,6 +137,22 @@ class RealChaosStack(ChaosStack):
     def list_paths(self) -> dict[str, str]:
         return {"podsets": self.podsets_path, "pods": f"/api/v1/namespaces/{self.namespace}/pods"}
 
+    def recreate(self, name: str) -> str:
+        """Delete PodSet ``name`` leaving its pods to the garbage collector (background propagation), and
+        create it again at once (a new uid, which the reconciler gives pods of its own); the old uid."""
+        assert self.api is not None
+        old = self.api.get_json(f"{self.podsets_path}/{name}")["metadata"]["uid"]
+        self.api.send_json("DELETE", f"{self.podsets_path}/{name}", {"propagationPolicy": "Background"})
+        self.scale(name, self.replicas[name])  # a 404 now: created
+        return str(old)
+
+    def owned_by(self, uid: str) -> list[str]:
+        """The pods (not yet terminating) whose controller is ``uid``."""
+        assert self.api is not None
+        return [p["metadata"]["name"] for p in self.api.get_json(f"/api/v1/namespaces/{self.namespace}/pods")["items"]
+                if not p["metadata"].get("deletionTimestamp")
+                and any(r.get("uid") == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or [])]
+
     def processes(self) -> dict[str, tuple[Callable[[], None], Callable[[], None]]]:
         def component(name: str) -> tuple[Callable[[], None], Callable[[], None]]:
             def restart() -> None:
@@ -185,9 +202,20 @@ def test_chaos_real(stack: RealChaosStack, victim: str, artifacts) -> None:
         stack.kill(victim)
         if victim not in API_DOWN:
             stack.scale(f"ps-{(round_ + 5) % PODSETS}", 1 + round_ % 3)
+        if victim == "kube-controller-manager":
+            # The garbage collector is one of its controllers: a PodSet deleted meanwhile leaves its
+            # pods behind until the restarted controller-manager collects them.
+            orphaned = stack.recreate(f"ps-{(round_ + 7) % PODSETS}")
         time.sleep(OUTAGES.get(victim, OUTAGE))
+        if victim == "kube-controller-manager":
+            assert stack.owned_by(orphaned), "the deleted PodSet's pods are collected only once the controller-manager is back"
         stack.restart(victim)
     restarted = time.monotonic()
+    if victim == "kube-controller-manager":  # before the caches are compared: with the pods gone
+        wait_until(lambda: not stack.owned_by(orphaned), timeout=60, interval=0.2,
+                   what="the restarted controller-manager's garbage collector to delete the orphaned pods")
+        print(f"{victim}: the garbage collector deleted the deleted PodSet's pods "
+              f"{time.monotonic() - restarted:.1f} s after the restart")
     if victim == "etcd":  # the same data directory: the cluster's history goes on, not a new one
         assert stack.cluster.etcd_revision() >= revision
 
