@@ -261,18 +261,52 @@ def _realcluster_unavailable() -> str | None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    """Builds what the collected tests need and the cache lacks (the real control plane, the
+    OpenTelemetry Collector) once, in the main process, before any test runs: minutes cold, not under
+    a test's timeout. ``make test`` builds both before pytest starts."""
     if hasattr(session.config, "workerinput"):
         return  # an xdist worker: the controller process built it before handing out tests
-    if not any(item.get_closest_marker("realcluster") for item in session.items):
-        return
-    if _realcluster_unavailable():
-        return
-    from controllers.realcluster import ensure_built
+
+    from controllers import golang
 
     def say(line: str) -> None:
         print(line, flush=True)
 
-    ensure_built(say=say)
+    if any(item.get_closest_marker("realcluster") for item in session.items) and not _realcluster_unavailable():
+        from controllers.realcluster import ensure_built
+
+        ensure_built(say=say)
+    if golang.find_go() is not None and any("otelcol_binary" in getattr(item, "fixturenames", ())
+                                            for item in session.items):
+        from controllers.realcluster.otelcol import ensure_built as ensure_otelcol
+
+        ensure_otelcol(say=say)
+
+
+@pytest.fixture(scope="session")
+def otelcol_binary() -> Path:
+    """The OpenTelemetry Collector built from the Go module proxy (``controllers.realcluster.otelcol``):
+    skipped without a Go toolchain on a developer's machine, failed in CI (which always has one unless
+    ``CTRLSCOPE_SKIP_GO``); a collector that fails to build fails everywhere."""
+    from controllers import golang
+
+    if golang.find_go() is None:
+        if os.environ.get("CI") and not golang.skipped():
+            pytest.fail("no Go toolchain in CI: make test should have provided one (scripts/go-toolchain)")
+        pytest.skip("no Go toolchain to build the OpenTelemetry Collector with")
+    from controllers.realcluster.otelcol import ensure_built
+
+    return ensure_built(say=lambda line: None)
+
+
+@pytest.fixture
+def otel_collector(otelcol_binary: Path, tmp_path: Path):
+    """A running collector for one test (``controllers.realcluster.otelcol.Collector``): OTLP/HTTP on
+    ``.endpoint``, what it received in ``.spans()``."""
+    from controllers.realcluster.otelcol import Collector
+
+    with Collector(otelcol_binary, tmp_path / "otelcol") as collector:
+        yield collector
 
 
 @pytest.fixture(scope="session")

@@ -21,15 +21,10 @@ reconciler then writes its status twice (each write coming back as an update eve
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from controllers import golang
 from controllers.informers.http_client import KubernetesClient
-from controllers.realcluster.otelcol import Collector, Span
+from controllers.realcluster.otelcol import Span
 from tests.golang.telemetry import Published
 from tests.golang.test_go_detections import (  # noqa: F401  (go_bin, status_writer: fixtures)
     CONTROLLER,
@@ -46,23 +41,6 @@ WRITES = 2
 RECONCILE = f"reconcile {CONTROLLER}"
 
 
-@pytest.fixture(scope="module")
-def otelcol_binary() -> Path:
-    if golang.find_go() is None:
-        if os.environ.get("CI") and not golang.skipped():
-            pytest.fail("no Go toolchain in CI: make test should have provided one (scripts/go-toolchain)")
-        pytest.skip("no Go toolchain to build the OpenTelemetry Collector with")
-    from controllers.realcluster.otelcol import ensure_built
-
-    return ensure_built(say=lambda line: None)
-
-
-@pytest.fixture
-def collector(otelcol_binary: Path, tmp_path: Path) -> Iterator[Collector]:
-    with Collector(otelcol_binary, tmp_path / "otelcol") as c:
-        yield c
-
-
 def complete(spans: list[Span]) -> bool:
     """Every span a reconcile span links to has arrived, and the writes' spans under them."""
     ids = {s.span_id for s in spans}
@@ -73,9 +51,9 @@ def complete(spans: list[Span]) -> bool:
 
 
 def test_reconcile_spans_link_to_their_triggers_and_parent_their_writes(
-        status_writer, sim_kubeconfig, collector, redis_url, prefix, tmp_path):  # noqa: F811
+        status_writer, sim_kubeconfig, otel_collector, redis_url, prefix, tmp_path):  # noqa: F811
     key = f"{NAMESPACE}/flaky"
-    env = {"CTRLSCOPE_OTLP_ENDPOINT": collector.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    env = {"CTRLSCOPE_OTLP_ENDPOINT": otel_collector.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
     proc = start_writer(status_writer, sim_kubeconfig, WORKER, tmp_path, redis_url, prefix, "--max-writes",
                         str(WRITES), env=env)
     published = Published(redis_url, prefix)
@@ -84,17 +62,17 @@ def test_reconcile_spans_link_to_their_triggers_and_parent_their_writes(
     try:
         KubernetesClient.from_kubeconfig(str(sim_kubeconfig)).send_json(
             "POST", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", job("flaky", {"ctrlscope.dev/fail-first": str(FAIL_FIRST)}))
-        collector.wait_for(lambda spans: len([s for s in spans if s.name == RECONCILE]) >= attempts, timeout=30,
+        otel_collector.wait_for(lambda spans: len([s for s in spans if s.name == RECONCILE]) >= attempts, timeout=30,
                            what=f"{attempts} reconcile spans")
         proc.stop()  # flushes what the batch processor holds
-        collector.wait_for(complete, timeout=30, what="every linked span and the write spans")
+        otel_collector.wait_for(complete, timeout=30, what="every linked span and the write spans")
         starts = [r for r in published.records(topic, "reconcile_start") if r["key"] == key]
         writes = published.records(topic, "write")
         events = {e["rv"]: e for e in published.records(topic, "event") if e["key"] == key}
     finally:
         proc.stop()
         published.close()
-    spans = collector.spans()
+    spans = otel_collector.spans()
     by_id = {s.span_id: s for s in spans}
     reconciles = sorted((s for s in spans if s.name == RECONCILE and s.attributes["ctrlscope.key"] == key),
                         key=lambda s: s.start_ns)
