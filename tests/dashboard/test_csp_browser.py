@@ -204,6 +204,11 @@ def test_every_page_works_under_the_policy(browser, stack):
             page.click("#faults-panel > summary")
         page.wait_for_selector('#faults-sim[data-state="ok"]', timeout=10_000)
 
+        # A key's own page: its story from the retained streams, its object and the versions' diffs.
+        rec.visit(CONTROLLER + "k/default/web")
+        page.wait_for_selector('#conn[data-state="live"]', timeout=15_000)
+        page.wait_for_selector("#story tr", timeout=15_000)
+
         # An informer's own page: its handlers' calls, its events and its cache.
         rec.visit(f"/c/{WORKER}/informer/apps_v1_Deployment/")
         page.wait_for_selector('#conn[data-state="live"]', timeout=15_000)

@@ -20,8 +20,9 @@ STRICT = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'sel
 # Every route of dashboard/urls.py, by what it answers (GET, anonymous access on as in make demo).
 HTML = {"index": "/", "controller": "/c/w1/podset/", "informer": "/c/w1/informer/v1_Pod/",
         "watcher": "/c/w1/watcher/deployments/", "scenarios": "/scenarios/",
-        "cluster": "/cluster/", "login": "/accounts/login/"}
-OTHER = {"informer_snapshot": "/c/w1/informer/pods/snapshot.json", "inspect_object": "/c/w1/informer/pods/object",
+        "cluster": "/cluster/", "login": "/accounts/login/", "key": "/c/w1/podset/k/default/web",
+        "cluster-key": "/c/w1/nodes/k/node-1"}
+OTHER = {"informer_snapshot": "/c/w1/informer/pods/snapshot.json", "key_story": "/c/w1/podset/story.json", "inspect_object": "/c/w1/informer/pods/object",
          "fault-status": "/cluster/faults/status", "healthz": "/healthz", "readyz": "/readyz",
          "presence": "/presence.json", "start-scenario": None, "fault-action": None, "forget-worker": None,
          "logout": None,  # None: POST only, or (the OIDC flow's two) served only when OIDC is configured

@@ -23,8 +23,8 @@
   };
   global.ctrlscopeUrl.informer = componentPage("INFORMER");
   global.ctrlscopeUrl.watcher = componentPage("WATCHER");
-  const controllerPath = (worker, segment) => "/c/" + encodeURIComponent(worker) + "/" + encodeURIComponent(segment) + "/";
-  global.ctrlscopeUrl.controller = (worker, segment) => U(controllerPath(worker, segment));
+  const controllerPage = (worker, segment) => U("/c/" + encodeURIComponent(worker) + "/" + encodeURIComponent(segment) + "/");
+  global.ctrlscopeUrl.controller = controllerPage;
   global.ctrlscopeUrl.key = (worker, segment, key) =>
-    U(controllerPath(worker, segment) + "k/" + String(key).split("/").map(encodeURIComponent).join("/"));
+    controllerPage(worker, segment) + "k/" + String(key).split("/").map(encodeURIComponent).join("/");
 })(window);
