@@ -22,6 +22,7 @@ import ssl
 import tempfile
 import threading
 import time
+import traceback
 import urllib.parse
 from collections.abc import Callable, Iterator
 from http.client import HTTPConnection, HTTPResponse, HTTPSConnection
@@ -395,7 +396,10 @@ def play(target: Target, case: str, fn: Callable[[Session], None], token: str, w
     try:
         fn(session)
     except Exception as exc:  # noqa: BLE001 -- a case that breaks is itself a difference to report
-        session.records["<exception>"] = f"{type(exc).__name__}: {exc}"
+        # Where it broke, for a case that breaks only under load (the innermost three frames).
+        where = " < ".join(f"{Path(f.filename).name}:{f.lineno}" for f in
+                           reversed(traceback.extract_tb(exc.__traceback__)[-3:]))
+        session.records["<exception>"] = f"{type(exc).__name__}: {exc} (at {where})"
     return session.records
 
 
