@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/ctrlscope/ctrlscope/go/ctrlscope/internal/benchcpu"
 )
 
 // The cost of provenance and detection (v1.7), per controller event and per reconcile: the same
@@ -102,7 +104,7 @@ func BenchmarkProvenanceEvent(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
-			defer ReportCPU(b)()
+			defer benchcpu.ReportCPU(b)()
 			for i := 0; i < b.N; i++ {
 				k := (i / 20) % keys // 20 events of a key, then its attempt
 				ct.Event(EventCall{Event: ControllerEventUpdate, Key: names[k], Requests: names[k : k+1],
@@ -141,7 +143,7 @@ func BenchmarkProvenanceReconcile(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
-			defer ReportCPU(b)()
+			defer benchcpu.ReportCPU(b)()
 			for i := 0; i < b.N; i++ {
 				key := keys[i%len(keys)]
 				qt.RecordAdd(key, 1)

@@ -9,6 +9,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
+	"github.com/ctrlscope/ctrlscope/go/ctrlscope/internal/benchcpu"
 )
 
 // discard is an exporter that drops what the batch processor hands it: the benchmark measures the
@@ -57,7 +58,7 @@ func BenchmarkReconcileSpans(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
-			defer ReportCPU(b)() // the batch processor's goroutine included
+			defer benchcpu.ReportCPU(b)() // the batch processor's goroutine included
 			for i := 0; i < b.N; i++ {
 				k := i % len(keys)
 				ct.Event(ctrlscope.EventCall{Event: ctrlscope.ControllerEventCreate, Key: keys[k], Requests: keys[k : k+1],

@@ -1,6 +1,8 @@
 //go:build unix
 
-package otel
+// Package benchcpu reports the process's CPU time per benchmark iteration, for the module's benchmarks
+// that run on a busy machine (see ReportCPU).
+package benchcpu
 
 import (
 	"syscall"
