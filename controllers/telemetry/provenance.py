@@ -42,7 +42,9 @@ def written_key(path: str) -> str | None:
     """The key of the object a write's request path names (``/api/v1/namespaces/ns/pods/web/status``
     → ``ns/web``; a cluster-scoped ``/apis/g/v1/things/t`` → ``t``); ``None`` for a collection (a
     create, whose object's name only the answer has) or a path that is not an API path."""
-    segments = [unquote(s) for s in urlsplit(path).path.split("/") if s]
+    # A path, as the runtimes report writes (the common case, on every write: no URL parsing), or a URL.
+    path = path.partition("?")[0] if path.startswith("/") else urlsplit(path).path
+    segments = [unquote(s) if "%" in s else s for s in path.split("/") if s]
     if len(segments) >= 2 and segments[0] == "api":
         rest = segments[2:]
     elif len(segments) >= 3 and segments[0] == "apis":
