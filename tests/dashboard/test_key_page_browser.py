@@ -4,7 +4,6 @@ the same page on a replayed recording."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -12,8 +11,9 @@ import pytest
 from controllers.informers.store import Store
 from controllers.schema import QueueOp, ReconcileResult
 from controllers.telemetry.inspector import Inspector
-from controllers.telemetry.recording import Recorder, replay
+from controllers.telemetry.recording import replay
 from tests.dashboard.key_story_data import CONTROLLER, KEY, WORKER, announce, attempt, observer, podset, retried_key
+from tests.telemetry.recording import recording
 
 pytestmark = pytest.mark.browser
 
@@ -135,22 +135,16 @@ def test_a_replayed_recording_shows_the_same_key_page(browser, dashboard, publis
     announce(obs)
     pub.flush()
     path = tmp_path / "session.gz"
-    recorder = Recorder(redis_url, prefix=prefix)
-    done = threading.Event()
-    thread = threading.Thread(target=recorder.record, args=(path,), kwargs={"duration": None, "stop": done.is_set})
-    thread.start()
-    assert recorder.started.wait(30), "the recorder did not start"
+    with recording(redis_url, prefix, path):
 
-    def batch() -> None:  # frames as far apart as a live worker's batches: the replay keeps them apart
-        pub.flush()
+        def batch() -> None:  # frames as far apart as a live worker's batches: the replay keeps them apart
+            pub.flush()
+            time.sleep(0.1)
+
+        # The replay's first frame of a topic is a reset (its state goes to the snapshot, not the frame):
+        # the recorded frames begin a batch later, as they would in a recording of a running worker.
         time.sleep(0.1)
-
-    # The replay's first frame of a topic is a reset (its state goes to the snapshot, not the frame):
-    # the recorded frames begin a batch later, as they would in a recording of a running worker.
-    time.sleep(0.1)
-    retried_key(obs, clock, flush=batch, announced=True)
-    done.set()
-    thread.join()
+        retried_key(obs, clock, flush=batch, announced=True)
 
     # At 1x, as `manage.py replay` does by default, with the player's own flush thread. (Faster,
     # recorded frames closer than the player's flush interval are published as one, and a key's

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
-from controllers.telemetry.recording import Recorder, replay
+from controllers.telemetry.recording import replay
 from controllers.telemetry.telemetry_observer import TelemetryObserver
 from tests.dashboard.test_panels_browser import enqueue, seed_worker
+from tests.telemetry.recording import recording
 
 pytestmark = pytest.mark.browser
 
@@ -25,27 +25,21 @@ def test_a_recorded_session_replays_to_the_controller_page(browser, dashboard, p
     # taken its snapshots. Timed instead (a 0.3 s head start, a 1.2 s recording) a loaded machine
     # could start it after the first attempt: that attempt was then only in the snapshots, without its
     # records, and the page drew one attempt (issue 14, the flaky test).
-    recorder = Recorder(redis_url, prefix=prefix)
-    done = threading.Event()
-    thread = threading.Thread(target=recorder.record, args=(path,), kwargs={"duration": None, "stop": done.is_set})
-    thread.start()
-    assert recorder.started.wait(30), "the recorder did not start"
-    enqueue(obs, "default/web", rv="101")
-    obs.on_queue("podset", op="get", key="default/web", depth=0)
-    obs.on_reconcile_start("podset", key="default/web", worker=0)
-    obs.on_reconcile_end("podset", key="default/web", worker=0, duration=0.02, result="error", error="replayed boom")
-    obs.on_queue("podset", op="add_rate_limited", key="default/web", depth=0, delay=0.005, requeues=1)
-    obs.on_queue("podset", op="done", key="default/web", depth=0)
-    pub.flush()
-    time.sleep(0.2)  # the attempts 0.2 s apart in the recording, 50 ms at 4x
-    obs.on_queue("podset", op="add", key="default/web", depth=1)
-    obs.on_queue("podset", op="get", key="default/web", depth=0)
-    obs.on_reconcile_end("podset", key="default/web", worker=0, duration=0.01, result="success")
-    obs.on_queue("podset", op="forget", key="default/web", depth=0, requeues=0)
-    obs.on_queue("podset", op="done", key="default/web", depth=0)
-    pub.flush()
-    done.set()  # the recorder still records what is in Redis now, then stops
-    thread.join()
+    with recording(redis_url, prefix, path):  # stopped at the end: it still records what Redis then has
+        enqueue(obs, "default/web", rv="101")
+        obs.on_queue("podset", op="get", key="default/web", depth=0)
+        obs.on_reconcile_start("podset", key="default/web", worker=0)
+        obs.on_reconcile_end("podset", key="default/web", worker=0, duration=0.02, result="error", error="replayed boom")
+        obs.on_queue("podset", op="add_rate_limited", key="default/web", depth=0, delay=0.005, requeues=1)
+        obs.on_queue("podset", op="done", key="default/web", depth=0)
+        pub.flush()
+        time.sleep(0.2)  # the attempts 0.2 s apart in the recording, 50 ms at 4x
+        obs.on_queue("podset", op="add", key="default/web", depth=1)
+        obs.on_queue("podset", op="get", key="default/web", depth=0)
+        obs.on_reconcile_end("podset", key="default/web", worker=0, duration=0.01, result="success")
+        obs.on_queue("podset", op="forget", key="default/web", depth=0, requeues=0)
+        obs.on_queue("podset", op="done", key="default/web", depth=0)
+        pub.flush()
 
     player = publisher_factory()
     page = browser.new_page()

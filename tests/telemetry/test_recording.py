@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import threading
 import time
 
 import orjson
@@ -11,9 +10,10 @@ import pytest
 import redis
 
 from controllers.clock import RealClock
-from controllers.telemetry.recording import Recorder, RecordingError, read_recording, replay, replay_topic
+from controllers.telemetry.recording import RecordingError, read_recording, replay, replay_topic
 from controllers.telemetry.streams import Keys, StreamReader
 from controllers.telemetry.telemetry_observer import TelemetryObserver
+from tests.telemetry.recording import recording
 
 
 def drive(obs: TelemetryObserver, n: int) -> None:
@@ -33,16 +33,8 @@ def test_a_recorded_session_replays_the_same_records_and_state(publisher_factory
     obs = TelemetryObserver(pub, worker="w1")
     drive(obs, 3)  # state exists before recording begins: it must come from the snapshots
     path = tmp_path / "session.ctrlscope.gz"
-    recorder = Recorder(redis_url, prefix=prefix)
-    done = threading.Event()
-    thread = threading.Thread(target=recorder.record, args=(path,), kwargs={"duration": None, "stop": done.is_set})
-    thread.start()
-    # Publish only once the recorder has its snapshots, and stop it when done: what it then still
-    # finds in Redis is recorded. No head start or duration to guess on a loaded machine.
-    assert recorder.started.wait(30), "the recorder did not start"
-    drive(obs, 20)
-    done.set()
-    thread.join()
+    with recording(redis_url, prefix, path):
+        drive(obs, 20)
     header, items = read_recording(path)
     frames = [i for i in items if "topic" in i]
     length = (max(i["ts"] for i in items) - header["started"]) / 1000
