@@ -137,8 +137,8 @@ class TelemetryObserver(Observer):
             t = self._topics[key] = worker_topic(self.worker, kind, name)
         return t
 
-    def _emit(self, kind: TopicKind, name: str, record: dict[str, Any]) -> None:
-        record["ts"] = wall_ms(self.clock)
+    def _emit(self, kind: TopicKind, name: str, record: dict[str, Any], ts: float | None = None) -> None:
+        record["ts"] = wall_ms(self.clock) if ts is None else ts
         self.publisher.publish(self.topic(kind, name), record)
 
     def _component(self, name: str, kind: ComponentKind, **fields: Any) -> None:
@@ -234,50 +234,56 @@ class TelemetryObserver(Observer):
                         **narrowed)
         with self._counts_lock:
             self._informer(informer)
+        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
         with self._detect_lock:
             record = {"k": RecordKind.INFORMER, "fifo": fifo, "resync_period": resync_period, **narrowed}
-            self._emit(TopicKind.INFORMER, informer, record)
+            self._emit(TopicKind.INFORMER, informer, record, ts)
             if self.detectors is not None:
                 self.detectors.informer(informer, ts=record["ts"])
 
     def on_list(self, informer: str, *, resource_version: str, items: int, duration: float,
                 error: str | None = None) -> None:
+        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
         with self._detect_lock:
             record = {"k": RecordKind.LIST, "rv": resource_version, "items": items, "duration": duration,
                       "error": error}
-            self._emit(TopicKind.INFORMER, informer, record)
+            self._emit(TopicKind.INFORMER, informer, record, ts)
             if self.detectors is not None:
                 self.detectors.list(informer, ts=record["ts"], error=error)
         if error is None:
             self._component(informer, ComponentKind.INFORMER, rv=resource_version, listed=items)
 
     def on_watch_start(self, informer: str, *, resource_version: str) -> None:
+        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
         with self._detect_lock:
             record = {"k": RecordKind.WATCH_START, "rv": resource_version}
-            self._emit(TopicKind.INFORMER, informer, record)
+            self._emit(TopicKind.INFORMER, informer, record, ts)
             if self.detectors is not None:
                 self.detectors.watch_start(informer, ts=record["ts"], rv=resource_version)
 
     def on_watch_event(self, informer: str, *, event_type: str, key: str, resource_version: str) -> None:
+        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
         with self._detect_lock:
             record = {"k": RecordKind.WATCH, "type": event_type, "key": key, "rv": resource_version}
-            self._emit(TopicKind.INFORMER, informer, record)
+            self._emit(TopicKind.INFORMER, informer, record, ts)
             if self.detectors is not None:
                 self.detectors.watch_alive(informer, ts=record["ts"], rv=resource_version)
         self._count(informer, "watch")
 
     def on_bookmark(self, informer: str, *, resource_version: str) -> None:
+        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
         with self._detect_lock:
             record = {"k": RecordKind.BOOKMARK, "rv": resource_version}
-            self._emit(TopicKind.INFORMER, informer, record)
+            self._emit(TopicKind.INFORMER, informer, record, ts)
             if self.detectors is not None:
                 self.detectors.watch_alive(informer, ts=record["ts"], rv=resource_version)
         self._component(informer, ComponentKind.INFORMER, rv=resource_version)
 
     def on_watch_end(self, informer: str, *, reason: WatchEndReason, error: str | None = None) -> None:
+        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
         with self._detect_lock:
             record = {"k": RecordKind.WATCH_END, "reason": reason, "error": error}
-            self._emit(TopicKind.INFORMER, informer, record)
+            self._emit(TopicKind.INFORMER, informer, record, ts)
             if self.detectors is not None:
                 self.detectors.watch_end(informer, ts=record["ts"], reason=reason)
 
@@ -285,9 +291,10 @@ class TelemetryObserver(Observer):
         self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.BACKOFF, "delay": delay, "reason": reason})
 
     def on_reflector_state(self, informer: str, *, state: str) -> None:
+        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
         with self._detect_lock:
             record = {"k": RecordKind.STATE, "state": state}
-            self._emit(TopicKind.INFORMER, informer, record)
+            self._emit(TopicKind.INFORMER, informer, record, ts)
             if self.detectors is not None:
                 self.detectors.reflector_state(informer, ts=record["ts"], state=state)
         if state == ReflectorState.SYNCED:
@@ -419,11 +426,12 @@ class TelemetryObserver(Observer):
                 record["diff"] = paths
                 if more:
                     record["diff_more"] = more
+        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
         with self._detect_lock:
             # (an update that kept its resourceVersion is a resync: it brings back no write)
             if rv is not None and rv != old_rv and provenance.is_self(controller, key, rv):
                 record["self"] = True
-            self._emit(TopicKind.CONTROLLER, controller, record)
+            self._emit(TopicKind.CONTROLLER, controller, record, ts)
             provenance.event(controller, record, requests)
 
     def on_controller(self, controller: str, *, watches: list[str], workers: int, started: bool,
@@ -451,12 +459,13 @@ class TelemetryObserver(Observer):
         if self.provenance is None or self.detectors is None:
             self._emit(TopicKind.CONTROLLER, controller, record)
         else:
+            ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
             with self._detect_lock:
                 triggers, count, self_triggered = self.provenance.take(controller, key)
                 record.update(triggers=triggers, trigger_count=count)
                 if self_triggered:
                     record["self_triggered"] = True
-                self._emit(TopicKind.CONTROLLER, controller, record)
+                self._emit(TopicKind.CONTROLLER, controller, record, ts)
                 self.detectors.attempt_start(controller, key, ts=record["ts"], self_triggered=self_triggered,
                                              triggers=triggers, worker=worker, handler=handler)
         if handler is not None:
@@ -473,8 +482,9 @@ class TelemetryObserver(Observer):
         if self.provenance is None or self.detectors is None:
             self._emit(TopicKind.CONTROLLER, controller, record)
         else:
+            ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
             with self._detect_lock:
-                self._emit(TopicKind.CONTROLLER, controller, record)
+                self._emit(TopicKind.CONTROLLER, controller, record, ts)
                 self.detectors.attempt_end(controller, key, ts=record["ts"], result=result, error=error)
                 self.provenance.result(controller, key, ts=record["ts"], result=result, requeue_after=requeue_after,
                                        delay=delay if handler is not None else None)
@@ -538,8 +548,9 @@ class TelemetryObserver(Observer):
         if self.provenance is None:
             self._emit(TopicKind.CONTROLLER, controller, record)
         else:
+            ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
             with self._detect_lock:
-                self._emit(TopicKind.CONTROLLER, controller, record)
+                self._emit(TopicKind.CONTROLLER, controller, record, ts)
                 self.provenance.wrote(controller, path=path, code=code, rv=rv)
         with self._counts_lock:
             c = self._controller(controller)

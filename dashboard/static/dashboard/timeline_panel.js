@@ -202,8 +202,14 @@
           const l = lane(r.key);
           const started = l.running;
           const duration = Number(r.duration) || 0;
+          // The start is the reconcile_start record's time when the page has it: the end record is
+          // written after the queue's add_rate_limited and its observer, whose wait (a lock, a busy
+          // machine) would otherwise move the derived start past that add, and the wait before the
+          // next attempt would not be found.
+          const start = started ? started.start : ts - duration * 1000;
           const a = {
-            id: ++attemptSeq, key: r.key, end: ts, start: ts - duration * 1000, duration: duration,
+            id: ++attemptSeq, key: r.key, end: started ? Math.max(start, Math.min(ts, start + duration * 1000)) : ts,
+            start: start, duration: duration,
             result: RESULTS.includes(r.result) ? r.result : P.ReconcileResult.ERROR, rawResult: r.result, error: r.error,
             requeue_after: r.requeue_after, worker: r.worker, events: started ? started.events : l.pending, el: null,
             // v1.1: a framework's named handler, and what the framework does next.
