@@ -34,6 +34,30 @@ def client_for(dashboard, **kw) -> TelemetryWsClient:
     return TelemetryWsClient(dashboard.ws_url, origin=dashboard.url, **kw)
 
 
+async def publish_past_a_stalled_client(dashboard, topic: str, publish, total: int, chunk: int) -> None:
+    """Publish records ``seq`` 0..total-1 (``publish(start, n)``) and return once the server's hub has
+    handed every one to each session of ``topic``, a stalled one too. Seen through a second, acking
+    client of the topic on the same server: the one hub delivers each read to every session at once,
+    so once it has the last record, so has the stalled session's buffer (nothing else shows from
+    outside how far the hub read). Published ``chunk`` at a time, each waited for, so that the
+    watcher's own buffer stays under the bound (it acks, but on a loaded machine the hub can read
+    faster than its session sends, and it was resynced too)."""
+    watcher = await client_for(dashboard).connect()
+    await watcher.subscribe(topic)
+    await watcher.wait_for(lambda: watcher.topics[topic].snapshots == 1, what="the watcher's snapshot")
+
+    def has(seq: int) -> bool:
+        records = watcher.topics[topic].records
+        return bool(records) and records[-1]["seq"] == seq
+
+    for start in range(0, total, chunk):
+        n = min(chunk, total - start)
+        await asyncio.to_thread(publish, start, n)
+        await watcher.wait_for(lambda last=start + n - 1: has(last), what="the hub to read every record", timeout=60)
+    assert not watcher.resyncs, watcher.resyncs
+    await watcher.close()
+
+
 def test_all_frames_reach_the_client_in_order(dashboard, publisher_factory):
     pub = publisher_factory()
     pub.set_state("t", "seed", {"v": 0})
@@ -116,28 +140,13 @@ def test_a_client_that_stops_acking_is_resynced_instead_of_buffered(dashboard_fa
         c = await client_for(dashboard, auto_ack=False).connect()
         await c.subscribe("t")
         await c.wait_for(lambda: c.topics["t"].snapshots == 1, what="snapshot")
-        # A second, acking client of the same topic on the same server: the one hub delivers every
-        # entry it reads to both sessions at once, so once this one has the last record, the stalled
-        # session has been handed all of them (nothing else shows from outside how far the hub read).
-        watcher = await client_for(dashboard).connect()
-        await watcher.subscribe("t")
-        await watcher.wait_for(lambda: watcher.topics["t"].snapshots == 1, what="the watcher's snapshot")
         # One frame per record. The stalled session's sender took whatever was buffered when it began
         # sending (at most the 5,000-entry bound, or the buffer would have overflowed already) and
         # blocks in it at the window of 16 unacked messages; the 7,000 or more entries behind that
         # overflow the buffer whatever the split.
-        # Published 2,000 at a time, each chunk waited for by the watcher: its own buffer stays under the
-        # bound (it acks, but on a loaded machine the hub can read faster than its session sends).
-        def has(seq: int) -> bool:
-            records = watcher.topics["t"].records
-            return bool(records) and records[-1]["seq"] == seq
-
-        for start in range(0, total, 2000):
-            await asyncio.to_thread(publish_batch, pub, "t", start, 2000, 1)
-            await watcher.wait_for(lambda last=start + 1999: has(last), what="the hub to read every entry", timeout=60)
-        assert not watcher.resyncs, watcher.resyncs
+        await publish_past_a_stalled_client(dashboard, "t", lambda start, n: publish_batch(pub, "t", start, n, 1),
+                                            total, 2000)
         await c.wait_for(lambda: c._pending_ack == 16, what="a full window of unacked messages", timeout=60)
-        await watcher.close()
         assert c._pending_ack == 16, "the server must stop sending at the window"
         c.auto_ack = True
         await c.send({"op": "ack", "seq": c._pending_ack})
@@ -178,25 +187,8 @@ def test_a_slow_client_of_big_frames_is_resynced_at_the_byte_bound(dashboard_fac
         c = await client_for(dashboard, auto_ack=False).connect()
         await c.subscribe("t")
         await c.wait_for(lambda: c.topics["t"].snapshots == 1, what="snapshot")
-        # An acking client of the same topic: once it has the last frame, the hub has handed every
-        # frame to the stalled session too (test_a_client_that_stops_acking_is_resynced_instead_of_buffered).
-        watcher = await client_for(dashboard).connect()
-        await watcher.subscribe("t")
-        await watcher.wait_for(lambda: watcher.topics["t"].snapshots == 1, what="the watcher's snapshot")
-        # Nothing acked by c: it all waits in its buffer. Published 2 MB at a time, each chunk waited
-        # for by the watcher, so that the watcher's own buffer stays under the bound (it acks, but on a
-        # loaded machine the hub can read faster than its session sends, and it was resynced too).
-        def has(seq: int) -> bool:
-            records = watcher.topics["t"].records
-            return bool(records) and records[-1]["seq"] == seq
-
-        for start in range(0, frames, 50):
-            n = min(50, frames - start)
-            await asyncio.to_thread(publish_big, start, n)
-            await watcher.wait_for(lambda last=start + n - 1: has(last), what="the hub to read every frame",
-                                   timeout=60)
-        assert not watcher.resyncs, watcher.resyncs
-        await watcher.close()
+        # Nothing acked by c: it all waits in its buffer (2 MB chunks for the watcher).
+        await publish_past_a_stalled_client(dashboard, "t", publish_big, frames, 50)
         c.auto_ack = True
         await c.send({"op": "ack", "seq": c._pending_ack})
         c._pending_ack = None
