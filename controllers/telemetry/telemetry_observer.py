@@ -47,7 +47,7 @@ are emitted under it, so the stream's order is the order the state changed in.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from controllers.clock import Clock, RealClock, wall_ms
@@ -140,6 +140,18 @@ class TelemetryObserver(Observer):
     def _emit(self, kind: TopicKind, name: str, record: dict[str, Any], ts: float | None = None) -> None:
         record["ts"] = wall_ms(self.clock) if ts is None else ts
         self.publisher.publish(self.topic(kind, name), record)
+
+    def _informer_record(self, informer: str, record: dict[str, Any],
+                         detect: Callable[[Detectors, float], None]) -> None:
+        """Publish an informer's record and feed the findings its call changes (``detect``, given the
+        detectors and the record's time), under the detection lock: the stream's order is the order the
+        findings' state changed in. The time is taken before the lock: waiting for it must not move
+        the record's time."""
+        ts = wall_ms(self.clock)
+        with self._detect_lock:
+            self._emit(TopicKind.INFORMER, informer, record, ts)
+            if self.detectors is not None:
+                detect(self.detectors, ts)
 
     def _component(self, name: str, kind: ComponentKind, **fields: Any) -> None:
         key = f"{kind}/{name}"
@@ -234,69 +246,41 @@ class TelemetryObserver(Observer):
                         **narrowed)
         with self._counts_lock:
             self._informer(informer)
-        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
-        with self._detect_lock:
-            record = {"k": RecordKind.INFORMER, "fifo": fifo, "resync_period": resync_period, **narrowed}
-            self._emit(TopicKind.INFORMER, informer, record, ts)
-            if self.detectors is not None:
-                self.detectors.informer(informer, ts=record["ts"])
+        self._informer_record(informer, {"k": RecordKind.INFORMER, "fifo": fifo, "resync_period": resync_period,
+                                         **narrowed}, lambda d, ts: d.informer(informer, ts=ts))
 
     def on_list(self, informer: str, *, resource_version: str, items: int, duration: float,
                 error: str | None = None) -> None:
-        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
-        with self._detect_lock:
-            record = {"k": RecordKind.LIST, "rv": resource_version, "items": items, "duration": duration,
-                      "error": error}
-            self._emit(TopicKind.INFORMER, informer, record, ts)
-            if self.detectors is not None:
-                self.detectors.list(informer, ts=record["ts"], error=error)
+        self._informer_record(informer, {"k": RecordKind.LIST, "rv": resource_version, "items": items,
+                                         "duration": duration, "error": error},
+                              lambda d, ts: d.list(informer, ts=ts, error=error))
         if error is None:
             self._component(informer, ComponentKind.INFORMER, rv=resource_version, listed=items)
 
     def on_watch_start(self, informer: str, *, resource_version: str) -> None:
-        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
-        with self._detect_lock:
-            record = {"k": RecordKind.WATCH_START, "rv": resource_version}
-            self._emit(TopicKind.INFORMER, informer, record, ts)
-            if self.detectors is not None:
-                self.detectors.watch_start(informer, ts=record["ts"], rv=resource_version)
+        self._informer_record(informer, {"k": RecordKind.WATCH_START, "rv": resource_version},
+                              lambda d, ts: d.watch_start(informer, ts=ts, rv=resource_version))
 
     def on_watch_event(self, informer: str, *, event_type: str, key: str, resource_version: str) -> None:
-        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
-        with self._detect_lock:
-            record = {"k": RecordKind.WATCH, "type": event_type, "key": key, "rv": resource_version}
-            self._emit(TopicKind.INFORMER, informer, record, ts)
-            if self.detectors is not None:
-                self.detectors.watch_alive(informer, ts=record["ts"], rv=resource_version)
+        self._informer_record(informer, {"k": RecordKind.WATCH, "type": event_type, "key": key, "rv": resource_version},
+                              lambda d, ts: d.watch_alive(informer, ts=ts, rv=resource_version))
         self._count(informer, "watch")
 
     def on_bookmark(self, informer: str, *, resource_version: str) -> None:
-        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
-        with self._detect_lock:
-            record = {"k": RecordKind.BOOKMARK, "rv": resource_version}
-            self._emit(TopicKind.INFORMER, informer, record, ts)
-            if self.detectors is not None:
-                self.detectors.watch_alive(informer, ts=record["ts"], rv=resource_version)
+        self._informer_record(informer, {"k": RecordKind.BOOKMARK, "rv": resource_version},
+                              lambda d, ts: d.watch_alive(informer, ts=ts, rv=resource_version))
         self._component(informer, ComponentKind.INFORMER, rv=resource_version)
 
     def on_watch_end(self, informer: str, *, reason: WatchEndReason, error: str | None = None) -> None:
-        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
-        with self._detect_lock:
-            record = {"k": RecordKind.WATCH_END, "reason": reason, "error": error}
-            self._emit(TopicKind.INFORMER, informer, record, ts)
-            if self.detectors is not None:
-                self.detectors.watch_end(informer, ts=record["ts"], reason=reason)
+        self._informer_record(informer, {"k": RecordKind.WATCH_END, "reason": reason, "error": error},
+                              lambda d, ts: d.watch_end(informer, ts=ts, reason=reason))
 
     def on_backoff(self, informer: str, *, delay: float, reason: str) -> None:
         self._emit(TopicKind.INFORMER, informer, {"k": RecordKind.BACKOFF, "delay": delay, "reason": reason})
 
     def on_reflector_state(self, informer: str, *, state: str) -> None:
-        ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
-        with self._detect_lock:
-            record = {"k": RecordKind.STATE, "state": state}
-            self._emit(TopicKind.INFORMER, informer, record, ts)
-            if self.detectors is not None:
-                self.detectors.reflector_state(informer, ts=record["ts"], state=state)
+        self._informer_record(informer, {"k": RecordKind.STATE, "state": state},
+                              lambda d, ts: d.reflector_state(informer, ts=ts, state=state))
         if state == ReflectorState.SYNCED:
             self._component(informer, ComponentKind.INFORMER, synced=True)
         else:
