@@ -57,6 +57,18 @@ def make_namespace(cluster: SimCluster) -> str:
     return name
 
 
+def namespace_state(cluster: SimCluster, ns: str) -> dict[tuple[str, str, str], str]:
+    """Every object of namespace ``ns`` ((group, resource, name) → its resourceVersion), read on the
+    simulator's loop: what a request confined to ``ns`` could change. Not the store's revision: the
+    session's simulator runs a control plane and kubelet that finish earlier tests' objects in the
+    background, and one of their writes landed during a rejected request in a CI run."""
+    def read() -> dict[tuple[str, str, str], str]:
+        return {(*key, name): obj["metadata"]["resourceVersion"]
+                for key, bucket in cluster.store.buckets.items()
+                for (obj_ns, name), obj in bucket.objects.items() if obj_ns == ns}
+    return cluster.call(read)
+
+
 @pytest.fixture
 def ns(sim: SimCluster) -> str:
     return make_namespace(sim)

@@ -16,6 +16,7 @@ import yaml
 
 from controllers.sim import SimCluster, protobuf, protoenc
 from controllers.sim.negotiation import Representation, negotiate, parse_accept
+from tests.sim.conftest import namespace_state
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 CLIENT_GO = "application/vnd.kubernetes.protobuf,application/json"
@@ -114,10 +115,10 @@ def test_a_watch_has_no_yaml_form(sim: SimCluster, ns: str) -> None:
 
 
 def test_406_comes_before_the_write(sim: SimCluster, ns: str) -> None:
-    before = sim.call(lambda: sim.store.rv)
+    before = namespace_state(sim, ns)
     status, _, _ = http(sim, "POST", f"/api/v1/namespaces/{ns}/configmaps", "application/cbor",
                         {"metadata": {"name": "never"}})
-    assert status == 406 and sim.call(lambda: sim.store.rv) == before
+    assert status == 406 and namespace_state(sim, ns) == before
 
 
 def test_discovery_negotiates_too(sim: SimCluster) -> None:

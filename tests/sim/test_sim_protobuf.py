@@ -34,6 +34,7 @@ from controllers.sim.protobuf import (
     read_fields,
 )
 from controllers.sim.resources import BUILTINS
+from tests.sim.conftest import namespace_state
 
 
 def varint(n: int) -> bytes:
@@ -187,11 +188,11 @@ def _send(sim: SimCluster, path: str, body: bytes, method: str = "POST",
 
 def test_bad_protobuf_over_http_is_400_and_stores_nothing(sim: SimCluster, ns: str) -> None:
     path = f"/api/v1/namespaces/{ns}/configmaps"
-    before = sim.call(lambda: sim.store.rv)
+    before = namespace_state(sim, ns)
     for body in (b"garbage", envelope("ConfigMap", meta("bad") + f(99, 1)), envelope("ConfigMap", meta("bad"))[:-1]):
         status, payload = _send(sim, path, body)
         assert (status, payload["kind"], payload["reason"]) == (400, "Status", "BadRequest"), payload
-    assert sim.call(lambda: sim.store.rv) == before
+    assert namespace_state(sim, ns) == before
     status, created = _send(sim, path, envelope("ConfigMap", meta("good") + f(2, entry("a", "b"))))
     assert status == 201 and created["data"] == {"a": "b"} and created["metadata"]["namespace"] == ns
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from controllers.sim import SimCluster
+from tests.sim.conftest import namespace_state
 
 CM = "/api/v1/namespaces/{ns}/configmaps"
 JSON = "application/json"
@@ -75,7 +76,7 @@ def test_generic_server_responses_carry_empty_details(sim: SimCluster, made: str
 ])
 def test_unsupported_dry_run_is_422_on_the_options_kind_and_changes_nothing(
         sim: SimCluster, made: str, method: str, suffix: str, body: Any, ctype: str | None, options: str) -> None:
-    before = sim.call(lambda: sim.store.rv)
+    before = namespace_state(sim, made)
     status, got = call(sim, method, f"{CM.format(ns=made)}{suffix}?dryRun=Maybe&dryRun=All", body, ctype)
     assert status == 422 and got["reason"] == "Invalid"
     assert got["message"].startswith(f'{options}.meta.k8s.io "" is invalid: dryRun: Unsupported value: '
@@ -83,7 +84,7 @@ def test_unsupported_dry_run_is_422_on_the_options_kind_and_changes_nothing(
     assert got["details"] == {"group": "meta.k8s.io", "kind": options, "causes": [
         {"reason": "FieldValueNotSupported", "field": "dryRun",
          "message": 'Unsupported value: ["Maybe","All"]: supported values: "All"'}]}
-    assert sim.call(lambda: sim.store.rv) == before
+    assert namespace_state(sim, made) == before
 
 
 def test_force_is_only_for_apply_and_apply_needs_a_field_manager(sim: SimCluster, made: str) -> None:
