@@ -228,8 +228,20 @@ def client_python(s: Session) -> None:
 
 
 # -- lightkube ---------------------------------------------------------------------------------
+# lightkube sets its model classes up lazily on first use (DataclassDictMixIn._setup), and not
+# thread-safely: with the simulator's and the real server's conversations on two threads, one thread
+# read a class's _valid_params while the other was still filling it ("argument of type 'NoneType' is
+# not iterable" in KubeConfig.from_dict, in loaded CI runs). Its conversations take turns.
+_LIGHTKUBE = threading.Lock()
+
+
 @case
 def client_lightkube(s: Session) -> None:
+    with _LIGHTKUBE:
+        _lightkube_conversation(s)
+
+
+def _lightkube_conversation(s: Session) -> None:
     from lightkube import ApiError, Client, KubeConfig
     from lightkube.generic_resource import create_namespaced_resource
     from lightkube.models.meta_v1 import ObjectMeta
