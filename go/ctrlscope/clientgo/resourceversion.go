@@ -15,36 +15,10 @@ import (
 // MetadataResourceVersion is body's metadata.resourceVersion, if body is a JSON object that has one.
 func MetadataResourceVersion(body []byte) (string, bool) {
 	s := scanner{b: body}
-	if !s.enterObject() {
+	if !s.enterObject() || !s.seekKey("metadata") || !s.enterObject() || !s.seekKey("resourceVersion") {
 		return "", false
 	}
-	for {
-		key, ok := s.nextKey()
-		if !ok {
-			return "", false
-		}
-		if string(key) != "metadata" {
-			if !s.skipValue() {
-				return "", false
-			}
-			continue
-		}
-		if !s.enterObject() {
-			return "", false
-		}
-		for {
-			key, ok := s.nextKey()
-			if !ok {
-				return "", false
-			}
-			if string(key) == "resourceVersion" {
-				return s.stringValue()
-			}
-			if !s.skipValue() {
-				return "", false
-			}
-		}
-	}
+	return s.stringValue()
 }
 
 // scanner reads JSON from b at i. Its methods return false on anything not well formed.
@@ -53,6 +27,22 @@ type scanner struct {
 	i int
 	// first: the next nextKey is the object's first (no comma before it).
 	first bool
+}
+
+// seekKey moves to the value of key name in the object being read, skipping the keys before it.
+func (s *scanner) seekKey(name string) bool {
+	for {
+		key, ok := s.nextKey()
+		if !ok {
+			return false
+		}
+		if string(key) == name {
+			return true
+		}
+		if !s.skipValue() {
+			return false
+		}
+	}
 }
 
 func (s *scanner) space() {
