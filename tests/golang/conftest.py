@@ -17,7 +17,7 @@ from controllers import golang
 from tests.conftest import LoggedProcess
 from tests.dashboard.test_faults_browser import sim_kubeconfig  # noqa: F401  (the simulator, publishing faults)
 
-PROGRAMS = (*golang.SAMPLES, "fidelity", "scoped-informer", "raw-watcher")
+PROGRAMS = (*golang.SAMPLES, "fidelity", "scoped-informer", "raw-watcher", "status-writer")
 
 
 @pytest.fixture(scope="session")

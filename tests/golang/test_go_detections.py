@@ -21,13 +21,11 @@ write is an update event that enqueues the same key). What it published to a rea
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
 
-from controllers import golang
 from controllers.informers.http_client import KubernetesClient
 from controllers.informers.listwatch import ApiError
 from controllers.schema import DETECT_DEFAULTS, HOT_LOOP_ADVICE
@@ -43,22 +41,9 @@ CHANGING = "status.conditions.0.message"  # the field the reconciler rewrites ev
 HOT_LOOP_ATTEMPTS = int(DETECT_DEFAULTS["hot_loop_attempts"])
 
 
-@pytest.fixture(scope="module")
-def go_bin(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """status-writer and fidelity, built once per module."""
-    if golang.find_go() is None:
-        if os.environ.get("CI"):
-            pytest.fail("no Go toolchain in CI: make test should have provided one (scripts/go-toolchain)")
-        pytest.skip("no Go toolchain (CTRLSCOPE_GO, go on PATH or /usr/local/go/bin/go)")
-    try:
-        return golang.build(tmp_path_factory.mktemp("go-bin"), programs=(PROGRAM, "fidelity"))
-    except golang.GoUnavailable as exc:
-        pytest.fail(str(exc))
-
-
 @pytest.fixture
-def status_writer(go_bin: dict[str, Path]) -> Path:
-    return go_bin[PROGRAM]
+def status_writer(go_programs: dict[str, Path]) -> Path:
+    return go_programs[PROGRAM]
 
 
 def job(name: str, annotations: dict[str, str] | None = None) -> dict:
@@ -206,8 +191,8 @@ BURST = 20
 
 
 def test_a_burst_of_updates_while_processing_is_listed_in_full_by_the_attempts_that_follow(
-        go_bin, sim_kubeconfig, published, redis_url, prefix, tmp_path):
-    fidelity = go_bin["fidelity"]
+        go_programs, sim_kubeconfig, published, redis_url, prefix, tmp_path):
+    fidelity = go_programs["fidelity"]
     worker, namespace = "go-burst", "burst"
     topic = f"w/{worker}/controller/fidelity"
     key = f"{namespace}/burst"

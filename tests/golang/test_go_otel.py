@@ -26,10 +26,9 @@ import pytest
 from controllers.informers.http_client import KubernetesClient
 from controllers.realcluster.otelcol import Span
 from tests.golang.telemetry import Published
-from tests.golang.test_go_detections import (  # noqa: F401  (go_bin, status_writer: fixtures)
+from tests.golang.test_go_detections import (  # noqa: F401  (status_writer: a fixture)
     CONTROLLER,
     NAMESPACE,
-    go_bin,
     job,
     start_writer,
     status_writer,
