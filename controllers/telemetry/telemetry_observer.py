@@ -377,7 +377,7 @@ class TelemetryObserver(Observer):
                  requeues: int | None = None, duration: float | None = None) -> None:
         now_ms = wall_ms(self.clock)
         self._emit(TopicKind.QUEUE, queue, {"k": RecordKind.QUEUE, "op": op, "key": key, "depth": depth, "delay": delay,
-                                    "requeues": requeues, "duration": duration})
+                                    "requeues": requeues, "duration": duration}, now_ms)
         if self.detectors is not None:
             with self._detect_lock:
                 self.detectors.queue_op(queue, op, key, ts=now_ms, delay=delay)
