@@ -7,6 +7,9 @@
 -- KEYS[3] {prefix}epoch            the epoch token
 -- KEYS[4] {prefix}topics           the set of known topics
 -- KEYS[5] {prefix}pubseq:{topic}   publisher id -> last applied frame seq
+-- In a Redis Cluster (redis-layout.md, "Redis Cluster") there are four KEYS, all in the topic's slot:
+-- {prefix}stream:{T}, {prefix}snap:{T}, {prefix}epoch:{T}, {prefix}pubseq:{T}; the topic set lives in
+-- another slot, so the publisher SADDs it itself and this script leaves it alone.
 --
 -- ARGV[1] epoch    the token the publisher read (GET {prefix}epoch)
 -- ARGV[2] maxlen   XADD MAXLEN ~ for this topic's stream
@@ -22,10 +25,12 @@
 --         {2, ""}     this seq was already applied for this publisher (a retry after a lost reply)
 --         {0, epoch}  the epoch differs: the current token, or nil if there is none (Redis lost its
 --                     data); nothing was written, the publisher must reset (redis-layout.md)
+local topics, pubseq = KEYS[4], KEYS[5]
+if #KEYS == 4 then topics, pubseq = nil, KEYS[4] end
 local epoch = redis.call('GET', KEYS[3])
 if epoch ~= ARGV[1] then return {0, epoch} end
 local seq = tonumber(ARGV[6])
-local last = tonumber(redis.call('HGET', KEYS[5], ARGV[5]) or '-1')
+local last = tonumber(redis.call('HGET', pubseq, ARGV[5]) or '-1')
 if seq <= last then return {2, ''} end
 if ARGV[7] == '1' then redis.call('DEL', KEYS[2]) end
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'f', ARGV[3])
@@ -45,7 +50,7 @@ while i <= n do
   i = j + 1
 end
 redis.call('HSET', KEYS[2], '__id__', id)
-redis.call('HSET', KEYS[5], ARGV[5], ARGV[6])
-redis.call('EXPIRE', KEYS[5], 86400)
-redis.call('SADD', KEYS[4], ARGV[4])
+redis.call('HSET', pubseq, ARGV[5], ARGV[6])
+redis.call('EXPIRE', pubseq, 86400)
+if topics then redis.call('SADD', topics, ARGV[4]) end
 return {1, id}
