@@ -49,6 +49,7 @@
   const { el, fmtDuration } = UI;
   const P = window.ctrlscopeProtocol;
   const F = window.ctrlscopeFindings;
+  const OF = window.ctrlscopeOverviewFilters;
   const MAX_ROWS = 300;
   const MAX_PROBLEMS = 100;
   const GONE_MS = 10 * 60 * 1000;
@@ -110,7 +111,19 @@
   client.on("protocol", (topic) => { const m = P.parseTopic(topic); if (m) worker(m.worker); overviewDirty = true; schedule(); });
   client.on("topics", (topics) => {
     syncSubscriptions();
-    for (const t of topics) { const m = topicOf(t, P.TopicKind.COMPONENTS, P.TopicKind.METRICS, P.TopicKind.CONTROLLER); if (m) worker(m.worker); }
+    topicControllers.clear();
+    topicWorkers.clear();
+    for (const t of topics) {
+      const p = P.parseTopic(t);
+      if (p) topicWorkers.add(p.worker);
+      const m = topicOf(t, P.TopicKind.COMPONENTS, P.TopicKind.METRICS, P.TopicKind.CONTROLLER);
+      if (!m) continue;
+      worker(m.worker);
+      if (m.kind === P.TopicKind.CONTROLLER && m.leaderLock === null) {
+        if (!topicControllers.has(m.worker)) topicControllers.set(m.worker, []);
+        topicControllers.get(m.worker).push(m.name);
+      }
+    }
     $("topics").replaceChildren(...(topics.length ? topics.map((t) => el("li", null, t))
       : [el("li", { className: "muted" }, "waiting for a worker to publish…")]));
     overviewDirty = true; schedule();
@@ -119,13 +132,16 @@
     liveTopics.add(topic);
     const m = topicOf(topic, P.TopicKind.METRICS);
     if (m) { const latest = state.get("latest"); addSample(m.worker, latest); if (latest) seen(topic, latest.ts, false); }
+    const c = topicOf(topic, P.TopicKind.COMPONENTS, P.TopicKind.METRICS);
+    if (c) redraw.add(c.worker);
     overviewDirty = true; schedule();
   });
   client.on("records", (topic, records, id, frame) => {
     seen(topic, frame.ts, liveTopics.has(topic));
     const m = topicOf(topic, P.TopicKind.METRICS);
     if (m) for (const r of records) addSample(m.worker, r);
-    if (m || topicOf(topic, P.TopicKind.COMPONENTS)) overviewDirty = true;
+    const c = m || topicOf(topic, P.TopicKind.COMPONENTS);
+    if (c) { overviewDirty = true; redraw.add(c.worker); }
     if (dev.open) onEvents(topic, records);
     schedule();
   });
@@ -192,12 +208,13 @@
     };
   }
 
+  // Controllers by the worker that has a topic for them (from the topic list, once per change of it:
+  // scanning every topic for every worker on every redraw is quadratic in the fleet's size).
+  const topicControllers = new Map();
+  const topicWorkers = new Set(); // the workers with any topic left in Redis
   function controllersOf(name, comps) {
     const ctls = new Map();
-    for (const topic of client.knownTopics) {
-      const m = topicOf(topic, P.TopicKind.CONTROLLER);
-      if (m && m.worker === name && m.leaderLock === null) ctls.set(m.name, { name: m.name });
-    }
+    for (const seg of topicControllers.get(name) || []) ctls.set(seg, { name: seg });
     for (const v of comps.values()) if (v && v.kind === P.ComponentKind.CONTROLLER) ctls.set(P.topicPart(v.name), v);
     return ctls;
   }
@@ -229,7 +246,16 @@
     parent.replaceChildren(...nodes);
   }
 
-  function controllerCard(w, seg, ctl, comps, lease, stale) {
+  // Redraw a part only when what it shows changed: at 200 controllers, rebuilding every pipeline every
+  // second is what makes a page's frames long.
+  function changed(v, field, sig) {
+    if (v[field] === sig) return false;
+    v[field] = sig;
+    return true;
+  }
+  const badgeSig = (nodes) => nodes.map((b) => b.className + "\u0001" + b.textContent + "\u0001" + b.title).join("\u0002");
+
+  function controllerCard(w, seg, ctl, comps, lease, stale, state) {
     const v = view("card|" + w.name + "|" + seg, () => {
       const link = el("a", { href: U("/c/" + encodeURIComponent(w.name) + "/" + encodeURIComponent(seg) + "/"), className: "controller-link" });
       const badges = el("span", { className: "ctl-badges" });
@@ -250,8 +276,11 @@
       badges.push(el("span", { className: "badge mode-badge", dataset: { mode: ctl.mode }, title: "observed " + ctl.mode + unseen }, ctl.mode));
     }
     badges.push(...findingsBadges(ctl));
-    v.badges.replaceChildren(...badges);
-    window.ctrlscopePipeline.render(v.box, model(w, comps, ctl, stale));
+    if (changed(v, "badgeSig", badgeSig(badges))) v.badges.replaceChildren(...badges);
+    v.root.dataset.health = state;
+    v.root.classList.toggle("problem", OF.isProblem(state));
+    const m = model(w, comps, ctl, stale);
+    if (changed(v, "sig", JSON.stringify(m))) window.ctrlscopePipeline.render(v.box, m);
     return v.root;
   }
 
@@ -265,16 +294,27 @@
 
   // The open findings of the workers drawn (not the folded ones), worst first, each linking where it
   // happens: a key's page, an informer's page.
+  const problemsView = {};
   function renderProblems(live) {
     const all = [];
-    for (const [name, comps] of live) {
+    // The filters narrow the problems too (all but the state one: these are the problems).
+    const narrow = Object.assign({}, filters, { state: "" });
+    for (const [name, { comps, cluster }] of live) {
+      if ((narrow.cluster && cluster !== narrow.cluster) || (narrow.worker && name !== narrow.worker)) continue;
       for (const c of comps.values()) {
         if (!c || (c.kind !== P.ComponentKind.CONTROLLER && c.kind !== P.ComponentKind.INFORMER)) continue;
-        for (const f of F.open(c)) all.push({ worker: name, comp: c, f: f });
+        for (const f of F.open(c)) {
+          const text = (name + " " + cluster + " " + c.name + " " + f.subject + " " + F.name(f.finding)).toLowerCase();
+          if (OF.keeps(narrow, { cluster: cluster, worker: name, state: "", text: text })) all.push({ worker: name, comp: c, f: f });
+        }
       }
     }
     all.sort((a, b) => F.worstFirst(a.f, b.f));
     const now = Date.now();
+    // Rebuilt only when a finding or the second ("since … ago") changed, not on every frame of a slice.
+    const sig = Math.floor(now / 1000) + "\n" + all.slice(0, MAX_PROBLEMS).map(({ worker, comp, f }) => worker + "|" + comp.name + "|" + f.finding + "|" +
+      f.subject + "|" + f.count + "|" + f.message).join("\n") + "\n" + all.length;
+    if (!changed(problemsView, "sig", sig)) return;
     const rows = all.slice(0, MAX_PROBLEMS).map(({ worker, comp, f }) => {
       const seg = P.topicPart(comp.name);
       const keyed = comp.kind === P.ComponentKind.CONTROLLER && F.isKeyFinding(f);
@@ -294,7 +334,7 @@
 
   // An informer no controller watches: its card is its chain, ending at its handlers, and links to
   // its page (events, handlers, cache).
-  function informerCard(w, inf, stale) {
+  function informerCard(w, inf, stale, state) {
     const seg = P.topicPart(inf.name);
     const v = view("informer|" + w.name + "|" + inf.name, () => {
       const link = el("a", { href: U.informer(w.name, seg), className: "informer-link" });
@@ -306,13 +346,17 @@
     });
     if (v.link.textContent !== inf.name) v.link.textContent = inf.name;
     const head = v.root.firstChild.lastChild;
-    syncChildren(head, [head.firstChild, ...findingsBadges(inf)]);
-    window.ctrlscopePipeline.render(v.box, { informers: informerModels(w, [inf], stale), controller: null });
+    const badges = findingsBadges(inf);
+    if (changed(v, "badgeSig", badgeSig(badges))) syncChildren(head, [head.firstChild, ...badges]);
+    v.root.dataset.health = state;
+    v.root.classList.toggle("problem", OF.isProblem(state));
+    const m = { informers: informerModels(w, [inf], stale), controller: null };
+    if (changed(v, "sig", JSON.stringify(m))) window.ctrlscopePipeline.render(v.box, m);
     return v.root;
   }
 
   // v1.6: a raw watch loop: its chain (Watch → no cache → GETs), linking to its page.
-  function watcherCard(w, comp, stale) {
+  function watcherCard(w, comp, stale, state) {
     const seg = P.topicPart(comp.name);
     const v = view("watcher|" + w.name + "|" + comp.name, () => {
       const link = el("a", { href: U.watcher(w.name, seg), className: "watcher-link" });
@@ -324,6 +368,8 @@
     });
     if (v.link.textContent !== comp.name) v.link.textContent = comp.name;
     v.root.dataset.state = comp.state || "";
+    v.root.dataset.health = state;
+    v.root.classList.toggle("problem", OF.isProblem(state));
     const samples = stale ? [] : w.samples;
     const of = (s) => (((s.stages || {}).watchers || {})[comp.name]) || {};
     window.ctrlscopePipeline.renderWatcher(v.box, { name: comp.name, resource: comp.resource, variant: comp.variant,
@@ -335,7 +381,30 @@
   // When the worker was last heard from (0: never), what both "stale" and "stopped" are measured from.
   const lastSeen = (w) => w.lastArrival || w.lastTs;
 
-  function workerBox(w, comps, now, unsupported) {
+  // Everything a worker's box may show, one entry per card: its controllers, its informers no
+  // controller watches and its raw watchers, each with its state (OF.stateOf) and the words a search
+  // finds it by; sorted problems first, then controllers before informers before watchers, by name.
+  const TYPE_ORDER = { controller: 0, informer: 1, watcher: 2 };
+  function entriesOf(name, comps, stale, clusterName) {
+    const ctls = controllersOf(name, comps);
+    const informers = informersOf(comps);
+    const base = (name + " " + clusterName).toLowerCase();
+    const entry = (type, seg, comp, findings, started, extra) => ({ type: type, seg: seg, comp: comp, worker: name, cluster: clusterName,
+      state: OF.stateOf(findings, { stale: stale, started: started }),
+      text: base + " " + [comp.name, ...extra, ...findings.map((f) => String(f.subject))].join(" ").toLowerCase() });
+    const out = [];
+    for (const [seg, ctl] of ctls) {
+      const watched = Array.isArray(ctl.watches) ? informers.filter((v) => ctl.watches.includes(v.name)) : informers;
+      const findings = F.open(ctl).concat(...watched.map((v) => F.open(v)));
+      out.push(entry("controller", seg, ctl, findings, ctl.started, watched.map((v) => v.name)));
+    }
+    for (const inf of plainInformers(comps, ctls)) out.push(entry("informer", inf.name, inf, F.open(inf), undefined, []));
+    for (const c of watchersOf(comps)) out.push(entry("watcher", c.name, c, F.open(c), undefined, [String(c.resource || "")]));
+    return out.sort((a, b) => OF.sortRank(a.state) - OF.sortRank(b.state) || TYPE_ORDER[a.type] - TYPE_ORDER[b.type] ||
+      (a.seg < b.seg ? -1 : a.seg > b.seg ? 1 : 0));
+  }
+
+  function workerBox(w, comps, now, unsupported, entries) {
     const known = lastSeen(w);
     const since = now - known;
     const run = Presence.workerRun(w.name);
@@ -344,10 +413,8 @@
     const stale = liveness !== P.Liveness.LIVE;
     const me = Page.workerEntry(comps);
     const lease = [...comps.values()].find((v) => v && v.kind === P.ComponentKind.LEASE);
-    const ctls = controllersOf(w.name, comps);
-    const cards = [...ctls].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([seg, ctl]) => controllerCard(w, seg, ctl, comps, lease, stale))
-      .concat(plainInformers(comps, ctls).map((inf) => informerCard(w, inf, stale)))
-      .concat(watchersOf(comps).map((c) => watcherCard(w, c, stale)));
+    const cards = entries.map((e) => (e.type === "controller" ? controllerCard(w, e.seg, e.comp, comps, lease, stale, e.state)
+      : e.type === "informer" ? informerCard(w, e.comp, stale, e.state) : watcherCard(w, e.comp, stale, e.state)));
     const v = view("worker|" + w.name, () => {
       const badge = el("span", { className: "badge" }), seen = el("span", { className: "muted last-seen" });
       const runtime = el("span", { className: "badge runtime", title: "the runtime that publishes this worker's telemetry" });
@@ -407,20 +474,43 @@
     return v.root;
   }
 
-  function clusterSection(key, info, workerRoots, goneRoots) {
+  // A cluster's group: its head (a toggle button with the cluster's name, its problems flagged and
+  // its counts) and, unless collapsed, its workers' boxes and the disclosure of its stopped ones.
+  let clusterIds = 0;
+  function clusterSection(c, collapsed, filtering, workerRoots, goneRoots) {
+    const key = c.key, info = c.info;
     const v = view("cluster|" + key, () => {
-      const head = el("h3", { className: "cluster-head" });
-      return { head: head, root: el("section", { className: "cluster", dataset: { cluster: info ? info.name : "" } }, head) };
+      const id = "cluster-" + ++clusterIds;
+      const title = el("span", { className: "cluster-title" });
+      const toggle = el("button", { type: "button", className: "cluster-toggle", dataset: { toggle: key }, "aria-controls": id },
+        el("span", { className: "chevron", "aria-hidden": "true" }), title);
+      const flags = el("span", { className: "cluster-flags" }), counts = el("span", { className: "cluster-counts muted" });
+      const head = el("h3", { className: "cluster-head" }, toggle, " ", flags, " ", counts);
+      return { head: head, title: title, toggle: toggle, flags: flags, counts: counts,
+        root: el("section", { className: "cluster", id: id, dataset: { cluster: info ? info.name : "" } }, head) };
     });
     const text = info ? [info.server !== info.name ? info.server : "", info.version ? "Kubernetes " + info.version : ""].filter(Boolean).join(" · ") : "";
-    const sig = info ? info.name + "\n" + text : "";
-    if (v.head.dataset.sig !== sig) {
-      v.head.dataset.sig = sig;
-      v.head.replaceChildren("cluster ", ...(info ? [el("b", null, info.name), " ", el("span", { className: "muted" }, text)]
+    if (changed(v, "titleSig", info ? info.name + "\n" + text : "")) {
+      v.title.replaceChildren("cluster ", ...(info ? [el("b", null, info.name), " ", el("span", { className: "muted" }, text)]
         : [el("span", { className: "muted" }, "not reported by its workers")]));
     }
-    const nodes = [v.head, ...workerRoots];
-    if (goneRoots.length) {
+    const problems = OF.ORDER.filter((s) => OF.isProblem(s) && c.states.get(s)).map((s) => [s, c.states.get(s)]);
+    const nProblems = problems.reduce((n, [, k]) => n + k, 0);
+    if (changed(v, "flagSig", problems.join("|"))) {
+      v.flags.replaceChildren(...problems.map(([s, n]) => el("span", { className: "badge health-" + s, dataset: { health: s },
+        title: n + " controller" + (n === 1 ? "" : "s") + " " + OF.LABELS[s] + " in this cluster" }, n + " " + OF.LABELS[s])));
+    }
+    const counts = c.total + " controller" + (c.total === 1 ? "" : "s") + " · " + c.workerCount + " worker" + (c.workerCount === 1 ? "" : "s") +
+      (filtering ? " · " + c.shown + " shown" : "") + (collapsed ? " · collapsed" : "");
+    if (v.counts.textContent !== counts) v.counts.textContent = counts;
+    v.toggle.setAttribute("aria-expanded", String(!collapsed));
+    v.toggle.title = (collapsed ? "show" : "hide") + " this cluster's workers and controllers";
+    Object.assign(v.root.dataset, { controllers: String(c.total), problems: String(nProblems), collapsed: String(collapsed), shown: String(c.shown) });
+    v.root.classList.toggle("has-problems", nProblems > 0);
+    v.root.classList.toggle("collapsed", collapsed);
+    const nodes = [v.head];
+    if (!collapsed) nodes.push(...workerRoots);
+    if (!collapsed && goneRoots.length) {
       const g = view("gone|" + key, () => {
         const summary = el("summary", { className: "muted" });
         const box = el("div");
@@ -436,38 +526,164 @@
     return v.root;
   }
 
+  // ---- the fleet: filters, collapsed groups, problems first, drawn a slice per frame ------------
+  const BUDGET_MS = 8; // worker boxes drawn per frame until this much time went; the rest next frame
+  const LARGE = 50; // from this many controllers, a cluster no one chose for and without problems starts collapsed
+  const redraw = new Set(); // workers whose data (or age) changed since their box was drawn
+  let overviewMore = false; // some boxes wait for the next frame
+  let filters = OF.parse(location.search);
+  const filteredCollapse = new Map(); // cluster key -> collapsed, chosen while the current filters are on
+  const groups = OF.collapsedStore((() => { try { return window.localStorage; } catch (err) { return null; } })());
+  const stats = { clusters: 0, controllers: 0, shown: 0, problems: 0, drawn: 0, passes: 0 };
+  let clusterKeys = [];
+
+  // The worker's box if it is drawn (or may be drawn within this frame's budget), else its last one.
+  function drawWorker(x, t0, now, keep) {
+    const has = views.has("worker|" + x.name);
+    if (!has || redraw.has(x.name)) {
+      if (stats.drawn === 0 || performance.now() - t0 < BUDGET_MS) {
+        redraw.delete(x.name);
+        stats.drawn++;
+        return workerBox(x.w, x.comps, now, x.unsupported, x.entries);
+      }
+      overviewMore = true;
+      if (!has) return null;
+    }
+    keep.add(x.name); // drawn before and unchanged: its views stay
+    return views.get("worker|" + x.name).root;
+  }
+
   const placeholder = el("p", { className: "muted" }, "no worker has published its components yet…");
   function renderOverview() {
+    const t0 = performance.now();
     overviewDirty = false;
+    overviewMore = false;
     used = new Set();
+    stats.drawn = 0;
+    stats.passes++;
     const now = Date.now();
-    const clusters = new Map(); // key -> {info, workers: [root]}
-    const live = new Map(); // worker -> its components, for the problems
-    const known = client.knownTopics || [];
+    const filtering = OF.active(filters);
+    const clusters = new Map(); // key -> {info, workers, gone, counts}
+    const live = new Map(); // worker -> {comps, cluster}, for the problems
+    const workerClusters = new Map(); // worker -> its cluster's name, for the worker filter's options
     for (const name of [...workers.keys()].sort()) {
       // Forgotten, or dropped by retention: none of its topics is left in Redis.
-      if (known.length && !known.some((t) => { const p = P.parseTopic(t); return p && p.worker === name; })) { workers.delete(name); continue; }
+      if (topicWorkers.size && !topicWorkers.has(name)) { workers.delete(name); continue; }
       const t = client.topics.get(P.workerTopic(name, P.TopicKind.COMPONENTS));
       const comps = t ? t.state : new Map();
       const unsupported = Page.unsupportedVersion(client, name, comps);
       if (!unsupported && !comps.size && !workers.get(name).samples.length && !controllersOf(name, comps).size) continue;
       const info = unsupported ? null : [...comps.values()].find((v) => v && v.kind === P.ComponentKind.CLUSTER) || null;
       const key = info ? info.server || info.name : "";
-      if (!clusters.has(key)) clusters.set(key, { info: info, workers: [], gone: [] });
+      const clusterName = info ? info.name : "";
+      if (!clusters.has(key)) clusters.set(key, { key: key, info: info, workers: [], gone: [], total: 0, shown: 0, workerCount: 0, states: new Map(), rank: OF.ORDER.length });
+      const c = clusters.get(key);
       const w = workers.get(name), seenAt = lastSeen(w), run = Presence.workerRun(name);
       // A worker with presence is folded only once its newest run stopped FOLD_MS ago (an idle live
       // worker stays on top however old its last frame); one without presence by its frame age.
       const folded = run ? !Presence.runAlive(run) && now - (run.stopped || run.seen) > FOLD_MS : seenAt && now - seenAt > GONE_MS;
-      clusters.get(key)[folded ? "gone" : "workers"].push(workerBox(w, comps, now, unsupported));
-      if (!folded && !unsupported) live.set(name, comps);
+      const stale = Presence.liveness(name, w.lastTs) !== P.Liveness.LIVE;
+      const all = unsupported ? [] : entriesOf(name, comps, stale, clusterName);
+      const kept = filtering ? all.filter((e) => OF.keeps(filters, e)) : all;
+      workerClusters.set(name, clusterName);
+      c.workerCount++;
+      let rank = OF.ORDER.length;
+      for (const e of all) {
+        if (e.type === "controller") { c.total++; c.states.set(e.state, (c.states.get(e.state) || 0) + 1); }
+        rank = Math.min(rank, OF.sortRank(e.state));
+      }
+      c.rank = Math.min(c.rank, folded ? OF.ORDER.length : rank);
+      c.shown += kept.filter((e) => e.type === "controller").length;
+      // Listed: every worker while no filter is on; with one, those with a card that passes it.
+      if (!filtering || kept.length) c[folded ? "gone" : "workers"].push({ name: name, w: w, comps: comps, unsupported: unsupported, entries: kept, rank: rank });
+      if (!folded && !unsupported) live.set(name, { comps: comps, cluster: clusterName });
     }
-    const sections = [...clusters].sort((a, b) => (a[0] === "" ? 1 : b[0] === "" ? -1 : a[0] < b[0] ? -1 : 1))
-      .map(([key, c]) => clusterSection(key, c.info, c.workers, c.gone));
-    syncChildren($("overview"), sections.length ? sections : [placeholder]);
-    for (const key of views.keys()) if (!used.has(key)) views.delete(key); // controllers and workers gone
+    const problemsOf = (c) => { let n = 0; for (const [s, k] of c.states) if (OF.isProblem(s)) n += k; return n; };
+    // Clusters in trouble first (the worst state, then how many), then by name; the unnamed last.
+    const ordered = [...clusters.values()].sort((a, b) => a.rank - b.rank || problemsOf(b) - problemsOf(a) ||
+      (a.key === "" ? 1 : b.key === "" ? -1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    clusterKeys = ordered.map((c) => c.key);
+    const fleetSize = ordered.reduce((n, c) => n + c.total, 0);
+    const keep = new Set();
+    const sections = [];
+    for (const c of ordered) {
+      if (filtering && !c.workers.length && !c.gone.length) continue;
+      const collapsed = filtering ? filteredCollapse.get(c.key) === true
+        : groups.isCollapsed(c.key, fleetSize >= LARGE && problemsOf(c) === 0);
+      const byRank = (a, b) => a.rank - b.rank || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+      const draw = (list) => (collapsed ? [] : list.sort(byRank).map((x) => drawWorker(x, t0, now, keep)).filter(Boolean));
+      sections.push(clusterSection(c, collapsed, filtering, draw(c.workers), draw(c.gone)));
+    }
+    syncChildren($("overview"), sections.length ? sections : [filtering && clusters.size ? noMatch : placeholder]);
+    // Views nobody used this pass are gone (controllers, workers, collapsed groups), except those of
+    // the workers kept as they were drawn.
+    for (const key of views.keys()) {
+      if (used.has(key)) continue;
+      const part = key.split("|");
+      if (part[0] !== "cluster" && part[0] !== "gone" && keep.has(part[1])) continue;
+      views.delete(key);
+    }
+    Object.assign(stats, { clusters: ordered.length, controllers: fleetSize,
+      shown: ordered.reduce((n, c) => n + c.shown, 0), problems: ordered.reduce((n, c) => n + problemsOf(c), 0) });
+    renderFilterControls(ordered, workerClusters, filtering);
     renderProblems(live);
     renderDropped();
   }
+  const noMatch = el("p", { className: "muted no-match" }, "nothing matches these filters");
+
+  // The toolbar: its options (the clusters and workers there are), and what it found.
+  function syncOptions(select, values, labels) {
+    const current = select.value || filters[select.name] || "";
+    const want = values.includes(current) || !current ? values : values.concat([current]);
+    const sig = want.join("\n");
+    if (select.dataset.sig === sig) return;
+    select.dataset.sig = sig;
+    select.replaceChildren(el("option", { value: "" }, "all"), ...want.map((v) => el("option", { value: v }, labels ? labels(v) : v || "(not reported)")));
+    select.value = current;
+  }
+  function renderFilterControls(ordered, workerClusters, filtering) {
+    syncOptions($("f-cluster"), [...new Set(ordered.map((c) => (c.info ? c.info.name : "")))].sort());
+    syncOptions($("f-worker"), [...workerClusters].filter(([, c]) => !filters.cluster || c === filters.cluster).map(([n]) => n).sort());
+    const n = (k, what) => k + " " + what + (k === 1 ? "" : "s");
+    const text = filtering ? stats.shown + " of " + n(stats.controllers, "controller") + " match"
+      : n(stats.controllers, "controller") + " in " + n(stats.clusters, "cluster") + " · " + n(stats.problems, "problem");
+    const count = $("f-count");
+    if (count.textContent !== text) count.textContent = text;
+  }
+
+  function applyFilters(next) {
+    filters = next;
+    const query = OF.search(filters, location.search);
+    history.replaceState(history.state, "", location.pathname + query + location.hash);
+    filteredCollapse.clear();
+    for (const name of workers.keys()) redraw.add(name);
+    overviewDirty = true;
+    schedule();
+  }
+  const inputs = { q: $("f-q"), cluster: $("f-cluster"), worker: $("f-worker"), state: $("f-state") };
+  const readFilters = () => ({ q: inputs.q.value.trim(), cluster: inputs.cluster.value, worker: inputs.worker.value, state: inputs.state.value });
+  function showFilters() {
+    for (const k in inputs) {
+      if (inputs[k].tagName === "SELECT" && filters[k] && ![...inputs[k].options].some((o) => o.value === filters[k])) {
+        inputs[k].append(el("option", { value: filters[k] }, filters[k]));
+      }
+      inputs[k].value = filters[k];
+    }
+  }
+  showFilters();
+  let searchTimer = null;
+  $("overview-filters").addEventListener("submit", (e) => e.preventDefault());
+  inputs.q.addEventListener("input", () => { clearTimeout(searchTimer); searchTimer = setTimeout(() => applyFilters(readFilters()), 150); });
+  for (const k of ["cluster", "worker", "state"]) inputs[k].addEventListener("change", () => applyFilters(readFilters()));
+  $("f-clear").addEventListener("click", () => { filters = OF.parse(""); showFilters(); applyFilters(readFilters()); });
+  function collapseAll(value) {
+    if (OF.active(filters)) for (const k of clusterKeys) filteredCollapse.set(k, value);
+    else groups.setAll(clusterKeys, value);
+    overviewDirty = true;
+    schedule();
+  }
+  $("f-collapse").addEventListener("click", () => collapseAll(true));
+  $("f-expand").addEventListener("click", () => collapseAll(false));
 
   // ---- what retention and operators dropped (presence) ---------------------------------------
   function renderDropped() {
@@ -485,6 +701,14 @@
   }
 
   // ---- forget a stopped worker (operators; the server checks) ----------------------------------
+  $("overview").addEventListener("click", (e) => {
+    const t = e.target instanceof Element && e.target.closest("button[data-toggle]");
+    if (!t) return;
+    const key = t.dataset.toggle, collapsed = t.getAttribute("aria-expanded") === "true";
+    if (OF.active(filters)) filteredCollapse.set(key, collapsed); else groups.set(key, collapsed);
+    overviewDirty = true;
+    schedule();
+  });
   $("overview").addEventListener("click", async (e) => {
     const b = e.target instanceof Element && e.target.closest("button[data-forget]");
     if (!b) return;
@@ -555,12 +779,15 @@
   function render() {
     const now = performance.now();
     // At most 4 redraws a second: samples come once a second, badges and ages move by the second.
-    if (now - lastOverview >= 1000 || (overviewDirty && now - lastOverview >= 250)) { lastOverview = now; renderOverview(); }
+    if (overviewMore) { renderOverview(); } // the boxes the last frame had no time for
+    else if (now - lastOverview >= 1000 || (overviewDirty && now - lastOverview >= 250)) { lastOverview = now; renderOverview(); }
     else if (overviewDirty) setTimeout(schedule, 250);
+    if (overviewMore) schedule();
     if (dev.open) renderEvents();
   }
 
-  setInterval(() => { overviewDirty = true; schedule(); }, 1000); // last seen, stale and rates move on
-  window.ctrlscope = { client: client, workers: workers };
+  setInterval(() => { for (const name of workers.keys()) redraw.add(name); overviewDirty = true; schedule(); }, 1000); // last seen, stale and rates move on
+  // The bench (bench/overview.py) and tests read how far the overview got: idle once every box is drawn.
+  window.ctrlscope = { client: client, workers: workers, overview: { stats: stats, get idle() { return !overviewMore && !overviewDirty; } } };
   client.connect();
 })();
