@@ -12,7 +12,8 @@ and a reconcile, which writes ``status`` (a second watch event). The object coun
 
 Measured:
 
-- per process (worker, daphne, simulator, Redis, and the load generator for information): RSS at the
+- per process (worker, daphne, simulator -- or with ``--real`` the kube-apiserver and etcd --, Redis,
+  and the load generator for information): RSS at the
   start of the load, after warm-up and at the end, the growth after warm-up, CPU seconds over the
   loaded window and that as % of one core. Warm-up is 10 % of the run, or longer until each of the
   worker's busy streams has stopped growing (trimmed, at ``RedisPublisher.maxlen`` frames or its
@@ -31,7 +32,12 @@ Measured:
   worker's own ``records dropped`` (its buffer overflowing while Redis is slow) counts as loss too.
 
 Peer column: the goal and each process' own warm-up baseline (a soak has no other contender): 0 lost,
-RSS growth after warm-up < 5 % in every process (worker, daphne, simulator, Redis) at 60 minutes.
+RSS growth after warm-up < 5 % in every process (worker, daphne, simulator or kube-apiserver and etcd,
+Redis) at 60 minutes.
+
+``--real`` runs the same pipeline on the real control plane (``controllers.realcluster``, built from
+the Go module proxy and cached): the load generator patches through TLS with the admin's token, the
+worker runs with ``--allow-writes``, and the reconciler's pods land on kwok nodes.
 
 Usage: ``python bench/soak.py --minutes 60 [--rate 1000] [--tabs 5] [--markdown PATH]``; exits 1
 when a goal is missed. ``tests/test_soak.py`` runs it for 2 minutes.
@@ -49,6 +55,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -82,7 +89,7 @@ STREAM_MAXLEN = 20_000  # RedisPublisher's default maxlen (frames; fewer when it
 BOUND_SAMPLE = 200  # frames a stream's mean frame size is taken over
 PEAK_SLACK = 0.02  # a stream's length above its peak by more than this is still growing
 STABLE_S = 180.0  # how long a trimmed stream stays under its peak to count as full
-GOAL_PROCESSES = ("worker", "daphne", "simulator", "redis")
+GOAL_PROCESSES = ("worker", "daphne", "simulator", "kube-apiserver", "etcd", "redis")
 
 # Installed once the tabs are live: per (topic, publisher) frames applied, duplicates, gaps, and the
 # frames a snapshot replaced. Counting starts at the cursor each topic has now (or at its first
@@ -134,10 +141,16 @@ READ_JS = ("({keys: Object.values(window.__soak.keys).map((s) => ({...s, open: s
 
 
 # -- the load generator (its own process) ---------------------------------------------------------
-async def _patch_load(url: str, rate: float, stop: Any, ok: Any, failed: Any) -> None:
+async def _patch_load(url: str, rate: float, stop: Any, ok: Any, failed: Any, token: str | None = None,
+                      ca_file: str | None = None) -> None:
+    import ssl
+
     import aiohttp
 
     interval = CONNECTIONS / rate
+    # The real API server: TLS with the cluster's own CA, the admin's bearer token.
+    tls = ssl.create_default_context(cafile=ca_file) if ca_file else None
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
     counter = iter(range(10**12))
 
     async def writer(session: aiohttp.ClientSession, wid: int) -> None:
@@ -152,7 +165,7 @@ async def _patch_load(url: str, rate: float, stop: Any, ok: Any, failed: Any) ->
             path = f"/apis/{API_VERSION}/namespaces/{NAMESPACE}/podsets/soak-{n % OBJECTS:03d}"
             try:
                 async with session.patch(url + path, data=body,
-                                         headers={"Content-Type": "application/merge-patch+json"}) as resp:
+                                         headers={"Content-Type": "application/merge-patch+json", **auth}) as resp:
                     await resp.read()
                     counter_of = ok if resp.status == 200 else failed
             except aiohttp.ClientError:
@@ -160,12 +173,13 @@ async def _patch_load(url: str, rate: float, stop: Any, ok: Any, failed: Any) ->
             with counter_of.get_lock():
                 counter_of.value += 1
 
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONNECTIONS)) as session:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONNECTIONS, ssl=tls)) as session:
         await asyncio.gather(*(writer(session, i) for i in range(CONNECTIONS)))
 
 
-def load_main(url: str, rate: float, stop: Any, ok: Any, failed: Any) -> None:
-    asyncio.run(_patch_load(url, rate, stop, ok, failed))
+def load_main(url: str, rate: float, stop: Any, ok: Any, failed: Any, token: str | None = None,
+              ca_file: str | None = None) -> None:
+    asyncio.run(_patch_load(url, rate, stop, ok, failed, token, ca_file))
 
 
 # -- HTTP ------------------------------------------------------------------------------------------
@@ -248,6 +262,8 @@ class SoakResult:
     machine: str
     load_average: tuple[float, float, float] = (0.0, 0.0, 0.0)
     streams: list[tuple[str, int, float]] = field(default_factory=list)  # at the end: topic, length, MiB
+    api: str = "the simulator"
+    stream_budget: int = 0  # the worker's CTRLSCOPE_STREAM_BYTES
 
     def growth(self, m: Measured) -> float:
         warm = m.rss_at(self.warmup_s)
@@ -273,8 +289,15 @@ class SoakResult:
 
 # -- the run --------------------------------------------------------------------------------------
 def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, browser: Any = None,
-        progress: Callable[[str], None] = lambda line: print(line, flush=True), warmup_fraction: float = 0.1) -> SoakResult:
-    """Run the soak; ``browser`` is a Playwright browser context to open tabs in (else one is launched)."""
+        progress: Callable[[str], None] = lambda line: print(line, flush=True), warmup_fraction: float = 0.1,
+        real: bool = False, stream_bytes: str | None = None) -> SoakResult:
+    """Run the soak; ``browser`` is a Playwright browser context to open tabs in (else one is launched).
+
+    ``real``: the real control plane (``controllers.realcluster``: etcd, kube-apiserver,
+    controller-manager, scheduler, kwok) instead of the simulator; the API server and etcd are then
+    measured and held to the goal in its place. ``stream_bytes``: the worker's
+    ``CTRLSCOPE_STREAM_BYTES`` (e.g. ``8M``): a small budget fills every stream within minutes, so
+    warm-up ends early and the rest of the hour measures leaks, not bounded buffers filling."""
     run_dir.mkdir(parents=True, exist_ok=True)
     duration = minutes * 60.0
     prefix = f"soak-{uuid.uuid4().hex[:8]}:"
@@ -283,6 +306,8 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
     db = run_dir / "bench.sqlite3"
     env = {**os.environ, "REDIS_URL": redis_handle.url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
            "CTRLSCOPE_DB": str(db), "CTRLSCOPE_RUN_DIR": str(run_dir), "CTRLSCOPE_LOG_LEVEL": "WARNING"}
+    if stream_bytes:
+        env["CTRLSCOPE_STREAM_BYTES"] = stream_bytes
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     kubeconfig = run_dir / "kubeconfig-soak.yaml"
     children: list[Logged] = []
@@ -290,23 +315,41 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
     load = None
     stop_load = mp.get_context("spawn").Event()
     pw = None
+    cluster = None
     client = redis.Redis.from_url(redis_handle.url)
     try:
-        sim = Logged(["simcluster", "--port", "0", "--kubeconfig", str(kubeconfig), "--start-delay", "0.2"], env,
-                     run_dir / "soak-simcluster.log")
-        children.append(sim)
-        sim_url = sim.wait_for(r"listening on (http://\S+)").group(1)
-        sim.wait_for("kubeconfig written")
+        api: Callable[[str, str, Any], Any]
+        if real:
+            cluster = _start_real(run_dir, kubeconfig, progress)
+            api_url, token, ca_file = cluster.server, cluster.token, str(cluster.ca_file)
+            api_measured = [Measured("kube-apiserver", cluster.component("kube-apiserver").proc.pid),
+                            Measured("etcd", cluster.component("etcd").proc.pid)]
+
+            def api(method: str, path: str, body: Any = None) -> Any:
+                code, answer = cluster.api(method, path, body)
+                if code >= 300:
+                    raise RuntimeError(f"{method} {path}: {code} {answer}")
+                return answer
+        else:
+            sim = Logged(["simcluster", "--port", "0", "--kubeconfig", str(kubeconfig), "--start-delay", "0.2"], env,
+                         run_dir / "soak-simcluster.log")
+            children.append(sim)
+            api_url, token, ca_file = sim.wait_for(r"listening on (http://\S+)").group(1), None, None
+            sim.wait_for("kubeconfig written")
+            api_measured = [Measured("simulator", sim.proc.pid)]
+
+            def api(method: str, path: str, body: Any = None) -> Any:
+                return _http_json(method, api_url + path, body)
         worker = Logged(["runcontrollers", "--controller", "controllers.examples.podset:setup_reconciler",
-                         "--kubeconfig", str(kubeconfig), "--worker-name", WORKER, "--status-every", "5"], env,
-                        run_dir / "soak-worker.log")
+                         "--kubeconfig", str(kubeconfig), "--worker-name", WORKER, "--status-every", "5",
+                         *(["--allow-writes"] if real else [])], env, run_dir / "soak-worker.log")
         children.append(worker)
-        podsets = f"{sim_url}/apis/{API_VERSION}/namespaces/{NAMESPACE}/podsets"
-        _wait(lambda: _http_json("GET", podsets) is not None, 60, "the PodSet CRD")
+        podsets = f"/apis/{API_VERSION}/namespaces/{NAMESPACE}/podsets"
+        _wait(lambda: _answers(api, podsets), 120, "the PodSet CRD (the worker installs it)")
         for i in range(OBJECTS):
-            _http_json("POST", podsets, podset(f"soak-{i:03d}", "reconciler", 1, namespace=NAMESPACE))
-        pods = f"{sim_url}/api/v1/namespaces/{NAMESPACE}/pods"
-        _wait(lambda: len(_http_json("GET", pods)["items"]) >= OBJECTS, 60, f"{OBJECTS} pods")
+            api("POST", podsets, podset(f"soak-{i:03d}", "reconciler", 1, namespace=NAMESPACE))
+        pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
+        _wait(lambda: len(api("GET", pods)["items"]) >= OBJECTS, 120, f"{OBJECTS} pods")
         daphne, port = start_daphne("dashboard.asgi:application", redis_handle.url, prefix, run_dir)
 
         if browser is None:
@@ -320,11 +363,11 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
         progress(f"soak: {tabs} tabs live on /c/{WORKER}/{CONTROLLER}/, counting {len(counted[0])} topics each; "
                  f"{OBJECTS} PodSets; load {rate:,.0f} writes/s for {minutes:g} min; redis {redis_handle.url}")
 
-        measured = [Measured("worker", worker.proc.pid), Measured("daphne", daphne.pid),
-                    Measured("simulator", sim.proc.pid), Measured("redis", redis_handle.process.pid)]
+        measured = [Measured("worker", worker.proc.pid), Measured("daphne", daphne.pid), *api_measured,
+                    Measured("redis", redis_handle.process.pid)]
         ctx = mp.get_context("spawn")
         ok, failed = ctx.Value("q", 0), ctx.Value("q", 0)
-        load = ctx.Process(target=load_main, args=(sim_url, rate, stop_load, ok, failed), name="soak-load")
+        load = ctx.Process(target=load_main, args=(api_url, rate, stop_load, ok, failed, token, ca_file), name="soak-load")
         load.start()
         measured += [Measured("load generator", load.pid), Measured(f"Chromium ({tabs} tabs)", 0)]
         t0 = time.monotonic()
@@ -335,7 +378,7 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
         used = [_used_mib(client)]
         used_at: list[tuple[float, float]] = []  # (elapsed, used_memory MiB) every sample
         warmup = duration * warmup_fraction
-        budget = stream_bytes_from_env()  # the worker's, from the same environment
+        budget = _stream_budget(env)  # the worker's, from the same environment
         peaks: dict[str, tuple[int, float]] = {}  # stream -> (peak length, when), for _streams_full
         warm_done_at: float | None = None
         last_report = 0.0
@@ -348,6 +391,8 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
             for c in children:
                 if c.proc.poll() is not None:
                     raise RuntimeError(f"{c.log.name} exited ({c.proc.returncode}):\n{c.output()[-3000:]}")
+            if cluster is not None:
+                cluster.check()  # a control-plane component that died ends the run with its log
             used_at.append((elapsed, _used_mib(client)))
             if warm_done_at is None and elapsed >= warmup and _streams_full(client, keys, counted[0], elapsed, duration, budget, peaks):
                 warm_done_at = elapsed
@@ -384,7 +429,9 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
                           tabs=tab_results, writes_ok=ok.value, writes_failed=failed.value, worker_records=records,
                           worker_frames=frames, worker_dropped=dropped, redis_used_mib=tuple(used[:3]),
                           started=started, machine=f"{os.cpu_count()} cores", load_average=load_avg,
-                          streams=streams)
+                          streams=streams, stream_budget=budget,
+                          api=(f"the real control plane (kube-apiserver {cluster.binaries.kubernetes_version})"
+                               if cluster is not None else "the simulator"))
     finally:
         stop_load.set()
         if load is not None and load.is_alive():
@@ -394,8 +441,40 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
         stop_process(daphne)
         for c in reversed(children):
             stop_process(c.proc)
+        if cluster is not None:
+            cluster.stop()
         client.close()
         redis_handle.stop()
+
+
+def _start_real(run_dir: Path, kubeconfig: Path, progress: Callable[[str], None]) -> Any:
+    """The real control plane, built (or taken from the cache) and started; its admin kubeconfig
+    written to ``kubeconfig``."""
+    from controllers.realcluster import RealCluster, ensure_built
+
+    cluster = RealCluster(ensure_built(say=progress), run_dir / "realcluster", nodes=2, say=progress)
+    cluster.start(kubeconfig)
+    return cluster
+
+
+def _stream_budget(env: dict[str, str]) -> int:
+    saved = os.environ.get("CTRLSCOPE_STREAM_BYTES")
+    os.environ["CTRLSCOPE_STREAM_BYTES"] = env.get("CTRLSCOPE_STREAM_BYTES", "")
+    try:
+        return stream_bytes_from_env()
+    finally:
+        if saved is None:
+            del os.environ["CTRLSCOPE_STREAM_BYTES"]
+        else:
+            os.environ["CTRLSCOPE_STREAM_BYTES"] = saved
+
+
+def _answers(api: Callable[..., Any], path: str) -> bool:
+    """``path`` answers (a 404 until the CRD is served is an error here, so it means no)."""
+    try:
+        return api("GET", path) is not None
+    except (RuntimeError, urllib.error.HTTPError):
+        return False
 
 
 def _open_tab(browser: Any, url: str) -> Any:
@@ -528,7 +607,7 @@ def _drain_and_count(pages: list[Any], client: redis.Redis, keys: Keys, progress
 # -- the table ------------------------------------------------------------------------------------
 def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
     r = result
-    lines = [f"Soak {r.minutes:g} min ({r.elapsed_s / 60:.1f} min loaded), started {r.started}; {r.machine}, "
+    lines = [f"Soak {r.minutes:g} min ({r.elapsed_s / 60:.1f} min loaded) against {r.api}, started {r.started}; {r.machine}, "
              f"load average {r.load_average[0]:.1f} / {r.load_average[1]:.1f} / {r.load_average[2]:.1f} "
              "(1/5/15 min) at the end of the load",
              f"Write load: {r.writes_ok / r.elapsed_s:,.0f} PodSet patches/s achieved of {r.rate:,.0f} asked "
@@ -536,7 +615,8 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
              f"Worker publisher: {r.worker_records:,} records in {r.worker_frames:,} frames, "
              f"{r.worker_dropped:,} records dropped; Redis used_memory {r.redis_used_mib[0]:.0f} / "
              f"{r.redis_used_mib[1]:.0f} / {r.redis_used_mib[2]:.0f} MiB (start / after warm-up / end)",
-             f"Redis streams at the end (length, at most ~{STREAM_MAXLEN:,} frames or the byte budget; MiB): "
+             f"Redis streams at the end (length, at most ~{STREAM_MAXLEN:,} frames or the byte budget "
+             f"{r.stream_budget / 2**20:g} MiB; MiB): "
              + ", ".join(f"{t.split('/', 2)[-1]} {n:,} ({mib:.0f})" for t, n, mib in sorted(r.streams, key=lambda x: -x[2])
                          if mib >= 1)
              + f"; {sum(mib for _, _, mib in r.streams):.0f} MiB in all",
@@ -563,8 +643,9 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
         lines.append(f"| {i} | {t.topics} | {t.published:,} | {t.delivered:,} | {t.resyncs}"
                      f"{f' [{reasons}]' if reasons else ''} ({t.skipped:,}) | {t.reconnects} | {t.lag:,} frames | {lost} | {verdict} |")
     failures = r.failures(growth_limit)
-    lines += ["", f"Goals (0 lost, RSS growth after warm-up < {growth_limit:g} % in worker, daphne, simulator, "
-                  f"Redis): {'PASS' if not failures else 'FAIL'}"]
+    held = ", ".join(m.name for m in r.processes if m.name in GOAL_PROCESSES)
+    lines += ["", f"Goals (0 lost, RSS growth after warm-up < {growth_limit:g} % in {held}): "
+                  f"{'PASS' if not failures else 'FAIL'}"]
     lines += [f"- {f}" for f in failures]
     return "\n".join(lines)
 
@@ -575,11 +656,16 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="PodSet writes/s (1000)")
     parser.add_argument("--tabs", type=int, default=5)
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument("--real", action="store_true",
+                        help="the real control plane (built from the Go module proxy, cached) instead of the simulator")
+    parser.add_argument("--stream-bytes", metavar="SIZE",
+                        help="the worker's CTRLSCOPE_STREAM_BYTES (e.g. 8M): streams fill their budget within minutes")
     args = parser.parse_args()
     if not os.path.exists(CHROMIUM):
         raise SystemExit(f"{CHROMIUM} is missing (apt-get install chromium)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop every child on the way out
-    result = run(minutes=args.minutes, rate=args.rate, tabs=args.tabs, run_dir=ROOT / "run" / "soak")
+    result = run(minutes=args.minutes, rate=args.rate, tabs=args.tabs, run_dir=ROOT / "run" / "soak",
+                 real=args.real, stream_bytes=args.stream_bytes)
     text = table(result)
     print("\n" + text)
     if args.markdown:

@@ -210,7 +210,7 @@ def _redis() -> redis.Redis:
 
 
 def _reader() -> StreamReader:
-    return StreamReader(_redis(), Keys(settings.CTRLSCOPE_PREFIX))
+    return StreamReader(_redis(), Keys.for_url(settings.CTRLSCOPE_PREFIX, settings.REDIS_URL))
 
 
 def informer_snapshot(request: HttpRequest, worker: str, informer: str) -> HttpResponse:
@@ -231,7 +231,7 @@ def informer_snapshot(request: HttpRequest, worker: str, informer: str) -> HttpR
     topic = worker_topic(worker, TopicKind.INFORMER, informer)
     try:
         reader = _reader()
-        epoch = reader.epoch()
+        epoch = reader.epoch(topic)
         # 200,000 bulk strings for a 100k-object cache: redis-py parses them with hiredis (C).
         snap_id, state = reader.snapshot(topic)
         rows: list[bytes] = []
@@ -282,7 +282,7 @@ def inspect_object(request: HttpRequest, worker: str, informer: str) -> HttpResp
     if not _inspects.acquire(blocking=False):
         return JsonResponse({"status": 503, "error": "too many inspect requests in flight; try again"}, status=503)
     try:
-        answer = inspector.ask(_redis(), Keys(settings.CTRLSCOPE_PREFIX), worker=worker, informer=informer, key=key)
+        answer = inspector.ask(_redis(), Keys.for_url(settings.CTRLSCOPE_PREFIX, settings.REDIS_URL), worker=worker, informer=informer, key=key)
     except redis.RedisError as exc:
         return JsonResponse({"status": 503, "error": f"Redis is unreachable: {exc}"}, status=503)
     finally:
