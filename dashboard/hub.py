@@ -16,6 +16,13 @@ Sentinel failover is such an outage (the client asks the Sentinels for the new m
 reconnects): the new master may lack the last entries the old one had, so nothing read before the
 outage is trusted; the resync replays what the new master has after the hub's last position.
 
+A Redis Cluster (a ``redis+cluster://`` URL) is read the same way, topic by topic in the cluster
+layout: the tail sends one XREAD per slot, per node in a pipeline and the nodes concurrently, without
+blocking, and sleeps ``CLUSTER_POLL_S`` after a round that found nothing. The cluster client follows
+MOVED/ASK by itself (a resharded topic's stream moved whole, so its position stays valid) but is
+built not to retry a lost connection (``redis_config``): a master that died, CLUSTERDOWN while its
+replica takes over, or no node answering is the same outage, and the same resync, as above.
+
 Every read (the tail's and the sessions' snapshots and catch-up reads, over the hub's one connection
 pool) goes through ``hub.reader``, the ``AsyncStreamReader`` of ``controllers/telemetry/streams.py``.
 """
@@ -26,7 +33,6 @@ import asyncio
 import logging
 from typing import Protocol
 
-import redis
 import redis.asyncio as aredis
 
 from controllers.schema import ResyncReason
@@ -38,6 +44,7 @@ log = logging.getLogger(__name__)
 TAIL_BLOCK_MS = 250  # well under redis-py's 5 s socket timeout; also how fast new topics join
 TAIL_COUNT = 2000
 TOPICS_REFRESH = 1.0
+CLUSTER_POLL_S = 0.02  # a cluster's tail does not block: the pause after a round that found nothing
 
 
 class Subscriber(Protocol):
@@ -53,7 +60,7 @@ class StreamHub:
     """Tails Redis Streams once per process and fans entries out to subscribers."""
 
     def __init__(self, url: str, prefix: str) -> None:
-        self.keys = Keys(prefix)
+        self.keys = Keys.for_url(prefix, url)
         self.redis: aredis.Redis = redis_config.async_client(url, socket_timeout=5, socket_connect_timeout=2)
         self.reader = AsyncStreamReader(self.redis, self.keys)
         self._subs: dict[str, set[Subscriber]] = {}
@@ -112,7 +119,7 @@ class StreamHub:
                 await self._refresh_topics()
                 await self._read_once()
                 backoff = 0.0
-            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            except redis_config.OUTAGE_ERRORS as exc:
                 if self.redis_up:
                     log.warning("stream hub: Redis unreachable (%s)", exc)
                     self.redis_up = False
@@ -188,7 +195,10 @@ class StreamHub:
         if not self._positions:
             await asyncio.sleep(TAIL_BLOCK_MS / 1000)
             return
-        for topic, entries in await self.reader.tail(self._positions, count=TAIL_COUNT, block=TAIL_BLOCK_MS):
+        batches = await self.reader.tail(self._positions, count=TAIL_COUNT, block=TAIL_BLOCK_MS)
+        if not batches and self.keys.cluster:
+            await asyncio.sleep(CLUSTER_POLL_S)
+        for topic, entries in batches:
             if topic not in self._subs:
                 continue
             self._positions[topic] = entries[-1][0]
@@ -198,6 +208,7 @@ class StreamHub:
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        await self.reader.close()
         await self.redis.aclose()
 
 

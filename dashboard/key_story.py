@@ -107,7 +107,7 @@ def story(reader: StreamReader, *, worker: str, controller: str, key: str, scan:
     components_topic = worker_topic(worker, TopicKind.COMPONENTS)
     ctl_topic = worker_topic(worker, TopicKind.CONTROLLER, controller)
     queue_topic = worker_topic(worker, TopicKind.QUEUE, controller)
-    epoch = reader.epoch()
+    epoch = reader.epoch(ctl_topic)  # a cluster: the controller topic's (one per topic)
     known = set(reader.topics())
     _, components = reader.snapshot(components_topic)
     entries = [e for e in (_decode(v) for v in components.values()) if e]

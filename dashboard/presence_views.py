@@ -36,7 +36,7 @@ def _who(request: HttpRequest) -> str:
 def presence_status(request: HttpRequest) -> JsonResponse:
     if not can_view(request.user):
         return JsonResponse({"error": "forbidden"}, status=403)
-    client, keys = _redis(), Keys(settings.CTRLSCOPE_PREFIX)
+    client, keys = _redis(), Keys.for_url(settings.CTRLSCOPE_PREFIX, settings.REDIS_URL)
     try:
         presence.sweep(client, keys, retention=settings.CTRLSCOPE_RETENTION)
         now_ms = presence.redis_now_ms(client)
@@ -59,7 +59,7 @@ def forget_worker(request: HttpRequest, worker: str) -> JsonResponse:
     if not TOPIC_SEGMENT.match(worker):
         return JsonResponse({"error": "a worker name is a topic segment (letters, digits and :._@-)"}, status=400)
     try:
-        entry = presence.forget_worker(_redis(), Keys(settings.CTRLSCOPE_PREFIX), worker, by=who)
+        entry = presence.forget_worker(_redis(), Keys.for_url(settings.CTRLSCOPE_PREFIX, settings.REDIS_URL), worker, by=who)
     except LookupError as exc:
         return JsonResponse({"error": str(exc)}, status=404)
     except RuntimeError as exc:

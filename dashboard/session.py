@@ -341,7 +341,7 @@ class ClientSession:
                 self.resyncs += 1
                 await self._send(orjson.dumps({"t": "resync", "topic": topic, "reason": sub.reason}).decode())
             snap_id, state = await self.hub.reader.snapshot(topic)
-            epoch = await self.hub.reader.epoch()
+            epoch = await self.hub.reader.epoch(topic)
             if sub.replay_from is not None:
                 await self._replay(topic, sub.replay_from, snap_id)
                 sub.replay_from = None

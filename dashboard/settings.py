@@ -167,9 +167,10 @@ DATABASES = {
 
 # The channel layer carries only small control/presence messages; telemetry goes through Redis
 # Streams (DESIGN.md). socket_timeout=None: redis-py 8's 5 s default closes idle layer sockets.
+# A Redis Cluster: channels-redis' pub/sub layer on a seed node (channel_layer_backend says why).
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": _redis_config.channel_layer_backend(REDIS_URL),
         "CONFIG": {
             "hosts": [_redis_config.channel_layer_host(REDIS_URL, socket_timeout=None)],
             "prefix": CTRLSCOPE_PREFIX + "layer:",

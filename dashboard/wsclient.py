@@ -33,6 +33,7 @@ class TopicView:
     snapshots: int = 0
     dropped: int = 0
     incoming: dict[str, Any] = field(default_factory=dict)  # parts of a snapshot still arriving
+    epoch: str = ""  # the epoch the cursor belongs to (a Redis Cluster has one per topic)
 
 
 class TelemetryWsClient:
@@ -82,7 +83,7 @@ class TelemetryWsClient:
         msg: dict[str, Any] = {"op": "sub", "topic": topic}
         if view.cursor is not None:
             msg["since"] = view.cursor
-            msg["epoch"] = self.epoch
+            msg["epoch"] = view.epoch or self.epoch
         elif history:
             msg["history"] = history
         await self.send(msg)
@@ -143,7 +144,7 @@ class TelemetryWsClient:
             view.cursor = msg["id"]
             view.snapshots += 1
             if msg.get("epoch"):
-                self.epoch = msg["epoch"]
+                self.epoch = view.epoch = msg["epoch"]
             self._pending_ack = msg["seq"]
         elif t == "frames":
             now = time.time()

@@ -25,7 +25,7 @@ class TelemetryReader:
 
     def __init__(self, url: str, *, prefix: str, worker: str) -> None:
         self.redis = redis_config.sync_client(url, socket_timeout=5)
-        self.reader = StreamReader(self.redis, Keys(prefix))
+        self.reader = StreamReader(self.redis, Keys.for_url(prefix, url))
         self.worker = topic_part(worker)
 
     def close(self) -> None:

@@ -99,7 +99,7 @@ class Inspector:
 
     def __init__(self, url: str, *, prefix: str, worker: str, last_updates: LastUpdates, stores: StoresFunc,
                  clock: Clock | None = None, rate: float = RATE_PER_SECOND) -> None:
-        self.keys = Keys(prefix)
+        self.keys = Keys.for_url(prefix, url)
         self.worker = topic_part(worker)
         self.last_updates = last_updates
         self.stores = stores
@@ -289,9 +289,15 @@ def ask(client: redis.Redis, keys: Keys, *, worker: str, informer: str, key: str
                           "try again in a second")
     rid = uuid.uuid4().hex
     queue = keys.inspect_queue(worker)
-    pipe = client.pipeline(transaction=True)
-    pipe.set(keys.inspect_request(rid), orjson.dumps({"informer": informer, "key": key}),
-             px=max(1, int(timeout * 1000)))
+    request = orjson.dumps({"informer": informer, "key": key})
+    if keys.cluster:
+        # The request and the queue are in different slots, which one transaction cannot span: the
+        # request first, so that the worker never pops an id whose request is not there yet.
+        client.set(keys.inspect_request(rid), request, px=max(1, int(timeout * 1000)))
+        pipe = client.pipeline(transaction=True)
+    else:
+        pipe = client.pipeline(transaction=True)
+        pipe.set(keys.inspect_request(rid), request, px=max(1, int(timeout * 1000)))
     pipe.lpush(queue, rid)
     pipe.ltrim(queue, 0, MAX_QUEUED - 1)
     pipe.pexpire(queue, QUEUE_TTL_MS)

@@ -155,7 +155,10 @@ def _owner(topic: str) -> str:
 def _drop_topics(client: redis.Redis, keys: Keys, topics: list[str]) -> None:
     pipe = client.pipeline(transaction=False)
     for topic in topics:
-        pipe.delete(keys.stream(topic), keys.snapshot(topic), keys.pubseq(topic))
+        if keys.cluster:  # one slot per topic; its own epoch key goes with it
+            pipe.delete(keys.stream(topic), keys.snapshot(topic), keys.pubseq(topic), keys.epoch_of(topic))
+        else:
+            pipe.delete(keys.stream(topic), keys.snapshot(topic), keys.pubseq(topic))
         pipe.srem(keys.topics, topic)
     pipe.execute()
 

@@ -30,6 +30,16 @@ still there) the pubseq entry says which, so the frame is retried unchanged and 
 other server -- a promoted replica, a restarted or emptied Redis -- it is unknowable: the frame is
 void and its records are counted as ``dropped``, never put in another frame. Putting them back on the
 reset frame is what delivered 28 records twice across a failover in a loaded CI run (issue 32).
+
+Redis Cluster (a ``redis+cluster://`` URL; protocol/redis-layout.md, "Redis Cluster"): the same loop
+in the cluster layout. Each topic has its own epoch key in its slot, read before the topic's first
+frame and at every reconnect; a change of any of them is handled as an epoch change (every topic is
+rewritten: more than needed, never less). The topic set is SADDed after a topic's first confirmed
+frame on each connection and re-announced every ``ANNOUNCE_S``. "The same server" is the set of
+``run_id``/``master_replid`` of every master, so a failover of any shard voids the frames in flight
+that Redis does not have. The cluster client follows MOVED/ASK within a call (a redirect did
+nothing) but does not redial by itself, and ``_on_connect`` refuses every connection it would open
+while the publisher counts itself connected: new connections are made only by the reconnect checks.
 """
 
 from __future__ import annotations
@@ -44,14 +54,18 @@ from typing import Any
 
 import orjson
 import redis
+from redis.crc import key_slot
 
 from controllers.clock import Clock, RealClock, wall_ms
 from controllers.schema import PROTOCOL_VERSION
 from controllers.telemetry import presence, redis_config
+from controllers.telemetry.cluster_route import ClusterRouter
 from controllers.telemetry.scrub import SECRETS, SecretScrubber
 from controllers.telemetry.streams import FRAME_SCRIPT, Keys
 
 log = logging.getLogger(__name__)
+
+ANNOUNCE_S = 30.0  # a cluster: how often every topic is SADDed again (heals a topic set lost with its shard)
 
 _MISSING = object()
 
@@ -124,7 +138,7 @@ class RedisPublisher:
         scrubber: SecretScrubber | None = SECRETS,
         retention: float | None = None,
     ) -> None:
-        self.keys = Keys(prefix)
+        self.keys = Keys.for_url(prefix, url)
         # presence.py: how long this publisher's keys outlive it, and who it says it is.
         self.retention = presence.retention_from_env() if retention is None else retention
         self._presence: dict[str, Any] = {"role": "publisher", "name": None}
@@ -150,6 +164,7 @@ class RedisPublisher:
         self._redis = redis_config.sync_client(url, socket_timeout=5, socket_connect_timeout=2,
                                                health_check_interval=10, redis_connect_func=self._on_connect)
         self._script = self._redis.register_script(FRAME_SCRIPT)
+        self._router = ClusterRouter(self._redis) if self.keys.cluster else None  # type: ignore[arg-type]
         self._buffer: deque[tuple[str, Any]] = deque()
         self._topics: dict[str, _Topic] = {}
         self._lock = threading.Lock()  # guards _topics' state/dirty against the flush thread
@@ -158,6 +173,11 @@ class RedisPublisher:
         self._thread: threading.Thread | None = None
         self._epoch: bytes | None = None
         self._last_epoch: bytes | None = None
+        # A cluster: each topic's epoch token as read on this connection, and as last seen at all.
+        self._epochs: dict[str, bytes] = {}
+        self._last_epochs: dict[str, bytes] = {}
+        self._announced: set[str] = set()  # topics SADDed to {prefix}topics since _announce_at
+        self._announce_at = 0.0
         self._inflight: tuple[list[tuple[str, list[Any]]], dict[str, list[Any]]] | None = None
         self._flush_hooks: list[Callable[[], None]] = []
         # An attempt to send the frames in flight got no reply: Redis may have applied them.
@@ -333,7 +353,7 @@ class RedisPublisher:
                     pass  # a backlog: keep draining without waiting
                 self.refresh()
                 backoff = 0.0
-            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            except redis_config.OUTAGE_ERRORS as exc:
                 self.redis_errors += 1
                 if self.connected:
                     log.warning("telemetry: Redis unreachable (%s); buffering, will retry", exc)
@@ -349,6 +369,8 @@ class RedisPublisher:
 
     # -- flush (publisher thread; also called directly by tests) -----------------------------
     def _ensure_epoch(self) -> bytes:
+        if self.keys.cluster:
+            return self._ensure_cluster_epochs()
         if self._epoch is None:
             self._may_reconnect = True  # (re)connecting here is expected: the checks follow
             self._redis.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
@@ -373,8 +395,72 @@ class RedisPublisher:
             self._may_reconnect = False
         return self._epoch
 
+    def _ensure_cluster_epochs(self) -> bytes:
+        """``_ensure_epoch`` for a cluster: at a (re)connect, every known topic's epoch, the checks of
+        a reconnect against them, and the masters' identity."""
+        if self._epoch is None:
+            self._may_reconnect = True
+            self._epochs.clear()
+            self._announced.clear()
+            with self._lock:
+                names = [n for n, t in self._topics.items() if t.seq]
+            if self._inflight is not None:
+                names = sorted(set(names) | {topic for topic, _ in self._inflight[0]})
+            epochs = self._read_epochs(names)
+            server = self._server_identity()
+            if any(self._last_epochs.get(n, e) != e for n, e in epochs.items()):
+                self._on_new_epoch(applied_unknown=True)
+            elif self._last_epochs and not self.connected:
+                self._check_applied(moved=server is None or server != self._server)
+            self._server = server
+            self._last_epochs.update(epochs)
+            self._epoch = b"cluster"  # connected; the tokens are per topic (_epochs)
+            if not self.connected:
+                log.info("telemetry: connected to the Redis Cluster (%d topic epochs)", len(epochs))
+                self._presence_due = 0.0
+                self._ttl_at.clear()
+            self.connected = True
+            self._may_reconnect = False
+        return self._epoch
+
+    def _read_epochs(self, names: list[str]) -> dict[str, bytes]:
+        """Each topic's epoch token (created if it has none), into ``_epochs``: ``SET NX`` then ``GET``,
+        pipelined (the cluster client sends each node its own)."""
+        if not names:
+            return {}
+        pipe = self._redis.pipeline(transaction=False)
+        for name in names:
+            pipe.set(self.keys.epoch_of(name), uuid.uuid4().hex, nx=True)
+            pipe.get(self.keys.epoch_of(name))
+        tokens = pipe.execute()[1::2]
+        if any(token is None for token in tokens):  # deleted between SET NX and GET: try again
+            raise redis.ConnectionError("a topic's epoch key vanished")
+        epochs = dict(zip(names, tokens, strict=True))
+        self._epochs.update(epochs)
+        return epochs
+
+    def _announce(self, topics: list[str]) -> None:
+        """A cluster: SADD the topics not announced since the last ``ANNOUNCE_S`` (frame.lua cannot:
+        the topic set is in another slot)."""
+        now = self.clock.now()
+        if now - self._announce_at >= ANNOUNCE_S:
+            self._announced.clear()
+            self._announce_at = now
+            with self._lock:
+                topics = sorted(set(topics) | {n for n, t in self._topics.items() if t.confirmed})
+        new = [t for t in topics if t not in self._announced]
+        if new:
+            self._redis.sadd(self.keys.topics, *new)
+            self._announced.update(new)
+
     def _on_connect(self, conn: Any) -> None:
         """Every (re)connect of the client's connections (redis-py's ``redis_connect_func``)."""
+        if self.keys.cluster:
+            # The cluster client has done the handshake already; any connection it opens by itself
+            # (a redial, a node it did not talk to) could carry frames to a promoted replica unchecked.
+            if not self._may_reconnect:
+                raise redis.ConnectionError("connecting to a Redis Cluster node; checking what it kept first")
+            return
         conn.on_connect()  # what redis-py does by default: AUTH, SELECT, the handshake
         again = getattr(conn, "_ctrlscope_connected", False)
         conn._ctrlscope_connected = True
@@ -385,7 +471,9 @@ class RedisPublisher:
         """The server this connection writes to and the history of its data: ``run_id`` changes when
         the server restarts, ``master_replid`` when its data stops continuing what it had (a replica
         promoted, a master resynced from another). ``None`` if the server does not say (INFO refused):
-        then every reconnect counts as one to another server."""
+        then every reconnect counts as one to another server. A cluster: those of every master."""
+        if self.keys.cluster:
+            return self._cluster_identity()
         pipe = self._redis.pipeline(transaction=False)
         pipe.info("server")
         pipe.info("replication")
@@ -395,6 +483,21 @@ class RedisPublisher:
             return None
         run_id, replid = server.get("run_id"), replication.get("master_replid")
         return f"{run_id}/{replid}" if run_id and replid else None
+
+    def _cluster_identity(self) -> str | None:
+        try:
+            primaries = self._redis.get_primaries()  # type: ignore[attr-defined]
+            ids = []
+            for node in primaries:
+                server = self._redis.info("server", target_nodes=node)  # type: ignore[call-arg]
+                replication = self._redis.info("replication", target_nodes=node)  # type: ignore[call-arg]
+                run_id, replid = server.get("run_id"), replication.get("master_replid")
+                if not run_id or not replid:
+                    return None
+                ids.append(f"{run_id}/{replid}")
+        except redis.ResponseError:
+            return None
+        return ",".join(sorted(ids))
 
     def _void_inflight(self, void: Callable[[str, int], bool]) -> tuple[int, int]:
         """Give up the frames in flight that ``void(topic, seq)`` names: Redis may have applied them
@@ -516,14 +619,41 @@ class RedisPublisher:
                 return 0
             self._inflight, self._inflight_unsure = (frames, records), False
         frames, records = self._inflight
-        pipe = self._redis.pipeline(transaction=False)
         k = self.keys
+        if k.cluster:
+            return self._flush_cluster(frames, records)
+        pipe = self._redis.pipeline(transaction=False)
         for topic, args in frames:
             maxlen = self._stream_len(self._topics[topic])
-            self._script(keys=[k.stream(topic), k.snapshot(topic), k.epoch, k.topics, k.pubseq(topic)],
-                         args=[epoch, maxlen, *args], client=pipe)
+            self._script(keys=k.frame_keys(topic), args=[epoch, maxlen, *args], client=pipe)
         unsure, self._inflight_unsure = self._inflight_unsure, True  # until the replies are read
         results = pipe.execute()
+        return self._applied(frames, records, results, unsure)
+
+    def _flush_cluster(self, frames: list[tuple[str, list[Any]]], records: dict[str, list[Any]]) -> int:
+        """``flush``'s sending in a cluster: the frames grouped by their topic's master, redirects
+        followed (cluster_route.py), each topic's own epoch token."""
+        k = self.keys
+        fresh = sorted({topic for topic, _ in frames if topic not in self._epochs})
+        if fresh:
+            # A topic's first frame on this connection; remembered, so that the next reconnect can
+            # tell whether its shard lost it.
+            self._last_epochs.update(self._read_epochs(fresh))
+        assert self._router is not None
+        calls: list[tuple[int, Callable[[Any], Any]]] = []
+        for topic, args in frames:
+            keys = k.frame_keys(topic)
+            full = [self._epochs[topic], self._stream_len(self._topics[topic]), *args]
+            calls.append((key_slot(topic.encode()),
+                          lambda pipe, keys=keys, full=full: self._script(keys=keys, args=full, client=pipe)))
+        unsure, self._inflight_unsure = self._inflight_unsure, True  # until the replies are read
+        results = self._router.route(calls)
+        return self._applied(frames, records, results, unsure)
+
+    def _applied(self, frames: list[tuple[str, list[Any]]], records: dict[str, list[Any]], results: list[Any],
+                 unsure: bool) -> int:
+        """Take the replies of the frames in flight (``unsure``: an earlier attempt got no reply)."""
+        k = self.keys
         self._inflight, self._inflight_unsure = None, False
         self._confirm(frames, records, results)
         lost = {topic for (topic, _), (status, _v) in zip(frames, results, strict=True) if status == 0}
@@ -538,6 +668,8 @@ class RedisPublisher:
             self._inflight = (refused, {t: records.get(t, []) for t in lost})
             self._on_new_epoch(applied_unknown=unsure)
             return self.flush()
+        if k.cluster:
+            self._announce(sorted({topic for topic, _ in frames}))
         sent = sum(len(r) for r in records.values())
         self.records_published += sent
         self.frames_published += len(frames)

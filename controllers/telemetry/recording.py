@@ -56,7 +56,7 @@ class Recorder:
 
     def __init__(self, url: str, *, prefix: str, topics: list[str] | None = None) -> None:
         self.redis = redis_config.sync_client(url, socket_timeout=5)
-        self.reader = StreamReader(self.redis, Keys(prefix))
+        self.reader = StreamReader(self.redis, Keys.for_url(prefix, url))
         self.topics = topics
         self.frames = 0
         # Set once the snapshots are written. Whoever records and then publishes (a test, a script)

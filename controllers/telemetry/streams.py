@@ -41,6 +41,14 @@ sessions) issue the commands. The rules every reader relies on:
 - A reset frame (the snapshot was rewritten) is recognised by its raw prefix ``RESET_PREFIX``, a
   frame without records by ``NO_RECORDS_PREFIX``: publishers put ``reset``, else ``r``, first.
 - A cursor from another epoch, or beyond the stream's last generated id, means nothing: resync.
+
+In a Redis Cluster (``Keys(prefix, cluster=True)``; protocol/redis-layout.md, "Redis Cluster") every
+key of a topic carries the topic as its hash tag, ``{prefix}stream:{topic}`` with literal braces, so
+that ``frame.lua`` (given four KEYS there) runs in the topic's slot; the epoch is per topic
+(``{prefix}epoch:{topic}``: a shard can lose its topics alone), and the topic set is SADDed by the
+publisher. A cluster runs ``XREAD`` only over streams of one slot, so ``tail`` groups the topics by
+slot and sends one non-blocking ``XREAD`` per slot, one pipeline per master (``cluster_route.py``,
+which follows MOVED/ASK/TRYAGAIN; the async reader sends to the masters concurrently).
 """
 
 from __future__ import annotations
@@ -50,8 +58,10 @@ from typing import Any
 
 import redis
 import redis.asyncio as aredis
+from redis.crc import key_slot
 
 from controllers.schema import ResyncReason
+from controllers.telemetry.cluster_route import AsyncClusterRouter, Call, ClusterRouter
 
 SNAPSHOT_ID_FIELD = "__id__"
 RESET_PREFIX = b'{"reset":true'  # a reset frame starts with this, so readers need not decode
@@ -69,24 +79,55 @@ Snapshot = tuple[bytes, dict[bytes, bytes]]  # (the id the state is exact as of,
 
 
 class Keys:
-    """Key names under one prefix (tests use their own prefix and never touch anything else)."""
+    """Key names under one prefix (tests use their own prefix and never touch anything else).
 
-    def __init__(self, prefix: str) -> None:
+    ``cluster``: the Redis Cluster layout, whose per-topic keys carry ``{topic}`` as their hash tag
+    (``for_url`` picks it from the Redis URL)."""
+
+    def __init__(self, prefix: str, *, cluster: bool = False) -> None:
+        if cluster and ("{" in prefix or "}" in prefix):
+            raise ValueError(f"CTRLSCOPE_PREFIX={prefix!r}: with a Redis Cluster the prefix must not contain "
+                             "'{' or '}' (the topic is the keys' hash tag)")
         self.prefix = prefix
+        self.cluster = cluster
         self.topics = f"{prefix}topics"
-        self.epoch = f"{prefix}epoch"
+        self.epoch = f"{prefix}epoch"  # the v1 layout's one epoch; a cluster has epoch_of(topic)
         self.publishers = f"{prefix}publishers"  # presence.py: publisher id → its run's presence entry
         self.expired = f"{prefix}expired"  # presence.py: what retention or an operator dropped
         self.sweep_lock = f"{prefix}sweep"
+        self._stream_head = f"{prefix}stream:{{" if cluster else f"{prefix}stream:"
+
+    @classmethod
+    def for_url(cls, prefix: str, url: str) -> Keys:
+        """The layout the Redis at ``url`` uses: the cluster layout for a ``redis+cluster://`` URL."""
+        return cls(prefix, cluster=url.startswith("redis+cluster://"))
+
+    def _tagged(self, kind: str, topic: str) -> str:
+        return f"{self.prefix}{kind}:{{{topic}}}" if self.cluster else f"{self.prefix}{kind}:{topic}"
 
     def stream(self, topic: str) -> str:
-        return f"{self.prefix}stream:{topic}"
+        return self._tagged("stream", topic)
+
+    def topic_of_stream(self, key: str) -> str:
+        """The topic whose stream ``key`` is (the inverse of ``stream``)."""
+        return key[len(self._stream_head):-1] if self.cluster else key[len(self._stream_head):]
 
     def snapshot(self, topic: str) -> str:
-        return f"{self.prefix}snap:{topic}"
+        return self._tagged("snap", topic)
 
     def pubseq(self, topic: str) -> str:
-        return f"{self.prefix}pubseq:{topic}"
+        return self._tagged("pubseq", topic)
+
+    def epoch_of(self, topic: str) -> str:
+        """The epoch key a topic's frames and cursors belong to: the one epoch, or in a cluster the
+        topic's own (a shard can lose its data alone)."""
+        return self._tagged("epoch", topic) if self.cluster else self.epoch
+
+    def frame_keys(self, topic: str) -> list[str]:
+        """KEYS of ``frame.lua`` for a frame of ``topic``: five (v1), or four in the topic's slot (cluster)."""
+        if self.cluster:
+            return [self.stream(topic), self.snapshot(topic), self.epoch_of(topic), self.pubseq(topic)]
+        return [self.stream(topic), self.snapshot(topic), self.epoch, self.topics, self.pubseq(topic)]
 
     def inspect_alive(self, worker: str) -> str:
         return f"{self.prefix}inspect:alive:{worker}"
@@ -95,10 +136,11 @@ class Keys:
         return f"{self.prefix}inspect:queue:{worker}"
 
     def inspect_request(self, request_id: str) -> str:
-        return f"{self.prefix}inspect:req:{request_id}"
+        # A cluster: the request and its reply share a slot (the worker deletes one as it writes the other).
+        return self._tagged("inspect:req", request_id)
 
     def inspect_reply(self, request_id: str) -> str:
-        return f"{self.prefix}inspect:reply:{request_id}"
+        return self._tagged("inspect:reply", request_id)
 
     def inspect_rate(self, worker: str, second: int) -> str:
         return f"{self.prefix}inspect:rate:{worker}:{second}"
@@ -176,13 +218,32 @@ def reset_at_start(rows: list[tuple[bytes, dict[bytes, bytes]]]) -> bytes | None
 
 def tail_batches(keys: Keys, reply: Any) -> list[tuple[str, list[Entry]]]:
     """An XREAD reply as ``(topic, entries)`` per stream that returned rows."""
-    prefix_len = len(keys.stream(""))
     batches = []
     for stream, rows in reply or ():
         if rows:
             name = stream.decode() if isinstance(stream, bytes) else stream
-            batches.append((name[prefix_len:], entries_of(rows)))
+            batches.append((keys.topic_of_stream(name), entries_of(rows)))
     return batches
+
+
+def _xread_calls(keys: Keys, positions: dict[str, bytes], count: int) -> list[Call]:
+    """One non-blocking XREAD per cluster slot of the topics (a cluster runs a multi-key command only
+    over keys of one slot), for ``cluster_route``."""
+    groups: dict[int, dict[str, bytes]] = {}
+    for topic, pos in positions.items():
+        groups.setdefault(key_slot(topic.encode()), {})[keys.stream(topic)] = pos
+    return [(slot, lambda pipe, group=group: pipe.xread(group, count=count)) for slot, group in groups.items()]
+
+
+def _xread_replies(replies: list[Any]) -> list[Any]:
+    """The rows of several XREAD replies (RESP2 lists; RESP3 maps) as one XREAD reply."""
+    out: list[Any] = []
+    for reply in replies:
+        if isinstance(reply, dict):
+            out.extend(reply.items())
+        elif reply:
+            out.extend(reply)
+    return out
 
 
 # -- the commands ------------------------------------------------------------------------------
@@ -192,10 +253,14 @@ class StreamReader:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.client = client
         self.keys = keys
+        self._router = ClusterRouter(client) if keys.cluster else None  # type: ignore[arg-type]
 
-    def epoch(self) -> str:
-        """The current epoch token (``""`` before the first frame, or after Redis lost its data)."""
-        raw = self.client.get(self.keys.epoch)
+    def epoch(self, topic: str = "") -> str:
+        """The current epoch token (``""`` before the first frame, or after Redis lost its data); in a
+        cluster the topic's (none without a topic)."""
+        if self.keys.cluster and not topic:
+            return ""
+        raw = self.client.get(self.keys.epoch_of(topic))
         return raw.decode() if raw else ""
 
     def topics(self) -> list[str]:
@@ -217,6 +282,8 @@ class StreamReader:
 
     def tail(self, positions: dict[str, bytes], *, count: int, block: int | None) -> list[tuple[str, list[Entry]]]:
         """Entries after each topic's position, waiting up to ``block`` ms for the first (None: not at all)."""
+        if self._router is not None:
+            return tail_batches(self.keys, _xread_replies(self._router.route(_xread_calls(self.keys, positions, count))))
         streams = {self.keys.stream(t): pos for t, pos in positions.items()}
         return tail_batches(self.keys, self.client.xread(streams, count=count, block=block))
 
@@ -232,10 +299,25 @@ class AsyncStreamReader:
     def __init__(self, client: aredis.Redis, keys: Keys) -> None:
         self.client = client
         self.keys = keys
+        self._router: AsyncClusterRouter | None = None
+        if keys.cluster:
+            # Each master's own connection for the tail, with the cluster client's credentials and timeouts.
+            given = client.get_connection_kwargs()
+            self._router = AsyncClusterRouter(client, **{  # type: ignore[arg-type]
+                k: given[k] for k in ("username", "password", "socket_timeout", "socket_connect_timeout")
+                if given.get(k) is not None})
 
-    async def epoch(self) -> str:
-        """The current epoch token (``""`` before the first frame, or after Redis lost its data)."""
-        raw = await self.client.get(self.keys.epoch)
+    async def close(self) -> None:
+        """Close the per-master connections of a cluster's tail (the client is the caller's)."""
+        if self._router is not None:
+            await self._router.close()
+
+    async def epoch(self, topic: str = "") -> str:
+        """The current epoch token (``""`` before the first frame, or after Redis lost its data); in a
+        cluster the topic's (none without a topic)."""
+        if self.keys.cluster and not topic:
+            return ""
+        raw = await self.client.get(self.keys.epoch_of(topic))
         return raw.decode() if raw else ""
 
     async def topics(self) -> list[str]:
@@ -256,7 +338,12 @@ class AsyncStreamReader:
         return entries_of(await self.client.xrange(self.keys.stream(topic), min=first, max=last, count=limit))
 
     async def tail(self, positions: dict[str, bytes], *, count: int, block: int) -> list[tuple[str, list[Entry]]]:
-        """Entries after each topic's position, waiting up to ``block`` ms for the first."""
+        """Entries after each topic's position, waiting up to ``block`` ms for the first. In a cluster
+        one round without waiting (a blocked XREAD would hold a connection per slot): the caller
+        waits between empty rounds."""
+        if self._router is not None:
+            replies = await self._router.route(_xread_calls(self.keys, positions, count))
+            return tail_batches(self.keys, _xread_replies(replies))
         streams = {self.keys.stream(t): pos for t, pos in positions.items()}
         return tail_batches(self.keys, await self.client.xread(streams, count=count, block=block))
 
@@ -266,7 +353,7 @@ class AsyncStreamReader:
         Whether everything after ``since`` is still retained is checked by ``read_after`` on every
         catch-up read, so it also covers a snapshot id that ages out while a client catches up.
         """
-        if epoch != await self.epoch():
+        if epoch != await self.epoch(topic):
             raise ResumeRefused(ResyncReason.EPOCH_CHANGED)
         check_position(since, await self._info(topic))
 

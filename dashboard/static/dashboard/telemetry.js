@@ -82,7 +82,7 @@
       const msg = { op: "sub", topic: topic };
       // opts.history: frames of context before a first snapshot; a number, or a function of the topic.
       const history = typeof this.opts.history === "function" ? this.opts.history(topic) : this.opts.history;
-      if (t.cursor !== null) { msg.since = t.cursor; msg.epoch = this.epoch; } else if (history) msg.history = history;
+      if (t.cursor !== null) { msg.since = t.cursor; msg.epoch = t.epoch || this.epoch; } else if (history) msg.history = history;
       this.send(msg);
     }
 
@@ -121,7 +121,8 @@
           t.incoming = null;
           t.cursor = msg.id;
           this.topics.set(msg.topic, t);
-          if (msg.epoch) this.epoch = msg.epoch;
+          // The epoch the cursor belongs to, per topic: a Redis Cluster has one per topic (its shard's).
+          if (msg.epoch) { this.epoch = msg.epoch; t.epoch = msg.epoch; }
           this.resyncing.delete(msg.topic);
           this.emit("snapshot", msg.topic, t.state);
           this.ack(msg.seq);

@@ -1,0 +1,191 @@
+"""Sending many single-slot commands to a Redis Cluster at once: one pipeline per master, redirects followed.
+
+The publisher's frames (one ``frame.lua`` call per frame) and the hub's tail (one ``XREAD`` per slot)
+are batches of commands that each touch one slot, the slot of their topic (every key of a topic
+carries it as hash tag: protocol/redis-layout.md, "Redis Cluster"). The caller names each command's
+slot; ``ClusterRouter.route`` groups the commands by the master the client's slot map names for it,
+sends one non-transactional pipeline per master over that node's own client, and returns the replies
+in the commands' order. (redis-py's cluster pipeline is not used: it refuses EVALSHA, and for commands
+with movable keys, EVAL and XREAD among them, it asks a node ``COMMAND GETKEYS`` before each one.)
+
+Redirects (protocol/redis-layout.md, "Talking to a cluster"), all of which mean the command did nothing:
+
+- ``MOVED``: the slot moved for good (resharding, a failover): update the slot map, send the command
+  to the new master in the next round;
+- ``ASK``: the slot is being migrated and this key is already on the target: next round, send
+  ``ASKING`` and the command to that node (once; later commands of the slot still go to the source);
+- ``TRYAGAIN``: a script or multi-key command whose keys are split between source and target during
+  the migration: send it again after ``TRYAGAIN_PAUSE``.
+
+After ``MAX_ROUNDS`` rounds the last redirect is raised. A lost connection or ``CLUSTERDOWN`` is
+raised at once: the caller's reconnect path decides what to send again (a command of another node's
+pipeline may have been applied; the frame seq check makes resending safe). Other error replies are
+raised after every command has had its chance, the first one first, as ``Pipeline.execute`` does.
+
+``AsyncClusterRouter`` is the asyncio twin (the dashboard's hub); it sends to the masters concurrently,
+each over a plain client of its own per node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+import redis.asyncio as aredis
+import redis.asyncio.cluster as acluster
+import redis.cluster as cluster
+from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
+
+MAX_ROUNDS = 16
+TRYAGAIN_PAUSE = 0.05
+
+# (slot, a function that adds exactly one command to a pipeline)
+Call = tuple[int, Callable[[Any], Any]]
+
+
+class _Round:
+    """The bookkeeping of one batch: replies so far, what is pending, where ASK sends a command."""
+
+    def __init__(self, n: int) -> None:
+        self.replies: list[Any] = [None] * n
+        self.pending = list(range(n))
+        self.asking: dict[int, tuple[str, int]] = {}
+        self.last_redirect: Exception | None = None
+
+    def take(self, i: int, reply: Any) -> str:
+        """Note command ``i``'s reply; say what to do: ``done``, ``moved``, ``ask`` or ``again``."""
+        if isinstance(reply, MovedError):
+            self.last_redirect = reply
+            return "moved"
+        if isinstance(reply, AskError):
+            self.last_redirect = reply
+            self.asking[i] = reply.node_addr
+            return "ask"
+        if isinstance(reply, TryAgainError):
+            self.last_redirect = reply
+            return "again"
+        if isinstance(reply, ClusterDownError):
+            raise reply  # an outage: the caller's reconnect path
+        self.replies[i] = reply
+        return "done"
+
+    def result(self) -> list[Any]:
+        if self.pending:
+            assert self.last_redirect is not None
+            raise self.last_redirect
+        for reply in self.replies:
+            if isinstance(reply, redis.RedisError):
+                raise reply
+        return self.replies
+
+
+class ClusterRouter:
+    """Routes batches of single-slot commands over a sync ``redis.cluster.RedisCluster``."""
+
+    def __init__(self, client: cluster.RedisCluster, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.client = client
+        self._sleep = sleep
+
+    def route(self, calls: list[Call]) -> list[Any]:
+        state = _Round(len(calls))
+        nodes = self.client.nodes_manager
+        for _ in range(MAX_ROUNDS):
+            if not state.pending:
+                break
+            groups: dict[str, tuple[Any, list[tuple[int, bool]]]] = {}
+            for i in state.pending:
+                addr = state.asking.pop(i, None)
+                node = (nodes.get_node(host=addr[0], port=addr[1]) if addr else None) or \
+                    nodes.get_node_from_slot(calls[i][0])
+                groups.setdefault(node.name, (node, []))[1].append((i, addr is not None))
+            state.pending = []
+            pause = False
+            for node, items in groups.values():
+                client = node.redis_connection or self.client.get_redis_connection(node)
+                pipe = client.pipeline(transaction=False)
+                for i, asking in items:
+                    if asking:
+                        pipe.execute_command("ASKING")
+                    calls[i][1](pipe)
+                replies = iter(pipe.execute(raise_on_error=False))
+                for i, asking in items:
+                    if asking:
+                        next(replies)
+                    what = state.take(i, next(replies))
+                    if what == "moved":
+                        nodes.move_slot(state.last_redirect)  # type: ignore[arg-type]
+                    pause = pause or what == "again"
+                    if what != "done":
+                        state.pending.append(i)
+            if pause:
+                self._sleep(TRYAGAIN_PAUSE)
+        return state.result()
+
+
+class AsyncClusterRouter:
+    """Routes batches of single-slot commands over a ``redis.asyncio.cluster.RedisCluster``, the
+    masters concurrently, each over a plain client of this router's (``close`` them with it)."""
+
+    def __init__(self, client: acluster.RedisCluster, **connection_kwargs: Any) -> None:
+        self.client = client
+        self._kwargs = connection_kwargs
+        self._clients: dict[str, aredis.Redis] = {}
+
+    def _node_client(self, host: str, port: int) -> aredis.Redis:
+        name = f"{host}:{port}"
+        node_client = self._clients.get(name)
+        if node_client is None:
+            node_client = self._clients[name] = aredis.Redis(host=host, port=port, **self._kwargs)
+        return node_client
+
+    async def route(self, calls: list[Call]) -> list[Any]:
+        await self.client.initialize()
+        state = _Round(len(calls))
+        nodes = self.client.nodes_manager
+        for _ in range(MAX_ROUNDS):
+            if not state.pending:
+                break
+            groups: dict[tuple[str, int], list[tuple[int, bool]]] = {}
+            for i in state.pending:
+                addr = state.asking.pop(i, None)
+                if addr is None:
+                    node = nodes.get_node_from_slot(calls[i][0])
+                    key = (node.host, node.port)
+                else:
+                    key = addr
+                groups.setdefault(key, []).append((i, addr is not None))
+            state.pending = []
+
+            async def send(addr: tuple[str, int], items: list[tuple[int, bool]]) -> list[Any]:
+                pipe = self._node_client(*addr).pipeline(transaction=False)
+                for i, asking in items:
+                    if asking:
+                        pipe.execute_command("ASKING")
+                    calls[i][1](pipe)
+                return await pipe.execute(raise_on_error=False)
+
+            batches = list(groups.items())
+            answers = await asyncio.gather(*(send(addr, items) for addr, items in batches))
+            pause = False
+            for (_addr, items), answer in zip(batches, answers, strict=True):
+                replies = iter(answer)
+                for i, asking in items:
+                    if asking:
+                        next(replies)
+                    what = state.take(i, next(replies))
+                    if what == "moved":
+                        await nodes.move_slot(state.last_redirect)  # type: ignore[arg-type]
+                    pause = pause or what == "again"
+                    if what != "done":
+                        state.pending.append(i)
+            if pause:
+                await asyncio.sleep(TRYAGAIN_PAUSE)
+        return state.result()
+
+    async def close(self) -> None:
+        clients, self._clients = self._clients, {}
+        for node_client in clients.values():
+            await node_client.aclose()
