@@ -32,7 +32,7 @@ Targets: p99 ≤ 100 ms at 1,000 events/s; first paint ≤ 1 s with 100,000 obje
 and prints its hottest functions; ``--trace DIR`` saves a performance trace and prints where the main
 thread's time went (script, style, layout, paint, GC).
 
-Usage: ``python bench/ui.py [--duration 8] [--rates 1000,5000,10000] [--objects 100000] [--profile DIR]
+Usage: ``python bench/ui.py [--duration 8] [--rates 1000,5000,10000] [--objects 100000] [--paint-runs 1] [--profile DIR]
 [--trace DIR]``
 """
 
@@ -300,8 +300,18 @@ def run_rate(browser: Any, kind: str, rate: int, duration: float, redis_url: str
         _delete_prefix(redis_url, prefix)
 
 
-def first_paint(browser: Any, kind: str, objects: int, redis_url: str, run_dir: Path) -> float:
-    """ms from navigation start until ``objects`` cached objects are on screen."""
+# Where one first paint's time went, from the page's Resource Timing entry of its snapshot.json
+# (ms since navigation start): the request sent, the first byte of the answer, the last byte.
+SNAPSHOT_TIMING_JS = """() => {
+  const e = performance.getEntriesByType("resource").find((r) => r.name.includes("/snapshot.json"));
+  return e ? { request: e.requestStart, first_byte: e.responseStart, last_byte: e.responseEnd } : {};
+}"""
+
+
+def first_paint(browser: Any, kind: str, objects: int, redis_url: str, run_dir: Path) -> dict[str, float]:
+    """ms from navigation start until ``objects`` cached objects are on screen (``paint``), and when
+    the page asked for its snapshot.json, got its first byte and its last (``request``, ``first_byte``,
+    ``last_byte``; the peer's from its own start)."""
     prefix = f"benchui-{uuid.uuid4().hex[:8]}:"
     os.environ["CTRLSCOPE_PREFIX"] = prefix
     proc, port = start_daphne("dashboard.asgi:application", redis_url, prefix, run_dir)
@@ -319,18 +329,23 @@ def first_paint(browser: Any, kind: str, objects: int, redis_url: str, run_dir: 
             page.wait_for_function(f"() => window.ctrlscopeCache && window.ctrlscopeCache.cache.firstPaint && "
                                    f"document.getElementById('cache-count').textContent === '{objects:,}'",
                                    timeout=60_000)
-            return page.evaluate("window.ctrlscopeCache.cache.firstPaint")
+            return {"paint": page.evaluate("window.ctrlscopeCache.cache.firstPaint"), **page.evaluate(SNAPSHOT_TIMING_JS)}
         page.goto(f"{base}/healthz")
         snapshot = f"{base}/c/bench/informer/v1_Pod/snapshot.json"
         page.evaluate("(html) => { document.open(); document.write(html); document.close(); }",
                       PEER_TABLE_PAGE.replace("SNAPSHOT_URL", snapshot))
         start = page.evaluate("performance.now()")
         page.wait_for_function("() => window.__firstPaint !== undefined", timeout=120_000)
-        return page.evaluate("window.__firstPaint") - start
+        timing = {k: v - start for k, v in page.evaluate(SNAPSHOT_TIMING_JS).items()}
+        return {"paint": page.evaluate("window.__firstPaint") - start, **timing}
     finally:
         page.close()
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:  # a loaded machine: a run's result is not lost to a slow exit
+            proc.kill()
+            proc.wait(10)
         _delete_prefix(redis_url, prefix)
 
 
@@ -345,6 +360,8 @@ def main() -> None:
                              "main thread's time went (script, style, layout, paint, GC)")
     parser.add_argument("--objects", type=int, default=100_000)
     parser.add_argument("--contenders", default="ctrlscope,peer")
+    parser.add_argument("--paint-runs", type=int, default=1,
+                        help="first paints per contender, taking turns (the table shows each run and the median)")
     args = parser.parse_args()
     if not os.path.exists(CHROMIUM):
         raise SystemExit(f"{CHROMIUM} is missing (apt-get install chromium)")
@@ -357,7 +374,7 @@ def main() -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
     contenders = args.contenders.split(",")
     rows: list[dict[str, Any]] = []
-    paints: dict[str, float] = {}
+    paints: dict[str, list[dict[str, float]]] = {kind: [] for kind in contenders}
     print(f"redis {handle.url} ({handle.source}); {os.cpu_count()} CPUs; {args.duration:g} s measured per run", flush=True)
     try:
         with sync_playwright() as pw:
@@ -368,14 +385,16 @@ def main() -> None:
             # they stand for has no such policy. ctrlscope's pages keep theirs.
             contexts = {"ctrlscope": browser.new_context(viewport=viewport),
                         "peer": browser.new_context(viewport=viewport, bypass_csp=True)}
-            for rate in [int(x) for x in args.rates.split(",")]:
+            for rate in [int(x) for x in args.rates.split(",") if x]:
                 for kind in contenders:
                     rows.append(run_rate(contexts[kind], kind, rate, args.duration, handle.url, run_dir, args.profile,
                                          args.trace))
                     print(f"  done: {kind} {rate:,}/s", flush=True)
-            for kind in contenders:
-                paints[kind] = first_paint(contexts[kind], kind, args.objects, handle.url, run_dir)
-                print(f"  done: first paint {kind}", flush=True)
+            for run in range(args.paint_runs):
+                for kind in contenders:  # taking turns: a load on the shared machine hits both alike
+                    paints[kind].append(first_paint(contexts[kind], kind, args.objects, handle.url, run_dir))
+                    print(f"  done: first paint {kind} ({run + 1}/{args.paint_runs}): {paints[kind][-1]['paint']:,.0f} ms",
+                          flush=True)
             browser.close()
     finally:
         handle.stop()
@@ -400,11 +419,17 @@ def main() -> None:
             for name, ms, count in r["work"]:
                 print(f"  {ms:8.1f}  {name} ({count:,})")
     print()
-    print(f"| page | first paint, {args.objects:,} cached objects |")
-    print("|---|---:|")
+    print(f"| page | first paint, {args.objects:,} cached objects: median (runs) | snapshot.json asked | "
+          "first byte | last byte |")
+    print("|---|---:|---:|---:|---:|")
     labels = {"ctrlscope": "ctrlscope cache panel (virtualized)", "peer": "peer: every row in one <table>"}
-    for kind, ms in paints.items():
-        print(f"| {labels[kind]} | {ms:,.0f} ms |")
+    for kind, runs in paints.items():
+        if not runs:
+            continue
+        mid = sorted(runs, key=lambda r: r["paint"])[len(runs) // 2]
+        each = ", ".join(f"{r['paint']:,.0f}" for r in runs)
+        parts = " | ".join(f"{mid[k]:,.0f} ms" if k in mid else "–" for k in ("request", "first_byte", "last_byte"))
+        print(f"| {labels[kind]} | {mid['paint']:,.0f} ms ({each}) | {parts} |")
     print()
     for r in (r for r in rows if r["kind"] == "ctrlscope"):
         goal = GOALS.get(r["rate"])
@@ -416,10 +441,10 @@ def main() -> None:
               + (f", no long task over {longest} ms" if longest is not None else "")
               + f", input delay <= {inputs} ms: {'MET' if met else 'NOT MET'} (p99 {r['p99']:.1f} ms, longest task "
               f"{r['longest']:.0f} ms, input delay max {r['input_max']:.1f} ms)")
-    if "ctrlscope" in paints:
-        ok = paints["ctrlscope"] <= 1000
-        print(f"target first paint <= 1 s with {args.objects:,} objects: {'MET' if ok else 'NOT MET'} "
-              f"({paints['ctrlscope']:,.0f} ms)")
+    if paints.get("ctrlscope"):
+        median = sorted(r["paint"] for r in paints["ctrlscope"])[len(paints["ctrlscope"]) // 2]
+        print(f"target first paint <= 1 s with {args.objects:,} objects: {'MET' if median <= 1000 else 'NOT MET'} "
+              f"(median {median:,.0f} ms)")
 
 
 if __name__ == "__main__":

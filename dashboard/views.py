@@ -8,15 +8,15 @@ import orjson
 import redis
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
 
 from controllers.schema import TOPIC_SEGMENT as _SEGMENT
 from controllers.schema import ComponentKind, TopicKind, topic_part, worker_topic, worker_topic_prefix
 from controllers.telemetry import inspector, redis_config
 from controllers.telemetry.redisboot import ping
-from controllers.telemetry.streams import NO_RECORDS_PREFIX, Keys, StreamReader
-from dashboard import key_story
+from controllers.telemetry.streams import Keys, StreamReader
+from dashboard import key_story, snapshot_body
 from dashboard.access import can_view, is_operator
 from dashboard.faults import panel_context
 
@@ -197,8 +197,6 @@ def cluster(request: HttpRequest) -> HttpResponse:
 
 _redis_lock = threading.Lock()
 _redis_client: redis.Redis | None = None
-MAX_SNAPSHOT_HISTORY = 1000
-HISTORY_BYTES = 4 * 1024 * 1024  # context frames before the snapshot, at most this much
 
 
 def _redis() -> redis.Redis:
@@ -219,43 +217,25 @@ def informer_snapshot(request: HttpRequest, worker: str, informer: str) -> HttpR
     A 100,000-object cache is ~8 MB of JSON: more than one websocket message may carry (daphne caps
     messages at 1 MiB, both ways). The page loads the snapshot here, then subscribes on the socket
     from the snapshot's stream id (``since`` + ``epoch``), which resumes instead of re-sending it.
-    ``?history=N`` adds up to N frames before the snapshot (context for the events panel)."""
+    ``?history=N`` adds up to N frames before the snapshot (context for the events panel).
+
+    The body is streamed (``dashboard/snapshot_body.py``: one HGETALL, then sent in parts, off
+    Django's sync thread); this view only checks access and that Redis answers (503 if not)."""
     if not can_view(request.user):
         return JsonResponse({"error": "forbidden"}, status=403)
     if not _SEGMENT.match(worker) or not _SEGMENT.match(informer):
         raise Http404("no such informer")
     try:
-        history = max(0, min(int(request.GET.get("history", "0")), MAX_SNAPSHOT_HISTORY))
+        history = max(0, min(int(request.GET.get("history", "0")), snapshot_body.MAX_HISTORY))
     except ValueError:
         history = 0
     topic = worker_topic(worker, TopicKind.INFORMER, informer)
+    reader = _reader()
     try:
-        reader = _reader()
-        epoch = reader.epoch(topic)
-        # 200,000 bulk strings for a 100k-object cache: redis-py parses them with hiredis (C).
-        snap_id, state = reader.snapshot(topic)
-        rows: list[bytes] = []
-        if history:
-            size = 0
-            for eid, frame in reversed(reader.read_before(topic, snap_id, history)):  # newest first
-                if frame.startswith(NO_RECORDS_PREFIX):
-                    # Only state changes, which the snapshot already contains: a relist of 100k
-                    # objects is 100 such frames, several MB the page would parse for nothing.
-                    continue
-                size += len(frame)
-                if size > HISTORY_BYTES:
-                    break
-                rows.append(b'["' + eid + b'",' + frame + b"]")
-            rows.reverse()
+        epoch = reader.epoch(topic)  # read before the snapshot, as the websocket's snapshots do
     except redis.RedisError as exc:
         return JsonResponse({"error": "redis", "detail": str(exc)}, status=503)
-    body = b"".join((
-        b'{"topic":', orjson.dumps(topic), b',"id":"', snap_id, b'","epoch":', orjson.dumps(epoch),
-        b',"size":', str(len(state)).encode(),
-        # Sorted by key: the page keeps its keys sorted, and sorting sorted input is nearly free there.
-        b',"state":{', b",".join(orjson.dumps(k.decode()) + b":" + state[k] for k in sorted(state)),
-        b'},"history":[', b",".join(rows), b"]}"))
-    response = HttpResponse(body, content_type="application/json")
+    response = StreamingHttpResponse(snapshot_body.stream(reader, topic, epoch, history), content_type="application/json")
     response["Cache-Control"] = "no-store"
     return response
 

@@ -64,23 +64,13 @@
   }
   // An informer topic's state is the whole cache: 100,000 objects are ~8 MB, more than one websocket
   // message may carry (daphne caps messages at 1 MiB). Its snapshot (plus recent frames, for context)
-  // comes over HTTP; the socket subscription then resumes from the snapshot's stream id.
+  // comes over HTTP (informer_snapshots.js; the informers the server knew when it rendered the page
+  // were asked for from the head); the socket subscription then resumes from the snapshot's stream id.
   let connGen = 0;
-  function fetchSnapshot(topic) {
-    const marks = (window.ctrlscopeTimings = window.ctrlscopeTimings || {})[topic] = { fetch: performance.now() };
-    const url = U.informer(page.worker, topic.slice(T.informer_prefix.length)) + "snapshot.json?history=500";
-    return fetch(url, { credentials: "same-origin", cache: "no-store" })
-      .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); marks.response = performance.now(); return r.json(); })
-      .then((snap) => { marks.parsed = performance.now(); return snap; });
-  }
-  // Informers the server already knew when it rendered the page: start loading their caches now.
-  const prefetched = new Map();
-  for (const t of page.informers || []) { const p = fetchSnapshot(t); p.catch(() => {}); prefetched.set(t, p); }
+  const Snapshots = window.ctrlscopeSnapshots;
   function loadInformer(topic) {
     const gen = connGen;
-    const pre = prefetched.get(topic);
-    prefetched.delete(topic);
-    (pre || fetchSnapshot(topic))
+    (Snapshots.take(topic) || Snapshots.load(page.worker, T.informer_prefix, topic))
       .then((snap) => {
         if (gen !== connGen || !subscribed.has(topic)) return; // the socket dropped meanwhile: reloaded on reconnect
         const t = { cursor: null, state: new Map() };
