@@ -29,6 +29,7 @@ import logging
 import os
 import random
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from controllers.clock import Clock, RealClock, StopSignal, wall_ms
@@ -421,8 +422,9 @@ class PodSetScoreboard:
 
     def _pod_changed(self, *pods: Any) -> None:
         for pod in pods:
+            # A tombstone's last state; an update's old may be a LazyObject (a Mapping).
             pod = getattr(pod, "obj", pod)
-            if not isinstance(pod, dict):
+            if not isinstance(pod, Mapping):
                 continue
             for uid in _owned_by(pod):
                 with self._lock:

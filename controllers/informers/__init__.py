@@ -10,6 +10,7 @@ from controllers.informers.backoff import Backoff
 from controllers.informers.delta_fifo import FIFO_MODEL, Delta, DeltaFIFO
 from controllers.informers.factory import ListWatchClient, SharedInformerFactory, TweakListOptionsFunc
 from controllers.informers.keys import DeletedFinalStateUnknown, object_key, split_key
+from controllers.informers.lazy_object import LazyObject, decoded
 from controllers.informers.listwatch import ApiError, ListOptions, ListResult, ListWatch, WatchEvent
 from controllers.informers.reflector import Reflector
 from controllers.informers.shared_informer import HandlerRegistration, SharedInformer
@@ -28,6 +29,7 @@ __all__ = [
     "DeltaType",
     "HandlerRegistration",
     "Indexer",
+    "LazyObject",
     "ListOptions",
     "ListResult",
     "ListWatch",
@@ -40,6 +42,7 @@ __all__ = [
     "TweakListOptionsFunc",
     "WatchEvent",
     "WatchEventType",
+    "decoded",
     "object_key",
     "split_key",
     "transform_strip_managed_fields",

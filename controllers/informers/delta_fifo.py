@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 from controllers.informers.keys import DeletedFinalStateUnknown, KeyFunc, object_key
 from controllers.informers.store import Store
 from controllers.informers.transform import TransformFunc
-from controllers.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.observer import NOOP_OBSERVER, Observer, active_observer, listens
 from controllers.schema import DeltaType, FifoOp
 
 log = logging.getLogger("ctrlscope.informer")
@@ -81,6 +81,8 @@ class DeltaFIFO:
         self.emit_delta_type_replaced = emit_delta_type_replaced
         self.observer = observer or NOOP_OBSERVER
         self._obs = active_observer(self.observer)
+        # The one hook the FIFO calls per key, or None when nobody listens to it (``listens``).
+        self._on_fifo = self._obs.on_fifo if listens(self._obs, "on_fifo") else None
         # Hot paths take ``_lock`` directly: ``with`` on a Condition runs two Python-level calls
         # per use, the bare Lock none. Waiting and notifying still go through ``_cond``.
         self._lock = threading.Lock()
@@ -220,8 +222,8 @@ class DeltaFIFO:
             self._cond.notify()
         if not self._synced_reported:
             self._report_synced()
-        if self._obs is not None:
-            self._obs.on_fifo(self.name, op=FifoOp.QUEUED, key=key, delta=delta_type, depth=len(self._queue))
+        if self._on_fifo is not None:
+            self._on_fifo(self.name, op=FifoOp.QUEUED, key=key, delta=delta_type, depth=len(self._queue))
 
     # -- consumer (the informer) ---------------------------------------------------------------
     def pop(self, process: Callable[[list[Delta], bool], None]) -> list[Delta]:
@@ -237,8 +239,8 @@ class DeltaFIFO:
             if is_initial:
                 self._initial_population_count -= 1
             deltas = self._items.pop(key)
-            if self._obs is not None:
-                self._obs.on_fifo(self.name, op=FifoOp.POPPED, key=key, delta=deltas[-1].type,
+            if self._on_fifo is not None:
+                self._on_fifo(self.name, op=FifoOp.POPPED, key=key, delta=deltas[-1].type,
                                   depth=len(self._queue))
             process(deltas, is_initial)
             if is_initial:
@@ -264,7 +266,7 @@ class DeltaFIFO:
                     raise FIFOClosedError(self.name)
                 self._wait_for_keys()
             items = self._items
-            obs = self._obs
+            on_fifo = self._on_fifo
             batch: list[tuple[str, list[Delta], bool]] = []
             initial = False
             for _ in range(min(len(queue), max_keys)):
@@ -274,8 +276,8 @@ class DeltaFIFO:
                     self._initial_population_count -= 1
                     initial = True
                 deltas = items.pop(key)
-                if obs is not None:
-                    obs.on_fifo(self.name, op=FifoOp.POPPED, key=key, delta=deltas[-1].type, depth=len(queue))
+                if on_fifo is not None:
+                    on_fifo(self.name, op=FifoOp.POPPED, key=key, delta=deltas[-1].type, depth=len(queue))
                 batch.append((key, deltas, is_initial))
             process(batch)
             if initial:

@@ -41,7 +41,7 @@ from controllers.clock import Clock, RealClock, StopSignal
 from controllers.informers.backoff import Backoff
 from controllers.informers.keys import object_key, resource_version
 from controllers.informers.listwatch import INITIAL_EVENTS_END_ANNOTATION, ApiError, ListWatch, WatchStream
-from controllers.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.observer import NOOP_OBSERVER, Observer, active_observer, listens
 from controllers.schema import ReflectorState, WatchEndReason, WatchEventType
 
 log = logging.getLogger("ctrlscope.reflector")
@@ -305,6 +305,8 @@ class Reflector:
         count = 0
         store = self.store
         obs = self._obs
+        # The per-event hook, or None when nobody listens to it (``listens``): no key to build.
+        on_watch_event = obs.on_watch_event if listens(obs, "on_watch_event") else None
         try:
             for event in stream:
                 if self._stop.stopped:
@@ -335,8 +337,8 @@ class Reflector:
                 else:
                     log.warning("reflector %s: unknown watch event type %r", self.name, raw_type)
                     continue
-                if obs is not None and etype is not WatchEventType.BOOKMARK:
-                    obs.on_watch_event(self.name, event_type=etype, key=object_key(obj), resource_version=rv)
+                if on_watch_event is not None and etype is not WatchEventType.BOOKMARK:
+                    on_watch_event(self.name, event_type=etype, key=object_key(obj), resource_version=rv)
                 # A str attribute store is atomic; readers never see a torn value.
                 self._last_sync_rv = rv
                 count += 1

@@ -14,10 +14,13 @@ Throughput (bench/informer.py) is decided by per-event overhead and by the cycli
   round-trip: one wake-up per batch instead of one per event.
 * The Store keeps objects JSON-encoded (``cache="compact"``, see ``store.py``) unless
   ``freeze_gc_after_sync`` is set, when it keeps the decoded dicts (``cache="decoded"``); ``cache``
-  picks either explicitly. An update's ``old`` object is buffered as the Store entry and,
-  if encoded, decoded by the handler's thread right before the call (and only if the handler has
-  ``on_update`` or an observer wants it), so the decoded copy lives for one call instead of
-  waiting in buffers, where the GC would walk it and promote it.
+  picks either explicitly. An update's ``old`` object is buffered as the Store entry (bytes in
+  the compact cache) and reaches ``on_update`` as a ``LazyObject`` (``lazy_object.py``), decoded
+  on the handler's thread the first time the handler reads it: a handler that never reads
+  ``old`` (an enqueue of ``new``'s key) pays no decode, and the decoded copy never waits in
+  buffers, where the GC would walk it and promote it.
+* Only the hooks an observer implements are called (``observer.listens``): the Manager's
+  default observer (metrics) costs an informer event nothing.
 
 Rules this keeps (and the dashboard shows):
 
@@ -30,6 +33,11 @@ Rules this keeps (and the dashboard shows):
   the new state or a newer one -- the handler sees a subsequence of the object's states. ``old`` is
   the last cached state, not the server's previous one. Objects deleted while disconnected arrive
   as a ``DeletedFinalStateUnknown`` tombstone.
+* ``old`` in ``on_update(old, new)``: with the compact cache a ``LazyObject`` -- a read-only
+  ``Mapping`` equal to the previous cached object, decoded on first read; ``old.object`` /
+  ``decoded(old)`` is the ``dict`` itself (``lazy_object.py`` has the whole contract). With the
+  decoded cache, the previous cached dict itself. ``new`` is always the dict. Observers'
+  ``on_handler`` get ``old`` decoded, as before.
 * Resync (``resync_period`` > 0) re-delivers every cached object as ``on_update(obj, obj)`` to the
   handlers whose resync is due. A relist (Replaced) of an unchanged object counts as a resync too.
   Resync never talks to the API server.
@@ -64,11 +72,12 @@ from controllers.clock import Clock, RealClock
 from controllers.informers.delta_fifo import Delta, DeltaFIFO, FIFOClosedError
 from controllers.informers.gc_freeze import CACHE_FREEZER, CacheFreezer
 from controllers.informers.keys import DeletedFinalStateUnknown, object_key, resource_version
+from controllers.informers.lazy_object import LazyObject, decoded
 from controllers.informers.listwatch import ListWatch
 from controllers.informers.reflector import MIN_WATCH_TIMEOUT, Reflector
 from controllers.informers.store import CacheMode, IndexFunc, Store, decode_entry
 from controllers.informers.transform import TransformFunc, describe_transform
-from controllers.observer import NOOP_OBSERVER, Observer, active_observer
+from controllers.observer import NOOP_OBSERVER, Observer, active_observer, listens
 from controllers.schema import DeltaType, HandlerEvent, HandlerOutcome, ReflectorState, informer_scope_fields
 
 log = logging.getLogger("ctrlscope.informer")
@@ -115,7 +124,9 @@ class HandlerRegistration:
         self.next_resync = 0.0
         self.clock = clock
         self.observer = observer
-        self._obs = active_observer(observer)
+        # None unless someone listens to ``on_handler``: then calls go out untimed, in one loop.
+        obs = active_observer(observer)
+        self._obs = obs if listens(obs, "on_handler") else None
         # ``with self._lock`` on the hot path (a Condition's ``with`` costs two Python calls).
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -190,7 +201,8 @@ class HandlerRegistration:
             try:
                 if event is HandlerEvent.UPDATE:
                     if on_update is not None:
-                        on_update(decode_entry(old), new)
+                        # The compact cache's previous entry, decoded only if the handler reads it.
+                        on_update(LazyObject(old) if type(old) is bytes else old, new)
                 elif event is HandlerEvent.ADD:
                     if on_add is not None:
                         on_add(new)
@@ -207,13 +219,12 @@ class HandlerRegistration:
         error = None
         try:
             if event is HandlerEvent.UPDATE:
-                # The informer buffers the old object as its Store entry (see _apply); decode
-                # it only if someone looks at it.
+                # The informer buffers the old object as its Store entry (see _apply): decoded
+                # once, when the handler or else the observer (below) first reads it.
+                if type(old) is bytes:
+                    old = LazyObject(old)
                 if self.on_update is not None:
-                    old = decode_entry(old)
                     self.on_update(old, new)
-                elif obs is not None:
-                    old = decode_entry(old)
             elif event is HandlerEvent.ADD:
                 if self.on_add is not None:
                     self.on_add(new)
@@ -230,7 +241,7 @@ class HandlerRegistration:
             tombstone = type(new) is DeletedFinalStateUnknown
             obs.on_handler(self.informer, handler=self.name, event=event, key=object_key(new),
                            outcome=HandlerOutcome.OK if error is None else HandlerOutcome.ERROR, duration=self.clock.now() - start,
-                           error=error, old=old, new=new.obj if tombstone else new, tombstone=tombstone)
+                           error=error, old=decoded(old), new=new.obj if tombstone else new, tombstone=tombstone)
 
 
 class SharedInformer:
@@ -448,9 +459,9 @@ class SharedInformer:
                 indexer.delete(obj)  # not remove(key): that would decode the dropped entry
                 notes.append((HandlerEvent.DELETE, None, obj, False))
                 continue
-            # ``old`` stays encoded: each handler thread decodes it right before delivering, so
-            # the decoded copy lives for one handler call instead of sitting in buffers (where
-            # the GC would walk it), and no informer-thread time is spent on it.
+            # ``old`` stays encoded: each handler gets it as a LazyObject, decoded on its own
+            # thread only if it reads it, so no informer-thread time is spent on it and no
+            # decoded copy sits in buffers (where the GC would walk it).
             old = indexer.upsert_entry(key, obj)
             if old is None:
                 notes.append((HandlerEvent.ADD, None, obj, False))

@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 
 from controllers.informers.keys import KeyFunc, Obj, object_key
-from controllers.observer import NOOP_OBSERVER, Observer, StoreOp, active_observer
+from controllers.observer import NOOP_OBSERVER, Observer, StoreOp, active_observer, listens
 
 IndexFunc = Callable[[Obj], list[str]]
 
@@ -112,7 +112,9 @@ class Store:
         self.key_func = key_func
         self.compact = compact
         self.observer = observer or NOOP_OBSERVER
-        self._obs = active_observer(self.observer)
+        # None when nobody listens to ``on_store`` (``listens``): no call, and a delete decodes nothing.
+        obs = active_observer(self.observer)
+        self._obs = obs if listens(obs, "on_store") else None
         self._lock = threading.Lock()
         # key -> encoded object, or the object itself if not compact (see the module docstring).
         self._items: dict[str, Entry] = {}

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 from controllers.clock import Clock, RealClock
 from controllers.informers.keys import DeletedFinalStateUnknown, object_key
+from controllers.informers.lazy_object import decoded
 from controllers.informers.write_guard import ReadOnlyError
 from controllers.observer import NOOP_OBSERVER, Observer, active_observer
 from controllers.reconcile.handlers import EnqueueRequestForObject, EnqueueRequestForOwner, EventHandler
@@ -131,8 +132,11 @@ class Controller:
         def dispatch(event: ControllerEvent, obj: Any, requests: Callable[[], list[Request]],
                      passes: Callable[[Predicate], bool], old: Any = None) -> None:
             # The event's objects go to the observer as the informer handed them (it only reads
-            # their resourceVersions and changed fields): why the key's next attempt runs.
+            # their resourceVersions and changed fields): why the key's next attempt runs. An
+            # update's ``old`` from the compact cache is a LazyObject: the observer gets its dict.
             obs = self._obs
+            if obs is not None:
+                old = decoded(old)
             for p in predicates:
                 if not passes(p):
                     if obs is not None:

@@ -3,9 +3,11 @@ MetricsObserver maps reconcile results onto controller-runtime's series."""
 
 from __future__ import annotations
 
-from controllers.observer import NOOP_OBSERVER, FanoutObserver, GuardedObserver, Observer, active_observer
+from controllers.informers import SharedInformer
+from controllers.observer import NOOP_OBSERVER, FanoutObserver, GuardedObserver, Observer, active_observer, listens
 from controllers.reconcile import MetricsObserver
 from tests.runtime.conftest import RecordingObserver
+from tests.runtime.informers.fake_apiserver import FakeApiServer
 
 
 def test_fanout_forwards_every_hook_to_every_observer() -> None:
@@ -76,3 +78,34 @@ def test_active_observer_skips_the_default_and_guards_the_rest(caplog) -> None:
     assert active_observer(fan) is fan
     fan.on_queue("q", op="add", key="k", depth=1)
     assert fan.observers[1].ops("on_queue") == ["add"], "one failing observer does not starve the others"
+
+
+class OnlyLists(Observer):
+    def on_list(self, informer: str, **_: object) -> None:
+        pass
+
+
+def test_listens_says_which_hooks_can_do_anything() -> None:
+    assert not listens(None, "on_fifo") and not listens(NOOP_OBSERVER, "on_fifo")
+    assert listens(OnlyLists(), "on_list") and not listens(OnlyLists(), "on_fifo")
+    assert listens(GuardedObserver(OnlyLists()), "on_list") and not listens(GuardedObserver(OnlyLists()), "on_fifo")
+    # The Manager's default: metrics take queue and reconcile hooks, no informer hook.
+    manager = FanoutObserver(None, MetricsObserver())
+    assert listens(manager, "on_queue") and listens(manager, "on_reconcile_end")
+    assert not any(listens(manager, h) for h in ("on_watch_event", "on_fifo", "on_store", "on_handler"))
+    assert listens(FanoutObserver(MetricsObserver(), OnlyLists()), "on_list")
+    # An observer that answers hooks dynamically is taken to listen to all of them.
+    assert listens(RecordingObserver(), "on_fifo") and listens(FanoutObserver(RecordingObserver()), "on_store")
+
+
+def test_an_informer_under_the_managers_default_observer_makes_no_per_event_hook_call() -> None:
+    # With FanoutObserver(metrics) every informer event went through five fanned-out no-op calls
+    # (watch event, FIFO queued and popped, store, handler, the last one timed); none is made now.
+    informer = SharedInformer(FakeApiServer(), observer=FanoutObserver(None, MetricsObserver()))
+    registration = informer.add_event_handler(on_add=lambda obj: None)
+    try:
+        assert informer.fifo._on_fifo is None and informer.indexer._obs is None and registration._obs is None
+    finally:
+        registration.stop()
+    recorded = SharedInformer(FakeApiServer(), observer=FanoutObserver(MetricsObserver(), RecordingObserver()))
+    assert recorded.fifo._on_fifo is not None and recorded.indexer._obs is not None

@@ -8,7 +8,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from controllers.informers import Backoff, DeletedFinalStateUnknown, SharedInformer, SharedInformerFactory
+from controllers.informers import (
+    Backoff,
+    CacheMode,
+    DeletedFinalStateUnknown,
+    LazyObject,
+    SharedInformer,
+    SharedInformerFactory,
+    decoded,
+)
 from controllers.observer import Observer
 from tests.runtime.informers.fake_apiserver import FakeApiServer, FakeClient
 
@@ -291,20 +299,83 @@ def test_a_raising_observer_does_not_stop_the_informer(clock, eventually) -> Non
         eventually(lambda: len(rec.events) == 2)
 
 
-def test_update_handlers_get_the_previous_cached_state_as_a_dict(clock, eventually) -> None:
+def _updates(informer: SharedInformer, *, reads_old: bool) -> list[tuple[Any, Any]]:
+    """Register a handler that records its (old, new) pairs, reading ``old`` only if ``reads_old``."""
+    pairs: list[tuple[Any, Any]] = []
+
+    def on_update(old: Any, new: Any) -> None:
+        if reads_old:
+            old["metadata"]
+        pairs.append((old, new))
+
+    informer.add_event_handler(on_update=on_update, name="reads" if reads_old else "ignores")
+    return pairs
+
+
+def test_update_handlers_get_the_previous_cached_state_decoded_only_if_they_read_it(clock, eventually) -> None:
+    # The compact cache holds bytes: ``old`` reaches on_update as a LazyObject, decoded the first
+    # time the handler reads it. One that reads gets exactly the previous cached object; one that
+    # does not never decodes it (before, every update decoded it for every handler: ~12 us a Pod).
     server = FakeApiServer()
     informer = SharedInformer(server, clock=clock)
-    pairs: list[tuple[Any, Any]] = []
+    assert informer.cache_mode is CacheMode.COMPACT
     added: list[Any] = []
-    informer.add_event_handler(on_add=added.append, on_update=lambda old, new: pairs.append((old, new)))
+    informer.add_event_handler(on_add=added.append)
+    reads, ignores = _updates(informer, reads_old=True), _updates(informer, reads_old=False)
+    with started(informer):
+        eventually(lambda: server.watch_calls)
+        server.create("a")
+        eventually(lambda: len(added) == 1)
+        before = informer.store.get_by_key("default/a")
+        server.update("a")
+        server.update("a")
+        eventually(lambda: len(reads) == 2 and len(ignores) == 2)
+    assert before == added[0]
+    for pairs in (reads, ignores):
+        assert [type(old) for old, _ in pairs] == [LazyObject, LazyObject]
+        assert [type(new) for _, new in pairs] == [dict, dict]
+    assert [old.is_decoded for old, _ in reads] == [True, True]
+    assert [old.is_decoded for old, _ in ignores] == [False, False]  # nobody read them: never decoded
+    # What a reader got is the exact previous state (and decodes the same for the other handler).
+    assert reads[0][0] == before and reads[0][0].object == before and type(reads[0][0].object) is dict
+    assert decoded(reads[1][0]) == reads[0][1] == decoded(ignores[1][0])
+    assert ignores[0][0] == before
+    assert [int(o["metadata"]["resourceVersion"]) < int(n["metadata"]["resourceVersion"]) for o, n in reads] == [
+        True, True]
+    # Each handler has its own: mutating one never reaches the other or the cache.
+    reads[1][0]["metadata"]["labels"] = {"mutated": "yes"}
+    assert "labels" not in ignores[1][0]["metadata"]
+    assert informer.store.get_by_key("default/a")["metadata"].get("labels") != {"mutated": "yes"}
+
+
+def test_the_decoded_cache_hands_update_handlers_the_previous_cached_dict_itself(clock, eventually) -> None:
+    server = FakeApiServer()
+    informer = SharedInformer(server, clock=clock, cache="decoded")
+    added: list[Any] = []
+    informer.add_event_handler(on_add=added.append)
+    ignores = _updates(informer, reads_old=False)
     with started(informer):
         eventually(lambda: server.watch_calls)
         server.create("a")
         server.update("a")
+        eventually(lambda: len(ignores) == 1)
+    assert ignores[0][0] is added[0]  # nothing to decode: the cached dict as the handler got it on add
+
+
+def test_an_observed_handler_call_reports_old_decoded_even_if_the_handler_never_read_it(
+        clock, eventually, observer) -> None:
+    # Published telemetry keeps what it had: on_handler's ``old`` is the previous state as a dict.
+    server = FakeApiServer()
+    informer = SharedInformer(server, clock=clock, observer=observer)
+    added: list[Any] = []
+    informer.add_event_handler(on_add=added.append, name="adds")
+    ignores = _updates(informer, reads_old=False)
+    with started(informer):
+        eventually(lambda: server.watch_calls)
+        server.create("a")
         server.update("a")
-        eventually(lambda: len(pairs) == 2)
-    assert isinstance(pairs[0][0], dict)
-    assert pairs[0][0] == added[0]  # old is the last cached state: equal content, a fresh dict
-    assert pairs[1][0] == pairs[0][1]
-    assert [int(o["metadata"]["resourceVersion"]) < int(n["metadata"]["resourceVersion"]) for o, n in pairs] == [
-        True, True]
+        eventually(lambda: len(ignores) == 1)
+        eventually(lambda: [c for c in observer.of("on_handler") if c["event"] == "update"])
+    update = next(c for c in observer.of("on_handler") if c["event"] == "update")
+    assert type(update["old"]) is dict and update["old"] == added[0]
+    assert update["new"] == ignores[0][1]
