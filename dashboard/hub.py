@@ -33,6 +33,7 @@ import asyncio
 import logging
 from typing import Protocol
 
+import redis
 import redis.asyncio as aredis
 
 from controllers.schema import ResyncReason
@@ -115,6 +116,13 @@ class StreamHub:
             try:
                 if not self.redis_up:
                     await self.redis.ping()
+                    if self.keys.cluster:
+                        # PING answers while a dead master's slots have no master yet: wait for a
+                        # node that says the cluster is whole again.
+                        state = (await self.redis.cluster_info()).get("cluster_state")
+                        if state != "ok":
+                            raise redis.exceptions.ClusterDownError(f"cluster_state:{state}")
+                        await self.redis.nodes_manager.initialize()  # type: ignore[attr-defined]  # the new slot map
                     await self._redis_back()
                 await self._refresh_topics()
                 await self._read_once()
@@ -134,11 +142,10 @@ class StreamHub:
                 await asyncio.sleep(0.5)
 
     async def _redis_back(self) -> None:
-        log.info("stream hub: Redis is back; resyncing every subscription")
-        self.redis_up = True
-        before, self._positions = self._positions, {}
-        for m in list(self._members):
-            m.redis_status(True)
+        # Every replay point is read before anything changes: if Redis fails again half-way (a
+        # cluster whose failover is not complete), the outage simply goes on, positions intact.
+        before = self._positions
+        resyncs: list[tuple[Subscriber, str, bytes | None]] = []
         for topic, subs in list(self._subs.items()):
             # What this Redis has after the last entry a subscriber got (or else the tail read) is
             # replayed with the resync: a Redis that lost its data starts each stream again with the
@@ -151,7 +158,14 @@ class StreamHub:
                 pos = (position(topic) if position is not None else None) or before.get(topic)
                 if pos not in points:
                     points[pos] = await self.reader.replay_point(topic, pos)
-                m.force_resync(topic, ResyncReason.REDIS_RECONNECTED, replay_from=points[pos])
+                resyncs.append((m, topic, points[pos]))
+        log.info("stream hub: Redis is back; resyncing every subscription")
+        self.redis_up = True
+        self._positions = {}
+        for m in list(self._members):
+            m.redis_status(True)
+        for m, topic, point in resyncs:
+            m.force_resync(topic, ResyncReason.REDIS_RECONNECTED, replay_from=point)
 
     async def _refresh_topics(self) -> None:
         loop = asyncio.get_running_loop()

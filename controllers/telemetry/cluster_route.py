@@ -22,8 +22,12 @@ raised at once: the caller's reconnect path decides what to send again (a comman
 pipeline may have been applied; the frame seq check makes resending safe). Other error replies are
 raised after every command has had its chance, the first one first, as ``Pipeline.execute`` does.
 
-``AsyncClusterRouter`` is the asyncio twin (the dashboard's hub); it sends to the masters concurrently,
-each over a plain client of its own per node.
+Each router talks to each master over a plain client of its own, built with the cluster client's
+connection settings (credentials, timeouts, its connect hook: the publisher's guard against unchecked
+redials) but **without retries**: redis-py's default would redial a dead master three times with
+backoff, seconds in which nobody is told that Redis is gone.
+
+``AsyncClusterRouter`` is the asyncio twin (the dashboard's hub); it sends to the masters concurrently.
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ from typing import Any
 import redis
 import redis.asyncio as aredis
 import redis.asyncio.cluster as acluster
+import redis.asyncio.retry as aretry
 import redis.cluster as cluster
+from redis.backoff import NoBackoff
 from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
+from redis.retry import Retry
 
 MAX_ROUNDS = 16
 TRYAGAIN_PAUSE = 0.05
@@ -88,6 +95,26 @@ class ClusterRouter:
     def __init__(self, client: cluster.RedisCluster, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self.client = client
         self._sleep = sleep
+        self._clients: dict[str, redis.Redis] = {}
+
+    def _node_client(self, host: str, port: int) -> redis.Redis:
+        name = f"{host}:{port}"
+        node_client = self._clients.get(name)
+        if node_client is None:
+            kwargs = {k: v for k, v in self.client.get_connection_kwargs().items() if k not in ("host", "port")}
+            node_client = self._clients[name] = redis.Redis(host=host, port=port, **{
+                **kwargs, "retry": Retry(NoBackoff(), 0)})
+        return node_client
+
+    def connect_masters(self) -> None:
+        """Open a connection to every master now (a publisher does this while it expects to connect)."""
+        for node in self.client.get_primaries():
+            self._node_client(node.host, node.port).ping()
+
+    def close(self) -> None:
+        clients, self._clients = self._clients, {}
+        for node_client in clients.values():
+            node_client.close()
 
     def route(self, calls: list[Call]) -> list[Any]:
         state = _Round(len(calls))
@@ -95,17 +122,19 @@ class ClusterRouter:
         for _ in range(MAX_ROUNDS):
             if not state.pending:
                 break
-            groups: dict[str, tuple[Any, list[tuple[int, bool]]]] = {}
+            groups: dict[tuple[str, int], list[tuple[int, bool]]] = {}
             for i in state.pending:
                 addr = state.asking.pop(i, None)
-                node = (nodes.get_node(host=addr[0], port=addr[1]) if addr else None) or \
-                    nodes.get_node_from_slot(calls[i][0])
-                groups.setdefault(node.name, (node, []))[1].append((i, addr is not None))
+                if addr is None:
+                    node = nodes.get_node_from_slot(calls[i][0])
+                    key = (node.host, node.port)
+                else:
+                    key = addr
+                groups.setdefault(key, []).append((i, addr is not None))
             state.pending = []
             pause = False
-            for node, items in groups.values():
-                client = node.redis_connection or self.client.get_redis_connection(node)
-                pipe = client.pipeline(transaction=False)
+            for addr, items in groups.items():
+                pipe = self._node_client(*addr).pipeline(transaction=False)
                 for i, asking in items:
                     if asking:
                         pipe.execute_command("ASKING")
@@ -138,7 +167,8 @@ class AsyncClusterRouter:
         name = f"{host}:{port}"
         node_client = self._clients.get(name)
         if node_client is None:
-            node_client = self._clients[name] = aredis.Redis(host=host, port=port, **self._kwargs)
+            node_client = self._clients[name] = aredis.Redis(host=host, port=port, **self._kwargs,
+                                                             retry=aretry.Retry(NoBackoff(), 0))
         return node_client
 
     async def route(self, calls: list[Call]) -> list[Any]:

@@ -294,6 +294,8 @@ class RedisPublisher:
                     self._redis.hset(self.keys.publishers, self.name, orjson.dumps(self._presence_entry()))
                 except redis.RedisError as exc:  # the run then shows as stopped once its entry ages
                     log.warning("telemetry: could not record this run as stopped (%s)", exc)
+        if self._router is not None:
+            self._router.close()
         self._redis.close()
 
     # -- presence and retention (publisher thread; presence.py) ------------------------------
@@ -406,6 +408,11 @@ class RedisPublisher:
                 names = [n for n, t in self._topics.items() if t.seq]
             if self._inflight is not None:
                 names = sorted(set(names) | {topic for topic, _ in self._inflight[0]})
+            assert self._router is not None
+            # The slot map as the cluster has it now (a promoted replica, a node gone), then the
+            # frames' connections to every master, opened while that is expected.
+            self._redis.nodes_manager.initialize()  # type: ignore[attr-defined]
+            self._router.connect_masters()
             epochs = self._read_epochs(names)
             server = self._server_identity()
             if any(self._last_epochs.get(n, e) != e for n, e in epochs.items()):
