@@ -21,6 +21,7 @@ Run both: ``python manage.py runcontrollers --controller controllers.examples.de
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from controllers.informers import ApiError, DeletedFinalStateUnknown, SharedInformer
@@ -135,7 +136,8 @@ def _name(obj: dict[str, Any]) -> str:
 
 
 def _rv(obj: Any) -> str:
-    return ((obj or {}).get("metadata") or {}).get("resourceVersion", "") if isinstance(obj, dict) else ""
+    # An update's old from a compact cache is a LazyObject: a Mapping, not a dict.
+    return ((obj or {}).get("metadata") or {}).get("resourceVersion", "") if isinstance(obj, Mapping) else ""
 
 
 def _replicas(obj: dict[str, Any]) -> Any:
