@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,17 +63,20 @@ class Trouble:
     LOOPING = FindingKind.HOT_LOOP
 
 
-def trouble_of(index: int) -> str:
-    """The fleet's fixed mix (by the controller's index): about 1 in 8 failing, 1 in 29 with an attempt
-    that never ends, 1 in 31 with a key no worker takes, 1 in 37 looping on its own writes."""
-    if index % 37 == 17:
-        return Trouble.LOOPING
-    if index % 29 == 9:
-        return Trouble.SLOW
-    if index % 31 == 3:
-        return Trouble.WAITING
-    if index % 8 == 5:
+def trouble_of(cluster: int, position: int) -> str:
+    """The fleet's fixed mix: a quarter of the clusters (1, 5, 9, ...) are in trouble, the rest healthy,
+    as on a real platform where trouble is local. In one in trouble, the controllers at ``position`` 0
+    and 4 (of its controllers, by index) fail, the one at 7 has an attempt that never ends (or, in
+    every other such cluster, loops on its own writes) and the one at 9 has keys no worker takes
+    (in every other such cluster)."""
+    if cluster % 4 != 1:
+        return Trouble.HEALTHY
+    if position in (0, 4):
         return Trouble.FAILING
+    if position == 7:
+        return Trouble.SLOW if cluster % 8 == 1 else Trouble.LOOPING
+    if position == 9 and cluster % 8 == 5:
+        return Trouble.WAITING
     return Trouble.HEALTHY
 
 
@@ -115,6 +119,7 @@ class Fleet:
         if clusters < 1 or workers < clusters or controllers < workers:
             raise ValueError(f"need 1 <= clusters <= workers <= controllers (got {clusters}, {workers}, {controllers})")
         self.clock = clock or RealClock()
+        self._lock = threading.Lock()  # run() in a thread, fail() from a test's
         make = publisher or (lambda **kw: RedisPublisher(redis_url, prefix=prefix, **kw))
         self.workers: list[FleetWorker] = []
         names = cluster_names(clusters)
@@ -128,11 +133,14 @@ class Fleet:
                                      stages=telemetry.stages, clock=self.clock)
             self.workers.append(FleetWorker(name, cluster, pub, telemetry, FanoutObserver(telemetry, metrics), metrics, sampler))
         for i in range(controllers):
-            # Spread evenly: worker i % workers, so each cluster has controllers on each of its workers.
+            # Worker i % workers, so the cluster is i % clusters and each of its workers has some of its
+            # controllers; the kind goes by the controller's position in its cluster (ten distinct).
             fw = self.workers[i % workers]
-            kind = KINDS[(i // workers) % len(KINDS)]
-            suffix = "" if i // workers < len(KINDS) else f"-{i // (workers * len(KINDS))}"
-            fw.controllers.append(FleetController(i, kind + suffix, kind + ("es" if kind.endswith("s") else "s") + suffix, f"team-{i % 7}", trouble_of(i)))
+            position = i // clusters
+            kind = KINDS[position % len(KINDS)] + ("" if position < len(KINDS) else f"-{position // len(KINDS)}")
+            informer = kind + ("es" if kind.endswith("s") else "s")
+            trouble = trouble_of(i % clusters, position)
+            fw.controllers.append(FleetController(i, kind, informer, f"team-{i % 7}", trouble))
 
     @property
     def controllers(self) -> list[tuple[FleetWorker, FleetController]]:
@@ -233,10 +241,11 @@ class Fleet:
     def fail(self, worker: str, name: str) -> None:
         """Make a healthy controller fail from now on (a test's "one controller changes")."""
         fw, c = self.find(name, worker)
-        c.trouble = Trouble.FAILING
-        for _ in range(DETECTION.failing_after):
-            self._attempt(fw, c, self._key(c, 777), ReconcileResult.ERROR)
-        fw.pub.flush()
+        with self._lock:
+            c.trouble = Trouble.FAILING
+            for _ in range(DETECTION.failing_after):
+                self._attempt(fw, c, self._key(c, 777), ReconcileResult.ERROR)
+            fw.pub.flush()
 
     def sample(self) -> None:
         for fw in self.workers:
@@ -258,14 +267,15 @@ class Fleet:
             if now - start >= duration:
                 break
             due = int((now - start) * rate)
-            while done < due:
-                fw, c = movers[done % len(movers)]
-                self.update(fw, c)
-                done += 1
-            if now >= next_sample:
-                self.sample()
-                next_sample += 1.0
-            self.flush()
+            with self._lock:
+                while done < due:
+                    fw, c = movers[done % len(movers)]
+                    self.update(fw, c)
+                    done += 1
+                if now >= next_sample:
+                    self.sample()
+                    next_sample += 1.0
+                self.flush()
             self.clock.sleep(FLUSH_S)
         return done
 

@@ -240,10 +240,12 @@
     if (!v) { v = make(); views.set(key, v); }
     return v;
   }
+  // Make parent's children these nodes, moving only what is out of place: a box drawn in a later
+  // frame is inserted, the others stay attached (re-attaching them all restyles the whole group).
   function syncChildren(parent, nodes) {
     const kids = parent.children;
-    if (kids.length === nodes.length && nodes.every((n, i) => kids[i] === n)) return;
-    parent.replaceChildren(...nodes);
+    for (let i = 0; i < nodes.length; i++) if (kids[i] !== nodes[i]) parent.insertBefore(nodes[i], kids[i] || null);
+    while (kids.length > nodes.length) kids[kids.length - 1].remove();
   }
 
   // Redraw a part only when what it shows changed: at 200 controllers, rebuilding every pipeline every
@@ -284,6 +286,44 @@
     return v.root;
   }
 
+  // At fleet size (LARGE controllers or more) a controller is one row, not its pipeline: its state and
+  // findings, then its queue and reconcile numbers in cells that are kept and only have their text
+  // changed, so that an update costs a few text nodes instead of a rebuilt pipeline (its page has the
+  // pipeline). A fleet's overview is about which of 200 controllers needs a look.
+  const fmtRate = (r) => window.ctrlscopePipeline.fmtRate(r);
+  const CELLS = [["depth", "keys waiting in its workqueue"], ["busy", "workers busy / workers"], ["adds", "keys added to its queue per second"],
+    ["reconciles", "reconciles per second"], ["errors", "failed reconciles per second"], ["writes", "API writes per second"],
+    ["result", "its last reconcile's result"]];
+  function setText(node, text) { if (node.textContent !== text) node.textContent = text; }
+  function controllerRow(w, seg, ctl, comps, lease, stale, state) {
+    const v = view("row|" + w.name + "|" + seg, () => {
+      const link = el("a", { href: U("/c/" + encodeURIComponent(w.name) + "/" + encodeURIComponent(seg) + "/"), className: "controller-link" });
+      const badges = el("span", { className: "ctl-badges" });
+      const cells = {};
+      const root = el("div", { className: "ctl-card ctl-row", role: "listitem", dataset: { controller: seg } }, link, badges,
+        ...CELLS.map(([name, title]) => (cells[name] = el("span", { className: "cell", dataset: { cell: name }, title: title }))));
+      return { link: link, badges: badges, cells: cells, root: root };
+    });
+    setText(v.link, ctl.name);
+    const badges = [];
+    // Its state in the filter's words, unless a finding's badge already says it ("failing").
+    if (state !== OF.State.OK && state !== OF.State.FAILING) badges.push(el("span", { className: "badge health health-" + state, dataset: { health: state } }, OF.LABELS[state]));
+    if (ctl.started === false) badges.push(el("span", { className: "badge warn" }, lease && !lease.leader ? "standby" : "waiting for caches"));
+    badges.push(...findingsBadges(ctl));
+    if (changed(v, "badgeSig", badgeSig(badges))) v.badges.replaceChildren(...badges);
+    v.root.dataset.health = state;
+    v.root.classList.toggle("problem", OF.isProblem(state));
+    const c = model(w, comps, ctl, stale).controller, r = c.rates;
+    setText(v.cells.depth, "depth " + (c.depth || 0));
+    setText(v.cells.busy, "busy " + (c.busy || 0) + (c.workers ? "/" + c.workers : ""));
+    setText(v.cells.adds, "adds " + fmtRate(r.adds));
+    setText(v.cells.reconciles, "reconciles " + fmtRate(r.reconciles));
+    setText(v.cells.errors, r.errors ? "failing " + fmtRate(r.errors) : "");
+    setText(v.cells.writes, "writes " + fmtRate(r.writes));
+    setText(v.cells.result, c.lastResult ? "last: " + c.lastResult : "");
+    return v.root;
+  }
+
   // A card's open findings, one badge per kind ("hot loop ×2": two keys), the worst first.
   function findingsBadges(comp) {
     const byKind = new Map();
@@ -294,7 +334,7 @@
 
   // The open findings of the workers drawn (not the folded ones), worst first, each linking where it
   // happens: a key's page, an informer's page.
-  const problemsView = {};
+  const problemRows = new Map(); // "{worker}|{kind}|{component}|{finding}|{subject}" -> its row
   function renderProblems(live) {
     const all = [];
     // The filters narrow the problems too (all but the state one: these are the problems).
@@ -311,26 +351,40 @@
     }
     all.sort((a, b) => F.worstFirst(a.f, b.f));
     const now = Date.now();
-    // Rebuilt only when a finding or the second ("since … ago") changed, not on every frame of a slice.
-    const sig = Math.floor(now / 1000) + "\n" + all.slice(0, MAX_PROBLEMS).map(({ worker, comp, f }) => worker + "|" + comp.name + "|" + f.finding + "|" +
-      f.subject + "|" + f.count + "|" + f.message).join("\n") + "\n" + all.length;
-    if (!changed(problemsView, "sig", sig)) return;
+    // One row per finding, kept across redraws and updated in place (its count, message and age
+    // move every second; rebuilding the list would re-lay out everything below it).
     const rows = all.slice(0, MAX_PROBLEMS).map(({ worker, comp, f }) => {
-      const seg = P.topicPart(comp.name);
-      const keyed = comp.kind === P.ComponentKind.CONTROLLER && F.isKeyFinding(f);
-      const where = keyed ? el("a", { href: U.key(worker, seg, f.subject), title: "the key's page: its story, attempts, triggers and versions" }, f.subject)
-        : comp.kind === P.ComponentKind.INFORMER ? el("a", { href: U.informer(worker, seg) }, "informer " + comp.name)
-          : el("a", { href: U.controller(worker, seg) }, String(f.subject));
-      const severe = [P.FindingKind.HOT_LOOP, P.FindingKind.FAILING, P.FindingKind.TERMINAL, P.FindingKind.WATCH_SILENT, P.FindingKind.RELIST_STORM].includes(f.finding);
-      return el("li", { className: severe ? "" : "warn", dataset: { finding: String(f.finding), subject: String(f.subject), worker: worker } },
-        F.badge(f), el("span", { className: "where" }, worker + " › " + (comp.kind === P.ComponentKind.CONTROLLER ? comp.name + " › " : ""), where),
-        el("span", { className: "message" }, f.message || ""),
-        el("span", { className: "since muted" }, typeof f.since === "number" ? "since " + fmtDuration(Math.max(0, now - f.since)) + " ago" : ""));
+      const id = worker + "|" + comp.kind + "|" + comp.name + "|" + f.finding + "|" + f.subject;
+      let v = problemRows.get(id);
+      if (!v) {
+        const seg = P.topicPart(comp.name);
+        const keyed = comp.kind === P.ComponentKind.CONTROLLER && F.isKeyFinding(f);
+        const where = keyed ? el("a", { href: U.key(worker, seg, f.subject), title: "the key's page: its story, attempts, triggers and versions" }, f.subject)
+          : comp.kind === P.ComponentKind.INFORMER ? el("a", { href: U.informer(worker, seg) }, "informer " + comp.name)
+            : el("a", { href: U.controller(worker, seg) }, String(f.subject));
+        const severe = [P.FindingKind.HOT_LOOP, P.FindingKind.FAILING, P.FindingKind.TERMINAL, P.FindingKind.WATCH_SILENT, P.FindingKind.RELIST_STORM].includes(f.finding);
+        v = { badge: el("span"), message: el("span", { className: "message" }), since: el("span", { className: "since muted" }) };
+        v.root = el("li", { className: severe ? "" : "warn", dataset: { finding: String(f.finding), subject: String(f.subject), worker: worker } },
+          v.badge, el("span", { className: "where" }, worker + " › " + (comp.kind === P.ComponentKind.CONTROLLER ? comp.name + " › " : ""), where),
+          v.message, v.since);
+        problemRows.set(id, v);
+      }
+      v.seen = now;
+      const badge = F.badge(f);
+      if (changed(v, "badgeSig", badgeSig([badge]))) { v.root.replaceChild(badge, v.badge); v.badge = badge; }
+      setText(v.message, f.message || "");
+      setText(v.since, typeof f.since === "number" ? "since " + fmtDuration(Math.max(0, now - f.since)) + " ago" : "");
+      return v.root;
     });
-    if (all.length > MAX_PROBLEMS) rows.push(el("li", { className: "muted warn" }, (all.length - MAX_PROBLEMS) + " more not listed"));
+    for (const [id, v] of problemRows) if (v.seen !== now) problemRows.delete(id);
+    if (all.length > MAX_PROBLEMS) {
+      setText(moreProblems, (all.length - MAX_PROBLEMS) + " more not listed");
+      rows.push(moreProblems);
+    }
     $("problems-panel").hidden = !rows.length;
-    $("problems").replaceChildren(...rows);
+    syncChildren($("problems"), rows);
   }
+  const moreProblems = el("li", { className: "muted warn" });
 
   // An informer no controller watches: its card is its chain, ending at its handlers, and links to
   // its page (events, handlers, cache).
@@ -413,7 +467,8 @@
     const stale = liveness !== P.Liveness.LIVE;
     const me = Page.workerEntry(comps);
     const lease = [...comps.values()].find((v) => v && v.kind === P.ComponentKind.LEASE);
-    const cards = entries.map((e) => (e.type === "controller" ? controllerCard(w, e.seg, e.comp, comps, lease, stale, e.state)
+    const asRow = fleetSize >= LARGE;
+    const cards = entries.map((e) => (e.type === "controller" ? (asRow ? controllerRow : controllerCard)(w, e.seg, e.comp, comps, lease, stale, e.state)
       : e.type === "informer" ? informerCard(w, e.comp, stale, e.state) : watcherCard(w, e.comp, stale, e.state)));
     const v = view("worker|" + w.name, () => {
       const badge = el("span", { className: "badge" }), seen = el("span", { className: "muted last-seen" });
@@ -427,6 +482,8 @@
         root: el("div", { className: "worker", dataset: { worker: w.name } },
           el("div", { className: "worker-head" }, "worker ", el("b", null, w.name), " ", runtime, " ", writes, " ", badge, seen, " ", forget), cardsBox) };
     });
+    v.cards.classList.toggle("rows", asRow);
+    if (asRow) v.cards.setAttribute("role", "list"); else v.cards.removeAttribute("role");
     const runtime = me && me.runtime ? String(me.runtime) : "";
     v.runtime.hidden = !runtime;
     if (v.runtime.textContent !== runtime) v.runtime.textContent = runtime;
@@ -536,6 +593,7 @@
   const groups = OF.collapsedStore((() => { try { return window.localStorage; } catch (err) { return null; } })());
   const stats = { clusters: 0, controllers: 0, shown: 0, problems: 0, drawn: 0, passes: 0 };
   let clusterKeys = [];
+  let fleetSize = 0; // controllers on the overview: from LARGE on, each is a row (controllerRow)
 
   // The worker's box if it is drawn (or may be drawn within this frame's budget), else its last one.
   function drawWorker(x, t0, now, keep) {
@@ -603,7 +661,7 @@
     const ordered = [...clusters.values()].sort((a, b) => a.rank - b.rank || problemsOf(b) - problemsOf(a) ||
       (a.key === "" ? 1 : b.key === "" ? -1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     clusterKeys = ordered.map((c) => c.key);
-    const fleetSize = ordered.reduce((n, c) => n + c.total, 0);
+    fleetSize = ordered.reduce((n, c) => n + c.total, 0);
     const keep = new Set();
     const sections = [];
     for (const c of ordered) {

@@ -29,13 +29,16 @@
   const { el } = global.ctrlscopeUI;
   const P = global.ctrlscopeProtocol;
   const STATE_LABEL = { [P.ReflectorState.BACKING_OFF]: "backing off" };
+  // One number format for every count: toLocaleString() sets a formatter up on each call, which the
+  // overview's 200 pipelines made one of its costliest lines.
+  const num = ((nf) => (n) => nf.format(n))(new Intl.NumberFormat());
   // An informer component's reflector state; "starting" (not a protocol state) until it reports one.
   const reflectorState = (inf) => inf.state || (inf.synced ? P.ReflectorState.WATCHING : "starting");
 
   function fmtRate(r) {
     if (r === null || r === undefined || Number.isNaN(r)) return "–";
     if (r >= 10000) return Math.round(r / 1000) + "k/s";
-    if (r >= 100) return Math.round(r).toLocaleString() + "/s";
+    if (r >= 100) return num(Math.round(r)) + "/s";
     if (r >= 10) return r.toFixed(0) + "/s";
     return r ? r.toFixed(1) + "/s" : "0/s";
   }
@@ -68,8 +71,8 @@
       el("div", { className: "rate" }, fmtRate(rate)), ...extra);
   }
   const arrow = () => el("span", { className: "arrow", "aria-hidden": "true" }, "→");
-  const count = (n, word) => (n || 0).toLocaleString() + " " + word + (n === 1 ? "" : "s");
-  const errors = (n, what) => (n ? el("div", { className: "stage-err" }, n.toLocaleString() + " " + what) : null);
+  const count = (n, word) => num(n || 0) + " " + word + (n === 1 ? "" : "s");
+  const errors = (n, what) => (n ? el("div", { className: "stage-err" }, num(n) + " " + what) : null);
   const CONFLICT_HELP = "409 Conflict: the write carried an old resourceVersion, because the object changed " +
     "after the informer cache that the Reconcile read from was updated (optimistic concurrency). The " +
     "Reconcile returns the error and its key is retried with backoff, by then against a fresher cache. " +
@@ -78,7 +81,7 @@
     if (!c.writeErrors) return null;
     const conflicts = c.writeConflicts || 0;
     return el("div", { className: "stage-err", title: conflicts ? CONFLICT_HELP : "" },
-      c.writeErrors.toLocaleString() + " failed" + (conflicts ? " (" + conflicts.toLocaleString() + " × 409 conflict)" : ""));
+      num(c.writeErrors) + " failed" + (conflicts ? " (" + num(conflicts) + " × 409 conflict)" : ""));
   }
 
   // What a write asked the server for, in RBAC's terms: the verb, the resource (group and
@@ -102,7 +105,7 @@
     if (!c.writesForbidden) return null;
     const what = c.lastForbidden ? ": " + writeRequest(c.lastForbidden.method, c.lastForbidden.path) : "";
     return el("div", { className: "stage-err stage-forbidden", title: FORBIDDEN_HELP },
-      c.writesForbidden.toLocaleString() + " × 403 forbidden" + what);
+      num(c.writesForbidden) + " × 403 forbidden" + what);
   }
 
   const REFUSED_HELP = "Writes this worker refused itself, before sending them: it only observes this cluster " +
@@ -112,7 +115,7 @@
   function writesRefused(c) {
     if (!c.writesRefused) return null;
     return el("div", { className: "stage-refused", title: REFUSED_HELP },
-      c.writesRefused.toLocaleString() + " refused: " + P.WriteRefusal.READ_ONLY);
+      num(c.writesRefused) + " refused: " + P.WriteRefusal.READ_ONLY);
   }
 
   function informerChain(inf) {
@@ -125,7 +128,7 @@
       const total = inf.listed, size = Math.min(inf.size || 0, total || Infinity);
       progress = el("div", { className: "sync-progress" },
         el("progress", total ? { max: total, value: size } : {}),
-        el("span", { className: "muted" }, total ? "initial sync " + size.toLocaleString() + " / " + total.toLocaleString() : "initial sync…"));
+        el("span", { className: "muted" }, total ? "initial sync " + num(size) + " / " + num(total) : "initial sync…"));
     }
     const r = inf.rates || {};
     return el("div", { className: "chain informer-chain", dataset: { informer: inf.name } },
@@ -186,7 +189,7 @@
         "not watching since" + ago + (w.lastEnd ? " (last stream: " + w.lastEnd + ")" : ""));
     }
     const ends = (c.watch_ends || 0) ? el("div", { className: "muted stage-sub" }, count(c.watch_starts, "watch") + " opened, " +
-      (c.watch_ends || 0).toLocaleString() + " ended" + (c.expired ? " (" + c.expired.toLocaleString() + " × 410)" : "")) : null;
+      num(c.watch_ends || 0) + " ended" + (c.expired ? " (" + num(c.expired) + " × 410)" : "")) : null;
     return el("div", { className: "chain watcher-chain", dataset: { watcher: w.name } },
       stage("watch", "Watch", w.resource || w.name, r.watch, "watch events/s", el("div", { className: "badges" }, ...badges), ends, note),
       arrow(),
@@ -200,5 +203,5 @@
     box.replaceChildren(el("div", { className: "chains" }, watcherChain(model)));
   }
 
-  global.ctrlscopePipeline = { render, renderWatcher, reflectorState, writeRequest };
+  global.ctrlscopePipeline = { render, renderWatcher, reflectorState, writeRequest, fmtRate, num };
 })(window);
