@@ -10,6 +10,7 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 
 from controllers.schema import TOPIC_SEGMENT as _SEGMENT
 from controllers.schema import ComponentKind, TopicKind, topic_part, worker_topic, worker_topic_prefix
@@ -32,6 +33,17 @@ def index(request: HttpRequest) -> HttpResponse:
     if not can_view(request.user):
         return redirect_to_login(request.get_full_path())
     return render(request, "dashboard/index.html", _shell_context(request))
+
+
+def _snapshot_preloads(worker: str, prefix: str, topics: list[str]) -> list[tuple[str, str]]:
+    """(topic, snapshot.json URL) of each informer the page loads at once: the head preloads them
+    (``<link rel=preload>``, the page's first requests, before its scripts: informer_snapshots.js)."""
+    return [(t, reverse("informer_snapshot", args=[worker, t[len(prefix):]]) + f"?history={SNAPSHOT_HISTORY}")
+            for t in topics]
+
+
+# Frames of context a page asks for with an informer's snapshot (the events panel's recent rows).
+SNAPSHOT_HISTORY = 500
 
 
 def controller(request: HttpRequest, worker: str, controller: str) -> HttpResponse:
@@ -57,7 +69,9 @@ def controller(request: HttpRequest, worker: str, controller: str) -> HttpRespon
         page["informers"] = [t for t in _reader().topics() if t.startswith(topics["informer_prefix"])][:20]
     except redis.RedisError:
         page["informers"] = []
-    return render(request, "dashboard/controller.html", {**_shell_context(request), **panel_context(request), "page": page})
+    preloads = _snapshot_preloads(worker, topics["informer_prefix"], page["informers"])
+    return render(request, "dashboard/controller.html",
+                  {**_shell_context(request), **panel_context(request), "page": page, "snapshot_preloads": preloads})
 
 
 def key(request: HttpRequest, worker: str, controller: str, name: str, namespace: str = "") -> HttpResponse:
@@ -127,7 +141,9 @@ def informer(request: HttpRequest, worker: str, informer: str) -> HttpResponse:
     }
     page = _live_page(request, worker, ComponentKind.INFORMER, informer, topics)
     page["informers"] = [topic]
-    return render(request, "dashboard/informer.html", {**_shell_context(request), **panel_context(request), "page": page})
+    preloads = _snapshot_preloads(worker, topics["informer_prefix"], page["informers"])
+    return render(request, "dashboard/informer.html",
+                  {**_shell_context(request), **panel_context(request), "page": page, "snapshot_preloads": preloads})
 
 
 def watcher(request: HttpRequest, worker: str, watcher: str) -> HttpResponse:

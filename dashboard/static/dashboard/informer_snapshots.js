@@ -1,14 +1,20 @@
 /*
- * Informer caches over HTTP (snapshot.json), asked for from the page's <head>.
+ * Informer caches over HTTP (snapshot.json), asked for by the page's first requests.
  *
  * An informer topic's state is the whole cache: 100,000 objects are ~8 MB, more than one websocket
  * message may carry (daphne caps messages at 1 MiB), so controller_page.js loads it from
- * snapshot.json and then resumes the topic's stream on the socket from the snapshot's id. The
- * informers the server knew when it rendered the page (cs-page's "informers") are asked for here, as
- * soon as the head is parsed: before the page's ~20 panel scripts are fetched and run, which took
- * ~400 ms of a 100k-object first paint when the request waited for controller_page.js. The server
- * answers while the browser loads the scripts (it streams the body off the thread that serves them:
- * dashboard/snapshot_body.py).
+ * snapshot.json and then resumes the topic's stream on the socket from the snapshot's id.
+ *
+ * Why from the head: the page has ~25 scripts and stylesheets, and the browser opens at most six
+ * connections to one server. A fetch() made by a script, even the first one in the head, is queued
+ * behind every request the HTML's preload scanner has found by then, and the body's scripts are
+ * fetched and run before controller_page.js would ask: ~400 ms of a 100k-object first paint on an
+ * idle machine, over a second on a loaded one. So the page's HTML lists the informers the server
+ * knew when it rendered it as <link rel="preload" as="fetch" crossorigin="anonymous" data-topic>
+ * at the top of its head (the browser's first requests after the page), and this file fetches the
+ * same URLs in the same mode (cors, same-origin credentials), which takes the preloaded answers
+ * over. The server streams the body while the browser loads the scripts
+ * (dashboard/snapshot_body.py).
  *
  * window.ctrlscopeSnapshots.take(topic): the load started for the topic here, once (null if none);
  * load(worker, prefix, topic): a new one. Each is a promise of the parsed snapshot; the times it
@@ -16,26 +22,26 @@
  */
 (function () {
   "use strict";
-  const U = window.ctrlscopeUrl;
   const timings = (window.ctrlscopeTimings = window.ctrlscopeTimings || {});
 
-  function load(worker, prefix, topic) {
+  function fetchSnapshot(topic, url) {
     const marks = (timings[topic] = { fetch: performance.now() });
-    const url = U.informer(worker, topic.slice(prefix.length)) + "snapshot.json?history=500";
-    return fetch(url, { credentials: "same-origin", cache: "no-store" })
+    // No cache option: the preload was made without one, and the answer says no-store itself.
+    return fetch(url, { credentials: "same-origin" })
       .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); marks.response = performance.now(); return r.json(); })
       .then((snap) => { marks.parsed = performance.now(); return snap; });
   }
 
+  function load(worker, prefix, topic) {
+    // urls.js loads after this file; it is there by the time a page asks.
+    return fetchSnapshot(topic, window.ctrlscopeUrl.informer(worker, topic.slice(prefix.length)) + "snapshot.json?history=500");
+  }
+
   const started = new Map();
-  const el = document.getElementById("cs-page");
-  if (el) {
-    const page = JSON.parse(el.textContent);
-    for (const t of page.informers || []) {
-      const p = load(page.worker, page.topics.informer_prefix, t);
-      p.catch(() => {}); // taken and handled by the page; an untaken failure is no page error
-      started.set(t, p);
-    }
+  for (const link of document.querySelectorAll('link[rel="preload"][data-topic]')) {
+    const p = fetchSnapshot(link.dataset.topic, link.href);
+    p.catch(() => {}); // taken and handled by the page; an untaken failure is no page error
+    started.set(link.dataset.topic, p);
   }
 
   window.ctrlscopeSnapshots = {
