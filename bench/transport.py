@@ -18,6 +18,12 @@ nearing 200 % means the machine is.
 misses the goal (p99 ≤ 50 ms, 0 lost, the publisher kept its pace), and names the busiest process
 at each step: where the ceiling is, and why.
 
+``--transports ctrlscope,cluster`` adds the same ctrlscope workload against a Redis Cluster of three
+masters and three replicas (``controllers/telemetry/clusterboot.py``, Debian's redis-server on
+loopback ports) in the same run: the row "ctrlscope streams, Redis Cluster". The benchmark's one topic
+lives on one master, so the row measures what the cluster layout and client cost for the same work;
+its "redis" CPU is that master's.
+
 The peer (channels_redis) runs only up to ``--peer-max-rate`` (5,000/s): it already loses 83 % at
 5,000/s to 10 clients, and above that one run takes minutes to drain its publisher.
 
@@ -49,6 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.procmeter import Measured, Sampler  # noqa: E402
+from controllers.telemetry import redis_config  # noqa: E402
+from controllers.telemetry.clusterboot import LocalRedisCluster  # noqa: E402
 from controllers.telemetry.publisher import RedisPublisher  # noqa: E402
 from controllers.telemetry.redisboot import ensure_redis, free_port  # noqa: E402
 from dashboard.session import MAX_OUT_BYTES, MAX_PENDING_BYTES, WINDOW  # noqa: E402
@@ -192,31 +200,39 @@ def publish_peer(redis_url: str, prefix: str, rate: int, duration: float, messag
     return asyncio.run(main())
 
 
-def run_one(kind: str, rate: int, n_clients: int, duration: float, redis_url: str, run_dir: Path) -> dict:
+TRANSPORT_NAMES = {"ctrlscope": "ctrlscope streams", "cluster": "ctrlscope streams, Redis Cluster",
+                   "peer": "channels_redis group_send"}
+
+
+def run_one(kind: str, rate: int, n_clients: int, duration: float, redis_url: str, run_dir: Path,
+            redis_pid: int = 0) -> dict:
+    """One run; ``kind`` ctrlscope or cluster (both the dashboard, at ``redis_url``) or peer."""
     prefix = f"bench-{uuid.uuid4().hex[:8]}:"
     os.environ["CTRLSCOPE_PREFIX"] = prefix
-    app = "dashboard.asgi:application" if kind == "ctrlscope" else "bench.peer_asgi:application"
+    app = "bench.peer_asgi:application" if kind == "peer" else "dashboard.asgi:application"
     proc, port = start_daphne(app, redis_url, prefix, run_dir)
+    client_kind = "peer" if kind == "peer" else "ctrlscope"
     try:
-        if kind == "ctrlscope":  # the topic must exist before clients subscribe
+        if kind != "peer":  # the topic must exist before clients subscribe
             seed = RedisPublisher(redis_url, prefix=prefix)
             seed.set_state(TOPIC, "seed", {"v": 1})
             seed.flush()
             seed.stop()
         expected = int(rate * duration)
         ready, go_home, out = mp.Event(), mp.Event(), mp.Queue()
-        clients = mp.Process(target=client_proc, args=(kind, port, n_clients, expected, ready, go_home, out))
+        clients = mp.Process(target=client_proc, args=(client_kind, port, n_clients, expected, ready, go_home, out))
         clients.start()
         if not ready.wait(30):
             raise RuntimeError("clients did not connect")
         measured = [Measured("publisher", os.getpid()), Measured("daphne", proc.pid),
                     Measured("clients", clients.pid)]
-        redis_pid = _redis_pid(redis_url)
+        redis_pid = redis_pid or _redis_pid(redis_url)
         if redis_pid:
             measured.insert(1, Measured("redis", redis_pid))
         sampler = Sampler(measured).start()
         t0 = time.monotonic()
-        published = publish_ctrlscope(redis_url, prefix, rate, duration) if kind == "ctrlscope" else publish_peer(redis_url, prefix, rate, duration)
+        published = (publish_peer(redis_url, prefix, rate, duration) if kind == "peer"
+                     else publish_ctrlscope(redis_url, prefix, rate, duration))
         elapsed = time.monotonic() - t0
         sampler.stop()
         daphne = next(m for m in measured if m.name == "daphne")
@@ -232,7 +248,7 @@ def run_one(kind: str, rate: int, n_clients: int, duration: float, redis_url: st
     lat = sorted(x for r in results for x in r["lat"])
     received = [r["received"] for r in results]
     return {
-        "transport": "ctrlscope streams" if kind == "ctrlscope" else "channels_redis group_send",
+        "transport": TRANSPORT_NAMES[kind],
         "rate": rate, "clients": n_clients,
         "delivered_per_client": statistics.mean(received) / elapsed,
         "lost": sum(published - r for r in received),
@@ -281,6 +297,12 @@ def _pct(values: list[float], p: float) -> float:
 def _delete_prefix(url: str, prefix: str) -> None:
     import redis
 
+    if redis_config.is_cluster(url):
+        client = redis_config.sync_client(url)
+        for key in list(client.scan_iter(match=prefix + "*", count=1000)):
+            client.delete(key)  # one at a time: the keys are in many slots
+        client.close()
+        return
     r = redis.Redis.from_url(url)
     keys = list(r.scan_iter(match=prefix + "*", count=1000))
     if keys:
@@ -327,9 +349,9 @@ def main() -> None:
         parser.error("--rates and --clients are comma-separated integers, e.g. --rates 1000,5000")
     if any(n <= 0 for n in rates + client_counts):
         parser.error("rates and client counts must be positive")
-    unknown = set(args.transports.split(",")) - {"ctrlscope", "peer"}
+    unknown = set(args.transports.split(",")) - set(TRANSPORT_NAMES)
     if unknown:
-        parser.error(f"unknown transport(s) {', '.join(sorted(unknown))}: choose from ctrlscope, peer")
+        parser.error(f"unknown transport(s) {', '.join(sorted(unknown))}: choose from {', '.join(TRANSPORT_NAMES)}")
     run_dir = ROOT / "run"
     run_dir.mkdir(exist_ok=True)
     handle = ensure_redis(run_dir)
@@ -340,6 +362,14 @@ def main() -> None:
     rows: list[dict] = []
     ceiling: list[dict] = []
     print(f"redis {handle.url} ({handle.source}); {os.cpu_count()} CPUs; {args.duration:g}s per run", flush=True)
+    cluster: LocalRedisCluster | None = None
+    cluster_pid = 0
+    if "cluster" in args.transports.split(","):
+        cluster = LocalRedisCluster(run_dir / f"bench-cluster-{uuid.uuid4().hex[:6]}").start()
+        from redis.crc import key_slot
+
+        cluster_pid = cluster.procs[cluster.slot_owner(key_slot(TOPIC.encode()))].pid
+        print(f"redis cluster {cluster.url} (3 masters, 3 replicas)", flush=True)
     try:
         for rate in rates:
             for n in client_counts:
@@ -347,7 +377,11 @@ def main() -> None:
                     if kind == "peer" and rate > args.peer_max_rate:
                         print(f"  skipped: channels_redis group_send {rate}/s x{n} (above --peer-max-rate)", flush=True)
                         continue
-                    row = run_one(kind, rate, n, args.duration, handle.url, run_dir)
+                    if kind == "cluster":
+                        assert cluster is not None
+                        row = run_one(kind, rate, n, args.duration, cluster.url, run_dir, redis_pid=cluster_pid)
+                    else:
+                        row = run_one(kind, rate, n, args.duration, handle.url, run_dir)
                     rows.append(row)
                     print(f"  done: {row['transport']} {rate}/s x{n}: p99 {row['p99']:.1f} ms, lost {row['lost']}, "
                           f"busiest {row['busiest']} {row['cpu'][row['busiest']]:.0f} %", flush=True)
@@ -364,6 +398,8 @@ def main() -> None:
                 rate *= 2
     finally:
         handle.stop()
+        if cluster is not None:
+            cluster.stop()
     print_tables(rows + ceiling)
     for rate, n in [(1000, 10), (GOAL_RATE, GOAL_CLIENTS)]:
         target = [r for r in rows if r["transport"].startswith("ctrlscope") and r["rate"] == rate and r["clients"] == n]

@@ -122,7 +122,7 @@ class StreamHub:
                         state = (await self.redis.cluster_info()).get("cluster_state")
                         if state != "ok":
                             raise redis.exceptions.ClusterDownError(f"cluster_state:{state}")
-                        await self.redis.nodes_manager.initialize()  # type: ignore[attr-defined]  # the new slot map
+                        await self.redis.refresh_slots()  # type: ignore[attr-defined]  # the new slot map
                     await self._redis_back()
                 await self._refresh_topics()
                 await self._read_once()

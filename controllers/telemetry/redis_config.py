@@ -66,6 +66,23 @@ OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.TryAgainError, redis.exceptions.RedisClusterException)
 
 
+class AsyncClusterClient(acluster.RedisCluster):
+    """redis.asyncio's cluster client, made safe for a burst of first commands: redis-py 8.1 fails some
+    of many commands sent at once by a client that has not initialized yet (``ConnectionError``, or
+    an ``AttributeError`` from a connection it closed): ten websocket sessions opening together hit
+    that. Every command waits for the client's (locked) initialization first."""
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        await self.initialize()
+        return await super().execute_command(*args, **kwargs)
+
+    async def refresh_slots(self) -> None:
+        """Ask the cluster for its slot map again (after a failover: the promoted replica), under the
+        same lock as the first initialization."""
+        self._initialize = True
+        await self.initialize()
+
+
 class RedisConfigError(ValueError):
     """A Redis setting that cannot be used; the message names the variable and the expected form."""
 
@@ -305,8 +322,8 @@ def async_client(url: str, *, env: Mapping[str, str] | None = None, **kwargs: An
                                   **kwargs)
     if is_cluster(url):
         nodes = [acluster.ClusterNode(h, p) for h, p in parse_cluster_url(url).nodes]
-        return acluster.RedisCluster(startup_nodes=nodes, password=password,  # type: ignore[return-value]
-                                     retry=aretry.Retry(NoBackoff(), 0), **kwargs)
+        return AsyncClusterClient(startup_nodes=nodes, password=password,  # type: ignore[return-value]
+                                  retry=aretry.Retry(NoBackoff(), 0), **kwargs)
     check_url(url)
     if password and "password" not in kwargs:
         kwargs["password"] = password

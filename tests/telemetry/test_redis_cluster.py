@@ -312,3 +312,17 @@ def test_frames_keep_their_bytes_across_a_migration(redis_cluster, publisher_fac
     assert orjson.loads(client.xrange(keys.stream(topic))[-1][1][b"f"])["r"] == [{"i": 50}]
     assert pub.frames_lost == 0 and pub.redis_errors == 0
     client.close()
+
+
+def test_a_fresh_async_cluster_client_takes_a_burst_of_first_commands(redis_cluster):
+    """Ten websocket sessions opening at once on a new dashboard: redis-py 8.1's asyncio cluster client
+    failed some of them before it had initialized (redis_config.AsyncClusterClient)."""
+
+    async def main() -> list[Any]:
+        client = redis_config.async_client(redis_cluster.url, socket_timeout=5, socket_connect_timeout=2)
+        try:
+            return await asyncio.gather(*(client.smembers("t:topics") for _ in range(20)), return_exceptions=True)
+        finally:
+            await client.aclose()
+
+    assert run_async(main(), timeout=20) == [set()] * 20
