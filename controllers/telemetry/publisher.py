@@ -313,6 +313,8 @@ class RedisPublisher:
         keys (every ``retention / 4``, and after a reset recreated a snapshot). A snapshot found gone
         makes its topic reset, so it is rewritten whole by the next frame."""
         now = self.clock.now()
+        if self.keys.cluster and self.connected:
+            self._announce([])  # every ANNOUNCE_S, also for topics that send no frame now
         with self._lock:
             due = [n for n, t in self._topics.items()
                    if t.seq and (force or now - self._ttl_at.get(n, float("-inf")) >= self.retention / 4)]
