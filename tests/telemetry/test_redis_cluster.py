@@ -326,3 +326,31 @@ def test_a_fresh_async_cluster_client_takes_a_burst_of_first_commands(redis_clus
             await client.aclose()
 
     assert run_async(main(), timeout=20) == [set()] * 20
+
+
+def test_the_object_inspector_answers_through_a_cluster(redis_cluster):
+    """The inspector's request and reply share a slot (tagged by request id), the queue is elsewhere:
+    the worker's answer transaction and the dashboard's ask work across shards."""
+    from controllers.informers.store import Store
+    from controllers.telemetry.inspector import Inspector, ask
+    from controllers.telemetry.last_updates import LastUpdates
+
+    url = redis_cluster.url
+    keys = Keys.for_url("ti:", url)
+    assert key_slot(keys.inspect_request("ab12").encode()) == key_slot(keys.inspect_reply("ab12").encode())
+    store = Store("v1/ConfigMap")
+    store.add({"apiVersion": "v1", "kind": "ConfigMap", "data": {"greeting": "hello"},
+               "metadata": {"name": "greet", "namespace": "default", "resourceVersion": "5", "uid": "u1"}})
+    worker = Inspector(url, prefix="ti:", worker="w1", last_updates=LastUpdates(),
+                       stores=lambda: {"v1/ConfigMap": store})
+    client = redis_config.sync_client(url)
+    try:
+        worker.start()
+        client.sadd(keys.topics, "w/w1/components")
+        wait_until(lambda: client.get(keys.inspect_alive("w1")) is not None, timeout=5, what="the heartbeat")
+        answer = ask(client, keys, worker="w1", informer="v1_ConfigMap", key="default/greet")
+        assert answer.status == 200, answer.body
+        assert orjson.loads(answer.body)["current"]["data"] == {"greeting": "hello"}
+    finally:
+        worker.stop()
+        client.close()
