@@ -108,22 +108,51 @@ def _pairs(snap: Snapshot, start: int, stop: int) -> bytes:
     return b"".join(parts)
 
 
-def parts(snap: Snapshot, per_part: int = PART_KEYS) -> Iterator[bytes]:
-    """The body in parts: ``{"topic","id","epoch","size","state":{...},"history":[...]}``, the state
+def _keys(snap: Snapshot, start: int, stop: int) -> bytes:
+    """keys[start:stop] as JSON strings, comma-separated, with a leading comma unless ``start`` is 0."""
+    keys = snap.keys[start:stop]
+    if snap.raw_keys:
+        body = b'"' + b'","'.join(keys) + b'"' if keys else b""
+    else:
+        body = b",".join(orjson.dumps(k.decode("utf-8", "replace")) for k in keys)
+    return b"," + body if start and keys else body
+
+
+# The forms of the state: "object" {"key": value, ...} (the default, for any client), and "columns"
+# "keys": [...], "values": [...] (the same pairs, in the same order), which the page asks for: a
+# browser parses two arrays about twice as fast as one object of 100,000 properties and fills its Map
+# from them without an array per entry (Chromium's V8 on this machine: 100k summaries, parse and Map,
+# median 1,199 → 523 ms loaded). The columns are two plain joins here too.
+FORMS = ("object", "columns")
+
+
+def parts(snap: Snapshot, per_part: int = PART_KEYS, form: str = "object") -> Iterator[bytes]:
+    """The body in parts: ``{"topic","id","epoch","size","state":{...},"history":[...]}`` (or with
+    ``"keys":[...],"values":[...]`` in place of ``"state"``: ``form="columns"``), the state
     ``per_part`` objects a part. Joined, the parts are the whole body."""
-    yield b"".join((
-        b'{"topic":', orjson.dumps(snap.topic), b',"id":"', snap.id, b'","epoch":', orjson.dumps(snap.epoch),
-        b',"size":', str(len(snap.keys)).encode(), b',"state":{'))
-    for start in range(0, len(snap.keys), per_part):
+    head = (b'{"topic":', orjson.dumps(snap.topic), b',"id":"', snap.id, b'","epoch":', orjson.dumps(snap.epoch),
+            b',"size":', str(len(snap.keys)).encode())
+    n = len(snap.keys)
+    if form == "columns":
+        yield b"".join((*head, b',"keys":['))
+        for start in range(0, n, per_part):
+            yield _keys(snap, start, start + per_part)
+        yield b'],"values":['
+        for start in range(0, n, per_part):
+            yield (b"," if start else b"") + b",".join(snap.values[start:start + per_part])
+        yield b'],"history":[' + b",".join(snap.history) + b"]}"
+        return
+    yield b"".join((*head, b',"state":{'))
+    for start in range(0, n, per_part):
         yield _pairs(snap, start, start + per_part)
     yield b'},"history":[' + b",".join(snap.history) + b"]}"
 
 
-async def stream(reader: StreamReader, topic: str, epoch: str, history: int) -> AsyncIterator[bytes]:
+async def stream(reader: StreamReader, topic: str, epoch: str, history: int, form: str = "object") -> AsyncIterator[bytes]:
     """The body, read in a worker thread (not Django's sync thread, which would hold up every other
     request of the process meanwhile) and sent part by part. A Redis error here comes after the
     response has begun: it ends the body short, so the page's JSON parse fails and it loads again."""
     async with _reads:
         snap = await sync_to_async(read, thread_sensitive=False)(reader, topic, epoch, history)
-    for part in parts(snap):
+    for part in parts(snap, form=form):
         yield part

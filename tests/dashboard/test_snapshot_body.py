@@ -41,9 +41,26 @@ def whole_body(reader: StreamReader, topic: str, history: int) -> bytes:
         b'},"history":[', b",".join(rows), b"]}"))
 
 
-def streamed(reader: StreamReader, topic: str, history: int, per_part: int) -> bytes:
+def streamed(reader: StreamReader, topic: str, history: int, per_part: int, form: str = "object") -> bytes:
     snap = snapshot_body.read(reader, topic, reader.epoch(), history)
-    return b"".join(snapshot_body.parts(snap, per_part))
+    return b"".join(snapshot_body.parts(snap, per_part, form))
+
+
+def as_object(columns: bytes) -> dict:
+    """The columns form read back into the object form's shape (its key order kept)."""
+    body = orjson.loads(columns)
+    assert len(body["keys"]) == len(body["values"]) == body["size"]
+    state = dict(zip(body.pop("keys"), body.pop("values"), strict=True))
+    return {**body, "state": state}
+
+
+def same_body(columns: bytes, whole: bytes) -> None:
+    got, want = as_object(columns), orjson.loads(whole)
+    assert got == want and list(got["state"]) == list(want["state"])  # the same pairs, in the same order
+
+
+def redis_reader(url: str, prefix: str) -> StreamReader:
+    return StreamReader(redis.Redis.from_url(url), Keys(prefix))
 
 
 def get(port: int, path: str) -> tuple[int, dict[str, str], bytes]:
@@ -73,6 +90,7 @@ def test_streamed_parts_join_to_the_whole_body(redis_url, prefix, publisher_fact
     for per_part in (1, 7, 50, 8192):
         assert streamed(reader, TOPIC, 10, per_part) == plain
         assert streamed(reader, TOPIC, 0, per_part) == whole_body(reader, TOPIC, 0)
+        same_body(streamed(reader, TOPIC, 10, per_part, "columns"), plain)
     for k in odd:
         pub.set_state(TOPIC, k, {"rv": "1"})
     pub.flush()
@@ -80,6 +98,9 @@ def test_streamed_parts_join_to_the_whole_body(redis_url, prefix, publisher_fact
     assert list(orjson.loads(escaped)["state"])[:2] == ["a\"quote", "back\\slash"]
     for per_part in (1, 4, 8192):
         assert streamed(reader, TOPIC, 10, per_part) == escaped
+        same_body(streamed(reader, TOPIC, 10, per_part, "columns"), escaped)
+    same_body(streamed(redis_reader(redis_url, "nothing:"), TOPIC, 0, 3, "columns"), b'{"topic":"w/w1/informer/pods",'
+              b'"id":"0-0","epoch":"","size":0,"state":{},"history":[]}')
 
 
 def test_a_key_that_is_not_utf8_is_shown_not_a_failure(redis_url, prefix, publisher_factory):
@@ -106,6 +127,11 @@ def test_the_view_streams_the_same_body(dashboard, redis_url, prefix, publisher_
     assert "content-length" not in headers and headers.get("transfer-encoding") == "chunked"
     assert body == whole_body(reader, TOPIC, 500)
     assert orjson.loads(body)["size"] == 20_000
+    status, headers, columns = get(dashboard.port, URL + "?history=500&form=columns")
+    assert status == 200 and "content-length" not in headers
+    same_body(columns, body)
+    status, _, error = get(dashboard.port, URL + "?form=table")
+    assert status == 400 and orjson.loads(error) == {"error": "?form= must be one of object, columns"}
 
 
 def test_a_snapshot_read_under_concurrent_writes_is_exact_as_of_its_id(dashboard, redis_url, prefix):

@@ -32,9 +32,9 @@ def test_the_cache_is_the_pages_first_request_and_is_fetched_once(browser, dashb
     page = open_controller_page(browser, dashboard, path)
     wait_for_cache(page, 2000)
     resources = page.evaluate(RESOURCES_JS)
-    snapshots = [r for r in resources if r["name"].endswith("/snapshot.json?history=500")]
+    snapshots = [r for r in resources if r["name"].endswith("/snapshot.json?history=500&form=columns")]
     # One request: the page's fetch took the preloaded answer over instead of asking again.
-    assert [r["name"] for r in snapshots] == ["/c/w1/informer/pods/snapshot.json?history=500"], resources
+    assert [r["name"] for r in snapshots] == ["/c/w1/informer/pods/snapshot.json?history=500&form=columns"], resources
     scripts = [r for r in resources if r["name"].endswith(".js")]
     assert scripts and all(snapshots[0]["start"] <= r["start"] for r in scripts), \
         f"snapshot.json was not asked for before the page's scripts: {resources}"
@@ -56,5 +56,5 @@ def test_an_informer_that_appears_later_is_loaded_when_it_does(browser, dashboar
     pub.flush()
     wait_for_cache(page, 300)
     assert [r["name"] for r in page.evaluate(RESOURCES_JS) if "/snapshot.json" in r["name"]] == \
-        ["/c/w1/informer/pods/snapshot.json?history=500"]
+        ["/c/w1/informer/pods/snapshot.json?history=500&form=columns"]
     close_page(page)

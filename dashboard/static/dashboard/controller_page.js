@@ -76,7 +76,7 @@
         const t = { cursor: null, state: new Map() };
         client.topics.set(topic, t);
         if (snap.history.length) client.applyEntries(topic, snap.history);
-        t.state = client.unsupported.has(topic) ? new Map() : new Map(Object.entries(snap.state));
+        t.state = client.unsupported.has(topic) ? new Map() : snap.state; // a Map (informer_snapshots.js)
         t.cursor = snap.id;
         if (snap.epoch && !client.epoch) client.epoch = snap.epoch;
         client.emit("snapshot", topic, t.state);

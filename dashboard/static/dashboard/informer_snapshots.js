@@ -16,9 +16,14 @@
  * over. The server streams the body while the browser loads the scripts
  * (dashboard/snapshot_body.py).
  *
+ * The state comes as columns (?form=columns: "keys" and "values", the same pairs in key order): V8
+ * parses two arrays about twice as fast as one object of 100,000 properties, and the Map is filled
+ * from them without an [key, value] array per entry.
+ *
  * window.ctrlscopeSnapshots.take(topic): the load started for the topic here, once (null if none);
- * load(worker, prefix, topic): a new one. Each is a promise of the parsed snapshot; the times it
- * went through (ms since navigation start) are in window.ctrlscopeTimings[topic].
+ * load(worker, prefix, topic): a new one. Each is a promise of the snapshot {topic, id, epoch, size,
+ * history, state: Map key → value}; the times it went through (ms since navigation start) are in
+ * window.ctrlscopeTimings[topic].
  */
 (function () {
   "use strict";
@@ -29,12 +34,17 @@
     // No cache option: the preload was made without one, and the answer says no-store itself.
     return fetch(url, { credentials: "same-origin" })
       .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); marks.response = performance.now(); return r.json(); })
-      .then((snap) => { marks.parsed = performance.now(); return snap; });
+      .then((snap) => {
+        marks.parsed = performance.now();
+        const state = new Map();
+        for (let i = 0; i < snap.keys.length; i++) state.set(snap.keys[i], snap.values[i]);
+        return { topic: snap.topic, id: snap.id, epoch: snap.epoch, size: snap.size, history: snap.history, state };
+      });
   }
 
   function load(worker, prefix, topic) {
     // urls.js loads after this file; it is there by the time a page asks.
-    return fetchSnapshot(topic, window.ctrlscopeUrl.informer(worker, topic.slice(prefix.length)) + "snapshot.json?history=500");
+    return fetchSnapshot(topic, window.ctrlscopeUrl.informer(worker, topic.slice(prefix.length)) + "snapshot.json?history=500&form=columns");
   }
 
   const started = new Map();
