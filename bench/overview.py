@@ -61,11 +61,12 @@ MEASURE_JS = """
 # The overview holds the whole fleet: polled every frame; the first time it holds, when is kept.
 READY_JS = {
     "ctrlscope": """(n) => { const o = window.ctrlscope && window.ctrlscope.overview;
-        const ok = o && o.idle && o.stats.controllers >= n; if (ok && !window.__ready) window.__ready = performance.now(); return ok; }""",
+        const ok = o && o.idle && o.stats.controllers >= n.controllers && o.stats.clusters >= n.clusters; if (ok && !window.__ready) window.__ready = performance.now(); return ok; }""",
     "expanded": """(n) => { const o = window.ctrlscope && window.ctrlscope.overview;
-        const ok = o && o.idle && o.stats.controllers >= n && document.querySelectorAll('#overview .ctl-card[data-controller]').length >= n;
+        const ok = o && o.idle && o.stats.controllers >= n.controllers && o.stats.clusters >= n.clusters
+          && document.querySelectorAll('#overview .ctl-card[data-controller]').length >= n.controllers;
         if (ok && !window.__ready) window.__ready = performance.now(); return ok; }""",
-    "peer": """(n) => { const ok = document.querySelectorAll('#overview .ctl-card[data-controller]').length >= n;
+    "peer": """(n) => { const ok = document.querySelectorAll('#overview .ctl-card[data-controller]').length >= n.controllers;
         if (ok && !window.__ready) window.__ready = performance.now(); return ok; }""",
 }
 
@@ -111,7 +112,7 @@ def start_dashboard(tree: Path, redis_url: str, prefix: str, run_dir: Path) -> t
     raise RuntimeError(f"daphne in {tree} did not start")
 
 
-def measure(browser: Any, kind: str, port: int, controllers: int, duration: float, shots: Path | None) -> dict[str, Any]:
+def measure(browser: Any, kind: str, port: int, fleet: dict[str, int], duration: float, shots: Path | None) -> dict[str, Any]:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     try:
@@ -120,7 +121,7 @@ def measure(browser: Any, kind: str, port: int, controllers: int, duration: floa
             groups = {f"https://{c}.k8s.example:6443": False for c in cluster_names(40)}
             page.add_init_script(f"localStorage.setItem({json.dumps(STORAGE_KEY)}, {json.dumps(json.dumps(groups))})")
         page.goto(f"http://127.0.0.1:{port}/")
-        page.wait_for_function(READY_JS[kind], arg=controllers, polling="raf", timeout=120_000)
+        page.wait_for_function(READY_JS[kind], arg=fleet, polling="raf", timeout=120_000)
         ready = page.evaluate("window.__ready")
         fcp = page.evaluate("(performance.getEntriesByName('first-contentful-paint')[0] || {}).startTime || null")
         if shots is not None:
@@ -186,7 +187,8 @@ def main() -> None:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             for kind in args.contenders.split(","):
                 port = servers["peer" if kind == "peer" else "ctrlscope"][1]
-                rows.append(measure(browser, kind, port, args.controllers, args.duration, args.screenshots))
+                rows.append(measure(browser, kind, port, {"controllers": args.controllers, "clusters": args.clusters}, args.duration,
+                                    args.screenshots))
                 print(f"  done: {kind}", flush=True)
             browser.close()
     finally:

@@ -46,7 +46,8 @@ def open_overview(browser, dashboard, query: str = ""):
     page.wait_for_selector('#conn[data-state="live"]', timeout=15_000)
     # The whole fleet counted, every box drawn, and the stuck controllers' findings open (2 s).
     page.wait_for_function(f"""() => {{ const o = window.ctrlscope.overview;
-        return o.idle && o.stats.controllers === {CONTROLLERS} && o.stats.problems >= 17; }}""", timeout=60_000)
+        return o.idle && o.stats.controllers === {CONTROLLERS} && o.stats.clusters === {CLUSTERS} && o.stats.problems >= 17; }}""",
+                           timeout=60_000)
     return page
 
 
@@ -77,6 +78,9 @@ def test_the_overview_holds_20_clusters_and_200_controllers_problems_first(brows
     assert page.inner_text("#f-count").startswith("200 controllers in 20 clusters")
     save_screenshot(page, artifacts, "fleet-overview.png")
     save_screenshot(page, artifacts, "fleet-overview-full.png", full_page=True)
+    page.emulate_media(color_scheme="dark")
+    save_screenshot(page, artifacts, "fleet-overview-dark.png")
+    page.emulate_media(color_scheme="light")
 
     # Search: every word must match; groups with matches open, the others are not listed; in the URL.
     page.fill("#f-q", "certificate")
@@ -132,14 +136,21 @@ def test_the_overview_holds_20_clusters_and_200_controllers_problems_first(brows
     page.wait_for_selector(f'{toggle}[aria-expanded="false"]')
     assert page.eval_on_selector_all(f'#overview .cluster[data-cluster="{cluster}"] .worker', "els => els.length") == 0
     page.reload()
-    page.wait_for_function("() => window.ctrlscope.overview.idle && window.ctrlscope.overview.stats.controllers === 200")
+    page.wait_for_function("() => window.ctrlscope.overview.idle && window.ctrlscope.overview.stats.controllers === 200 "
+                           "&& window.ctrlscope.overview.stats.clusters === 20")
     assert page.get_attribute(toggle, "aria-expanded") == "false"
     page.focus(toggle)
     page.keyboard.press("Space")
     page.wait_for_selector(f'#overview .cluster[data-cluster="{cluster}"] .worker')
     # Expand all / collapse all.
     page.click("#f-expand")
-    page.wait_for_function(f"() => window.ctrlscope.overview.idle && document.querySelectorAll('#overview .ctl-row').length === {CONTROLLERS}")
+    try:
+        page.wait_for_function(f"() => window.ctrlscope.overview.idle && document.querySelectorAll('#overview .ctl-row').length === {CONTROLLERS}")
+    except Exception:
+        print(page.evaluate("""() => [document.querySelectorAll('#overview .ctl-row').length, JSON.stringify(window.ctrlscope.overview.stats),
+          window.ctrlscope.overview.idle, [...document.querySelectorAll('#overview .cluster')].map(e => e.dataset.collapsed + e.dataset.cluster).join(','),
+          localStorage.getItem('ctrlscope.overview.collapsed'), location.href]"""))
+        raise
     page.click("#f-collapse")
     page.wait_for_function("() => document.querySelectorAll('#overview .worker').length === 0")
     assert page.js_errors == []

@@ -71,15 +71,15 @@ def test_collapsed_groups_survive_a_broken_or_refusing_storage(filters):
       const mem = { v: {}, getItem(k) { return this.v[k] ?? null; }, setItem(k, s) { this.v[k] = s; } };
       const a = F.collapsedStore(mem);
       const before = [a.isCollapsed("x", true), a.isCollapsed("x", false)];
-      a.set("x", true); a.setAll(["y", "z"], false);
-      const b = F.collapsedStore(mem);  // another page load: remembered
+      a.set("y", true); a.setAll(false); a.set("x", true);
+      const b = F.collapsedStore(mem);  // another page load: remembered; "expand all" holds for new groups too
       const broken = F.collapsedStore({ getItem: () => "{not json", setItem() {} });
       const array = F.collapsedStore({ getItem: () => "[1,2]", setItem() {} });
       const refusing = F.collapsedStore({ getItem() { throw new Error("denied"); }, setItem() { throw new Error("quota"); } });
       refusing.set("x", true);  // kept in memory for this page
-      return { before: before, after: [b.isCollapsed("x", false), b.isCollapsed("y", true), b.chose("w")],
+      return { before: before, after: [b.isCollapsed("x", false), b.isCollapsed("y", true), b.isCollapsed("new", true), b.chose("w")],
                broken: broken.isCollapsed("x", true), array: array.isCollapsed("0", false), refusing: refusing.isCollapsed("x", false),
                none: F.collapsedStore(null).isCollapsed("x", true) };
     }""")
-    assert got == {"before": [True, False], "after": [True, False, False], "broken": True, "array": False,
+    assert got == {"before": [True, False], "after": [True, False, False, False], "broken": True, "array": False,
                    "refusing": True, "none": True}

@@ -25,7 +25,7 @@
  *   F.stateOf(findings, {stale, started})           // F.State.*
  *   F.keeps(filters, {cluster, worker, state, text}) // true / false
  *   const groups = F.collapsedStore(window.localStorage);
- *   groups.isCollapsed(key, fallback); groups.set(key, true);
+ *   groups.isCollapsed(key, fallback); groups.set(key, true); groups.setAll(false);
  */
 (function (global) {
   "use strict";
@@ -39,6 +39,7 @@
   const PROBLEM = "problem"; // the state filter's "any problem"
   const FILTERS = ["q", "cluster", "worker", "state"];
   const STORAGE_KEY = "ctrlscope.overview.collapsed";
+  const ALL = "*"; // the choice of "collapse all" / "expand all", for every group not chosen since
 
   const rank = (state) => { const i = ORDER.indexOf(state); return i < 0 ? ORDER.length : i; };
   const isProblem = (state) => PROBLEMS.has(state);
@@ -100,10 +101,11 @@
     if (typeof chosen !== "object" || Array.isArray(chosen)) chosen = {};
     const save = () => { try { if (storage) storage.setItem(STORAGE_KEY, JSON.stringify(chosen)); } catch (err) { /* kept in memory */ } };
     return {
-      isCollapsed: (key, fallback) => (typeof chosen[key] === "boolean" ? chosen[key] : fallback),
+      isCollapsed: (key, fallback) => (typeof chosen[key] === "boolean" ? chosen[key] : typeof chosen[ALL] === "boolean" ? chosen[ALL] : fallback),
       chose: (key) => typeof chosen[key] === "boolean",
       set(key, value) { chosen[key] = !!value; save(); },
-      setAll(keys, value) { for (const k of keys) chosen[k] = !!value; save(); },
+      // "collapse all" / "expand all": every group, including those that appear later.
+      setAll(value) { chosen = { [ALL]: !!value }; save(); },
     };
   }
 
