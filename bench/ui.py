@@ -22,6 +22,9 @@ Contenders, same machine, same run, same browser:
 First paint with 100,000 cached objects: ctrlscope's virtualized cache panel (time from navigation
 start until the table's first rows are drawn, as the page records it) versus the peer, a page that
 fetches the same snapshot and renders every row into one ``<table>`` (no virtualization).
+``--paint-runs N`` repeats it, the contenders taking turns, and prints each run's marks from the
+page's own timing entries (ms since navigation start): its HTML in, snapshot.json asked for, its
+first and last byte, the paint (``--rates ""`` measures first paint alone).
 
 - **input delay**: a real key press every 0.25 s while the load runs (CDP input, as a user's): the
   time from the browser receiving it (``event.timeStamp``) to its first listener running.
