@@ -1301,9 +1301,10 @@ func (p *Publisher) takeRecordsGenLocked() (map[string][][]byte, uint64) { // p.
 
 func (p *Publisher) wallMs() float64 { return wallMs(p.clock.Now()) }
 
-func wallMs(t time.Time) float64 {
-	return float64(t.UnixMilli()) + float64(t.Nanosecond()%1_000_000)/1e6
-}
+// wallMs is t in ms since the epoch, at µs resolution: the double nearest to a whole number of µs,
+// which appendFloat writes without strconv (appendDecimal). Finer digits told nothing: records of
+// other publishers (Python's time.time()) have µs at best, and a frame is ms apart.
+func wallMs(t time.Time) float64 { return float64(t.UnixMicro()) / 1e3 }
 
 func byKey(a, b *stateEntry) int { return strings.Compare(a.key, b.key) }
 

@@ -266,16 +266,23 @@ func runEncodeSteps(t *testing.T, v map[string]any, prefix string) any {
 // publishes no framework handlers (v1.1 "handlers" is for kopf-style publishers).
 var supportedCapabilities = map[string]bool{}
 
+// supported says whether this publisher offers every capability vector v requires.
+func supported(v map[string]any) bool {
+	req, _ := v["requires"].([]any)
+	for _, c := range req {
+		if !supportedCapabilities[str(c)] {
+			return false
+		}
+	}
+	return true
+}
+
 func TestEncodeVectors(t *testing.T) {
 	rdb := testRedis(t)
 	for name, v := range loadVectors(t, "encode") {
 		t.Run(name, func(t *testing.T) {
-			if req, _ := v["requires"].([]any); len(req) > 0 {
-				for _, c := range req {
-					if !supportedCapabilities[str(c)] {
-						t.Skipf("needs capability %q, which the Go publisher does not offer", str(c))
-					}
-				}
+			if !supported(v) {
+				t.Skipf("needs a capability of %v, which the Go publisher does not offer", v["requires"])
 			}
 			ctx := context.Background()
 			prefix := fmt.Sprintf("ctrlscope-go-vectors-%s:", randomHex(4))

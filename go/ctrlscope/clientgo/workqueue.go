@@ -20,6 +20,7 @@ package clientgo
 
 import (
 	"container/heap"
+	"math"
 	"sync"
 	"time"
 
@@ -214,7 +215,7 @@ func (q *Queue[T]) gotLocked(item T) {
 	}
 	var waited *float64
 	if ok && it.S == ctrlscope.QueueItemStateQueued && it.Since > 0 {
-		w := (wallMs(q.tel) - it.Since) / 1000
+		w := sinceSeconds(q.tel, it.Since)
 		waited = &w
 	}
 	q.record(ctrlscope.QueueOpGet, key, depth, nil, waited, nil)
@@ -228,7 +229,7 @@ func (q *Queue[T]) Done(item T) {
 	it, _ := q.qt.Item(key)
 	var worked *float64
 	if it.S == ctrlscope.QueueItemStateProcessing && it.Since > 0 {
-		w := (wallMs(q.tel) - it.Since) / 1000
+		w := sinceSeconds(q.tel, it.Since)
 		worked = &w
 	}
 	depth := q.len() // done reports the depth before a dirty key goes back in
@@ -461,8 +462,14 @@ func (q *Queue[T]) fireLoop() {
 	}
 }
 
+// sinceSeconds is the time from sinceMs (a wallMs) to now in seconds, at the µs resolution both
+// ends have: the difference of two µs-rounded doubles is a few hundred ns off a whole µs, and
+// rounded it is written without strconv (ctrlscope's appendFloat).
+func sinceSeconds(tel *ctrlscope.Telemetry, sinceMs float64) float64 {
+	return math.Round((wallMs(tel)-sinceMs)*1e3) / 1e6
+}
+
 // wallMs is the telemetry clock's wall time in ms, the time base of the items' since.
 func wallMs(tel *ctrlscope.Telemetry) float64 {
-	t := tel.Clock().Now()
-	return float64(t.UnixMilli()) + float64(t.Nanosecond()%1_000_000)/1e6
+	return float64(tel.Clock().Now().UnixMicro()) / 1e3 // as ctrlscope's records: µs resolution
 }
