@@ -342,6 +342,11 @@ class ClientSession:
                 await self._send(orjson.dumps({"t": "resync", "topic": topic, "reason": sub.reason}).decode())
             snap_id, state = await self.hub.reader.snapshot(topic)
             epoch = await self.hub.reader.epoch(topic)
+            if sub.replay_from is None and sub.reason == ResyncReason.REDIS_RECONNECTED and sub.cursor != (0, 0):
+                # When Redis came back the hub found nothing after this client's position; a publisher
+                # may have rewritten the topic since (its reset frame carries what the outage cost,
+                # as dropped) and that frame is now before the snapshot: look again, from the position.
+                sub.replay_from = await self.hub.reader.replay_point(topic, self.position(topic))
             if sub.replay_from is not None:
                 await self._replay(topic, sub.replay_from, snap_id)
                 sub.replay_from = None

@@ -56,7 +56,8 @@ Call = tuple[int, Callable[[Any], Any]]
 class _Round:
     """The bookkeeping of one batch: replies so far, what is pending, where ASK sends a command."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, counts: dict[str, int]) -> None:
+        self.counts = counts
         self.replies: list[Any] = [None] * n
         self.pending = list(range(n))
         self.asking: dict[int, tuple[str, int]] = {}
@@ -66,13 +67,16 @@ class _Round:
         """Note command ``i``'s reply; say what to do: ``done``, ``moved``, ``ask`` or ``again``."""
         if isinstance(reply, MovedError):
             self.last_redirect = reply
+            self.counts["moved"] += 1
             return "moved"
         if isinstance(reply, AskError):
             self.last_redirect = reply
             self.asking[i] = reply.node_addr
+            self.counts["ask"] += 1
             return "ask"
         if isinstance(reply, TryAgainError):
             self.last_redirect = reply
+            self.counts["again"] += 1
             return "again"
         if isinstance(reply, ClusterDownError):
             raise reply  # an outage: the caller's reconnect path
@@ -96,6 +100,7 @@ class ClusterRouter:
         self.client = client
         self._sleep = sleep
         self._clients: dict[str, redis.Redis] = {}
+        self.redirects = {"moved": 0, "ask": 0, "again": 0}  # how often each redirect was followed
 
     def _node_client(self, host: str, port: int) -> redis.Redis:
         name = f"{host}:{port}"
@@ -117,7 +122,7 @@ class ClusterRouter:
             node_client.close()
 
     def route(self, calls: list[Call]) -> list[Any]:
-        state = _Round(len(calls))
+        state = _Round(len(calls), self.redirects)
         nodes = self.client.nodes_manager
         for _ in range(MAX_ROUNDS):
             if not state.pending:
@@ -162,6 +167,7 @@ class AsyncClusterRouter:
         self.client = client
         self._kwargs = connection_kwargs
         self._clients: dict[str, aredis.Redis] = {}
+        self.redirects = {"moved": 0, "ask": 0, "again": 0}  # how often each redirect was followed
 
     def _node_client(self, host: str, port: int) -> aredis.Redis:
         name = f"{host}:{port}"
@@ -173,7 +179,7 @@ class AsyncClusterRouter:
 
     async def route(self, calls: list[Call]) -> list[Any]:
         await self.client.initialize()
-        state = _Round(len(calls))
+        state = _Round(len(calls), self.redirects)
         nodes = self.client.nodes_manager
         for _ in range(MAX_ROUNDS):
             if not state.pending:

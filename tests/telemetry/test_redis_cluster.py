@@ -239,14 +239,17 @@ def test_a_reshard_and_a_master_killed_under_load(redis_cluster, publisher_facto
                 assert any(e[0] == "resync" and e[2] == topic for e in c.events), \
                     f"{len(missing)} records of {topic} missing without a resync"
     lost = sum(p.records_lost for p in pubs)
+    redirects = {k: sum(p._router.redirects[k] for p in pubs) for k in ("moved", "ask", "again")}
     print(f"\ncluster: {PUBLISHERS} publishers x {TOPICS_PER_PUBLISHER} topics, {observations} observations at "
           f"{RATE}/s, {CLIENTS} clients on 2 replicas; reshard of {RESHARD_SLOTS} slots ({len(moved)} topics) "
           f"took {resharded_at - reshard_at:.1f} s with {len(resyncs_in_reshard)} resync/status events and "
           f"{timing['lost_at_reshard']} frames lost; kill -9 of a master ({len(killed)} topics): promoted "
           f"{timing['promoted'] - kill_at:.2f} s after; frames delivered {delivered}, skipped under a resync "
           f"{covered}, silent gaps {silent}, repeated {repeated}; publishers lost {lost} records (void or "
-          f"unreplicated), {missing_total} record deliveries missing over all clients")
+          f"unreplicated), {missing_total} record deliveries missing over all clients; the publishers followed "
+          f"{redirects} redirects")
     assert silent == 0 and repeated == 0
+    assert redirects["moved"] > 0, "the reshard moved slots under the publishers (MOVED followed)"
     assert timing["lost_at_reshard"] == 0 and resyncs_in_reshard == [], \
         "moving slots loses nothing and needs no resync"
     for p in pubs:
