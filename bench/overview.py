@@ -7,9 +7,11 @@ prefix at the same time: this checkout's, and the peer, the overview as it was b
 (``--peer-rev``, extracted with ``git archive`` into ``run/``). Each page is opened in the same
 headless Chromium, one after the other, while the fleet runs, and measured by the page itself:
 
-- **complete**: ms from navigation start until the overview holds the whole fleet — every
+- **complete**: ms from navigation start until the overview holds the whole fleet — every cluster
+  known (each worker's components snapshot arrived: until then a worker has no cluster), every
   controller counted and every box it draws drawn (ctrlscope: ``window.ctrlscope.overview`` is idle
-  and counts them all; the peer: all controller cards are in the DOM) — polled every animation frame.
+  and counts them all; the peer: every cluster's section and every controller card is in the DOM) —
+  polled every animation frame.
 - **FCP**: the browser's first contentful paint (the page's frame, before any data).
 - **long tasks** (``PerformanceObserver('longtask')``, main-thread tasks over 50 ms): during the load
   (until complete) and during ``--duration`` s of updates after it: count, total ms, longest ms.
@@ -66,7 +68,8 @@ READY_JS = {
         const ok = o && o.idle && o.stats.controllers >= n.controllers && o.stats.clusters >= n.clusters
           && document.querySelectorAll('#overview .ctl-card[data-controller]').length >= n.controllers;
         if (ok && !window.__ready) window.__ready = performance.now(); return ok; }""",
-    "peer": """(n) => { const ok = document.querySelectorAll('#overview .ctl-card[data-controller]').length >= n.controllers;
+    "peer": """(n) => { const ok = document.querySelectorAll('#overview .ctl-card[data-controller]').length >= n.controllers
+          && document.querySelectorAll('#overview .cluster:not([data-cluster=""])').length >= n.clusters;
         if (ok && !window.__ready) window.__ready = performance.now(); return ok; }""",
 }
 
