@@ -60,54 +60,8 @@ func (t SentinelTarget) URL() string {
 // ParseSentinels reads "host:port,host:port" (a port may be left out: 26379; IPv6 as [::1]:26379).
 // what names the setting in errors.
 func ParseSentinels(raw, what string) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
-	for _, item := range strings.Split(raw, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		var host, port string
-		if strings.HasPrefix(item, "[") {
-			end := strings.Index(item, "]")
-			rest := ""
-			if end > 0 {
-				rest = item[end+1:]
-			}
-			if end < 0 || (rest != "" && !strings.HasPrefix(rest, ":")) {
-				return nil, fmt.Errorf("%s: %q is not [ipv6]:port", what, item)
-			}
-			host, port = item[1:end], strings.TrimPrefix(rest, ":")
-		} else if strings.Count(item, ":") > 1 {
-			return nil, fmt.Errorf("%s: %q: write an IPv6 address in brackets, [::1]:26379", what, item)
-		} else {
-			host, port, _ = strings.Cut(item, ":")
-		}
-		if host == "" || strings.ContainsAny(host, "/@?# \t") {
-			return nil, fmt.Errorf("%s: %q is not host:port", what, item)
-		}
-		n := DefaultSentinelPort
-		if port != "" {
-			var err error
-			if n, err = strconv.Atoi(port); err != nil {
-				return nil, fmt.Errorf("%s: the port of %q is not a number", what, item)
-			}
-		}
-		if n <= 0 || n >= 65536 {
-			return nil, fmt.Errorf("%s: the port of %q is out of range", what, item)
-		}
-		addr := net.JoinHostPort(host, strconv.Itoa(n))
-		if seen[addr] {
-			return nil, fmt.Errorf("%s: a Sentinel address is listed twice", what)
-		}
-		seen[addr] = true
-		out = append(out, addr)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no Sentinel address; expected host:port,host:port (e.g. "+
-			"redis-sentinel-0:26379,redis-sentinel-1:26379,redis-sentinel-2:26379)", what)
-	}
-	return out, nil
+	return parseHosts(raw, what, DefaultSentinelPort, "Sentinel address",
+		"redis-sentinel-0:26379,redis-sentinel-1:26379,redis-sentinel-2:26379")
 }
 
 func checkMasterName(name, what string) error {
@@ -155,10 +109,38 @@ func ParseSentinelURL(u string) (SentinelTarget, error) {
 
 // RedisURLFromEnv is the Redis URL the environment (getenv, e.g. os.Getenv) configures, or def:
 // REDIS_SENTINELS with REDIS_MASTER_NAME give a Sentinel URL and win over REDIS_URL.
+//
+// REDIS_CLUSTER_NODES gives a cluster URL (rediscluster.go) and wins over both (with REDIS_SENTINELS
+// it is an error); with a cluster, CTRLSCOPE_PREFIX must not contain a brace.
 func RedisURLFromEnv(getenv func(string) string, def string) (string, error) {
 	u := strings.TrimSpace(getenv(EnvRedisURL))
 	sentinels := strings.TrimSpace(getenv(EnvRedisSentinels))
 	name := strings.TrimSpace(getenv(EnvRedisMasterName))
+	if nodes := strings.TrimSpace(getenv(EnvRedisClusterNodes)); nodes != "" {
+		if sentinels != "" {
+			return "", fmt.Errorf("%s and %s are both set: a Redis Cluster fails over by itself; set one of them",
+				EnvRedisClusterNodes, EnvRedisSentinels)
+		}
+		addrs, err := ParseClusterNodes(nodes, EnvRedisClusterNodes)
+		if err != nil {
+			return "", err
+		}
+		target := ClusterTarget{Nodes: addrs}.URL()
+		if err := CheckPrefix(getenv(EnvPrefix), target); err != nil {
+			return "", err
+		}
+		return target, nil
+	}
+	if IsClusterURL(u) {
+		t, err := ParseClusterURL(u)
+		if err != nil {
+			return "", err
+		}
+		if err := CheckPrefix(getenv(EnvPrefix), t.URL()); err != nil {
+			return "", err
+		}
+		return t.URL(), nil
+	}
 	if sentinels != "" {
 		if name == "" {
 			return "", fmt.Errorf("%s is set but %s is not: name the master the Sentinels monitor "+
