@@ -41,6 +41,16 @@
  * entries carry (a controller's `findings`: hot loops, failing, terminal, slow, waiting keys; an
  * informer's: not synced, watch silent, relist storm) are listed above the clusters, worst first,
  * each linking where it happens (a key's page, an informer's page), and counted on their card.
+ *
+ * At fleet size (a platform team's 20 clusters × 200 controllers; bench/fleet.py generates one) the
+ * overview is grouped by cluster with problems first: a controller's state (overview_filters.js:
+ * looping, failing, stuck, stale, standby, ok) sorts its card, its worker and its cluster, and flags
+ * the cluster with its counts; each cluster is a group that collapses (a user's choice remembered in
+ * localStorage; unchosen healthy clusters of a large fleet start collapsed, and draw nothing); a
+ * search and filters by cluster, worker and state live in the URL's query. From LARGE controllers on
+ * a controller is one row whose cells are updated in place instead of its pipeline. Worker boxes are
+ * drawn at most BUDGET_MS of work a frame (drawWorkers: missing and re-filtered ones first, then the
+ * refreshes, the longest-waiting first), so a redraw never becomes one long task.
  */
 (function () {
   "use strict";
