@@ -177,7 +177,7 @@ func (p *Publisher) refresh(ctx context.Context, force bool) error { // p.flushM
 		return nil
 	}
 	p.presenceStale.Store(false)
-	pipe := p.rdb.Pipeline()
+	pipe := p.cmd.Pipeline()
 	ttl := p.opts.Retention
 	snaps := make([]*redis.BoolCmd, len(due))
 	for i, t := range due {
@@ -230,7 +230,7 @@ func (p *Publisher) writeStopped(ctx context.Context) {
 	if !p.connected.Load() {
 		return // the entry then shows the run as stopped once it ages
 	}
-	if err := p.rdb.HSet(ctx, p.opts.Prefix+"publishers", p.opts.Name, p.presenceJSON(true)).Err(); err != nil {
+	if err := p.cmd.HSet(ctx, p.opts.Prefix+"publishers", p.opts.Name, p.presenceJSON(true)).Err(); err != nil {
 		p.RedisErrors.Add(1)
 	}
 }

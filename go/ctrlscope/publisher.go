@@ -111,6 +111,11 @@ type topicState struct {
 	ttlAt                      time.Time // when its keys' TTL was last set (zero: not since its last reset frame)
 	taking                     [][]byte  // records being taken for a frame (takeRecordsLocked)
 	spare                      [][]byte  // a confirmed frame's record list, for reuse
+
+	// In a cluster (clusterpublisher.go): the topic's own epoch key and value ("" until read after
+	// the last connect), and whether it is in the topic set since then (SADD after a frame).
+	epochKey, epoch string
+	announced       bool
 }
 
 func (t *topicState) markDirty(e *stateEntry) {
@@ -151,7 +156,13 @@ type inflight struct {
 type Publisher struct {
 	opts  PublisherOptions
 	clock clock.PassiveClock
-	rdb   *redis.Client
+	rdb   *redis.Client         // nil with a cluster
+	cc    *redis.ClusterClient  // a cluster's client (rediscluster.go), else nil
+	cmd   redis.UniversalClient // rdb or cc
+	// announcedAt is when every topic was last SADDed to the topic set (a cluster: at least every
+	// clusterAnnounceEvery). Flush goroutine only.
+	announcedAt time.Time
+	clusterGen  int // reconnects at which a topic's epoch had changed (clusterEpochs)
 
 	mu     sync.Mutex // guards buf, slab, topics (and their state), free
 	buf    []pending  // a ring: head is the oldest
@@ -269,14 +280,31 @@ func (refusedConn) SetWriteDeadline(time.Time) error { return nil }
 // only on a URL it cannot parse or a retention it refuses (opts.Retention, else $CTRLSCOPE_RETENTION).
 func NewPublisher(url string, opts PublisherOptions) (*Publisher, error) {
 	p := &Publisher{}
-	rdb, probe, err := newRedisClient(url, os.Getenv)
-	if err != nil {
-		return nil, err
-	}
-	rdb.AddHook(redialGuard{p})
 	if opts.Prefix == "" {
 		opts.Prefix = "ctrlscope:"
 	}
+	var rdb *redis.Client
+	var cc *redis.ClusterClient
+	var cmd redis.UniversalClient
+	var probe func(context.Context) error
+	if IsClusterURL(url) {
+		if err := CheckPrefix(opts.Prefix, url); err != nil {
+			return nil, fmt.Errorf("ctrlscope: %w", err)
+		}
+		c, err := newClusterClient(url, os.Getenv, p)
+		if err != nil {
+			return nil, err
+		}
+		cc, cmd = c, c
+	} else {
+		c, pr, err := newRedisClient(url, os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		c.AddHook(redialGuard{p})
+		rdb, cmd, probe = c, c, pr
+	}
+	var err error
 	if opts.FlushInterval <= 0 {
 		opts.FlushInterval = 20 * time.Millisecond
 	}
@@ -308,7 +336,7 @@ func NewPublisher(url string, opts PublisherOptions) (*Publisher, error) {
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	*p = Publisher{opts: opts, clock: c, rdb: rdb, topics: map[string]*topicState{},
+	*p = Publisher{opts: opts, clock: c, rdb: rdb, cc: cc, cmd: cmd, topics: map[string]*topicState{},
 		buf: make([]pending, 64), wake: make(chan struct{}, 1), stop: make(chan struct{}),
 		stopped: make(chan struct{}), role: "publisher", host: host, probe: probe}
 	return p, nil
@@ -387,13 +415,21 @@ func (p *Publisher) Prefix() string { return p.opts.Prefix }
 func (p *Publisher) Connected() bool { return p.connected.Load() }
 
 // Redis is the publisher's client (for the inspector and tests; do not send frames through it).
+// With a cluster it is nil: see Cluster.
 func (p *Publisher) Redis() *redis.Client { return p.rdb }
+
+// Cluster is the publisher's Redis Cluster client, or nil when its URL is not a cluster's.
+func (p *Publisher) Cluster() *redis.ClusterClient { return p.cc }
 
 func (p *Publisher) topic(name string) *topicState { // p.mu held
 	t := p.topics[name]
 	if t == nil {
 		t = &topicState{name: name, state: map[string]*stateEntry{}, reset: true,
 			streamKey: p.key("stream", name), snapKey: p.key("snap", name), seqKey: p.key("pubseq", name)}
+		if p.cc != nil {
+			k := ClusterKeysOf(p.opts.Prefix, name)
+			t.streamKey, t.snapKey, t.seqKey, t.epochKey = k.Stream, k.Snapshot, k.Pubseq, k.Epoch
+		}
 		p.topics[name] = t
 	}
 	return t
@@ -669,7 +705,7 @@ func (p *Publisher) Stop(timeout time.Duration) {
 			case <-time.After(timeout):
 			}
 		}
-		_ = p.rdb.Close()
+		_ = p.cmd.Close()
 	})
 }
 
@@ -756,12 +792,18 @@ func (p *Publisher) ensureEpoch(ctx context.Context) (string, error) {
 	}
 	p.mayReconnect.Store(true) // (re)connecting here is expected: the checks follow
 	defer p.mayReconnect.Store(false)
-	epochKey := p.opts.Prefix + "epoch"
-	if err := p.rdb.SetNX(ctx, epochKey, randomHex(16), 0).Err(); err != nil {
-		return "", p.lost(err)
+	var epoch string
+	var err error
+	if p.cc != nil {
+		epoch, err = p.clusterEpochs(ctx)
+	} else {
+		epochKey := p.opts.Prefix + "epoch"
+		if err = p.rdb.SetNX(ctx, epochKey, randomHex(16), 0).Err(); err == nil {
+			// redis.Nil: deleted between SET NX and GET: try again next flush
+			epoch, err = p.rdb.Get(ctx, epochKey).Result()
+		}
 	}
-	epoch, err := p.rdb.Get(ctx, epochKey).Result()
-	if err != nil { // redis.Nil: deleted between SET NX and GET: try again next flush
+	if err != nil {
 		return "", p.lost(err)
 	}
 	server, err := p.serverIdentity(ctx)
@@ -815,6 +857,9 @@ func (p *Publisher) lost(err error) error {
 // stops continuing what it had (a replica promoted, a master resynced from another). "" when the
 // server does not say (INFO refused): then every reconnect counts as one to another server.
 func (p *Publisher) serverIdentity(ctx context.Context) (string, error) {
+	if p.cc != nil {
+		return p.clusterIdentity(ctx)
+	}
 	pipe := p.rdb.Pipeline()
 	server := pipe.Info(ctx, "server")
 	replication := pipe.Info(ctx, "replication")
@@ -951,10 +996,10 @@ func (p *Publisher) checkApplied(ctx context.Context, moved bool) (string, error
 	if len(names) == 0 {
 		return "it kept every frame", nil
 	}
-	pipe := p.rdb.Pipeline()
+	pipe := p.cmd.Pipeline()
 	cmds := make([]*redis.StringCmd, len(names))
 	for i, name := range names {
-		cmds[i] = pipe.HGet(ctx, p.key("pubseq", name), p.opts.Name)
+		cmds[i] = pipe.HGet(ctx, p.topics[name].seqKey, p.opts.Name)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return "", err
@@ -1121,7 +1166,7 @@ func (p *Publisher) flush(ctx context.Context, batches, depth int) (int, error) 
 	results, err := p.send(ctx, epoch, in.frames)
 	if err != nil && isNoScript(err) {
 		// Redis restarted (or SCRIPT FLUSH): load the script and resend; seqs make this exactly-once.
-		if lerr := frameScript.Load(ctx, p.rdb).Err(); lerr != nil {
+		if lerr := frameScript.Load(ctx, p.cmd).Err(); lerr != nil { // a cluster's: on every master
 			return 0, p.lost(lerr)
 		}
 		results, err = p.send(ctx, epoch, in.frames)
@@ -1131,6 +1176,11 @@ func (p *Publisher) flush(ctx context.Context, batches, depth int) (int, error) 
 	}
 	p.inflight = nil
 	p.confirm(in.frames, results)
+	if p.cc != nil {
+		if err := p.announce(ctx, in.frames, results); err != nil {
+			return 0, p.lost(err)
+		}
+	}
 	lost := map[string]bool{}
 	for i, res := range results {
 		if res == 0 {
@@ -1210,7 +1260,12 @@ func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Err
 
 // send runs one EVALSHA per frame in one pipeline; the status of each reply (0, 1 or 2).
 func (p *Publisher) send(ctx context.Context, epoch string, frames []builtFrame) ([]int64, error) {
-	pipe := p.rdb.Pipeline()
+	if p.cc != nil {
+		if err := p.topicEpochs(ctx, frames); err != nil {
+			return nil, err
+		}
+	}
+	pipe := p.cmd.Pipeline()
 	cmds := make([]*redis.Cmd, len(frames))
 	epochKey, topicsKey := p.opts.Prefix+"epoch", p.opts.Prefix+"topics"
 	p.mu.Lock()
@@ -1220,10 +1275,16 @@ func (p *Publisher) send(ctx context.Context, epoch string, frames []builtFrame)
 			maxlen = f.t.maxlen
 		}
 		f.args[0], f.args[1] = epoch, maxlen
+		if p.cc != nil {
+			f.args[0] = f.t.epoch
+		}
 	}
 	p.mu.Unlock()
 	for i, f := range frames {
 		keys := []string{f.t.streamKey, f.t.snapKey, epochKey, topicsKey, f.t.seqKey}
+		if p.cc != nil { // one slot: the script does not SADD (announce does)
+			keys = []string{f.t.streamKey, f.t.snapKey, f.t.epochKey, f.t.seqKey}
+		}
 		cmds[i] = frameScript.EvalSha(ctx, pipe, keys, f.args...)
 	}
 	_, err := pipe.Exec(ctx)
