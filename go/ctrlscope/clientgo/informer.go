@@ -186,7 +186,7 @@ type Informer struct {
 func ObserveInformer(tel *ctrlscope.Telemetry, name string, inf cache.SharedIndexInformer, opts ...InformerOption) (*Informer, error) {
 	it := tel.InformerTopic(name)
 	o := &Informer{tel: tel, name: name, it: it, inf: inf, stop: make(chan struct{}),
-		started: tel.Clock().Now(), order: newCausalOrder(it)}
+		started: tel.Clock().Now(), order: newCausalOrder(it, tel.Clock())}
 	for _, opt := range opts {
 		opt(o)
 	}

@@ -22,12 +22,17 @@ package clientgo
 // forgotten after forgetDeleted (a handler further behind than that has its calls published at
 // once). An object without a numeric resourceVersion is published at once, and a parked call
 // whose notification the observer does not process within parkLimit (it stopped) is published
-// then.
+// then. Time is the telemetry's clock (TelemetryOptions.Clock): parkLimit's timer is its AfterFunc
+// when it has one (k8s.io/utils/clock.WithDelayedExecution: a FakeClock in tests), else the wall
+// clock's, so that a test with a fake clock, not the machine's speed, decides when a parked call
+// expires (a loaded CI run took > parkLimit between two of a test's calls and saw one expire).
 
 import (
 	"strconv"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
 )
@@ -39,7 +44,8 @@ const (
 
 // causalOrder orders one observed informer's handler records after its watch records.
 type causalOrder struct {
-	it *ctrlscope.InformerTopic
+	it    *ctrlscope.InformerTopic
+	clock clock.PassiveClock
 
 	mu sync.Mutex
 	// seen: per key, the highest resourceVersion the observing handler processed. A key is in
@@ -51,7 +57,7 @@ type causalOrder struct {
 	// in the order they returned; every parked call is in parked exactly once, and timer is armed
 	// while any is.
 	parked map[string][]parkedCall
-	timer  *time.Timer
+	timer  interface{ Stop() bool } // a *time.Timer or a clock.Timer
 }
 
 type deletion struct {
@@ -66,8 +72,19 @@ type parkedCall struct {
 	parked time.Time
 }
 
-func newCausalOrder(it *ctrlscope.InformerTopic) *causalOrder {
-	return &causalOrder{it: it, seen: map[string]uint64{}, parked: map[string][]parkedCall{}}
+func newCausalOrder(it *ctrlscope.InformerTopic, clk clock.PassiveClock) *causalOrder {
+	return &causalOrder{it: it, clock: clk, seen: map[string]uint64{}, parked: map[string][]parkedCall{}}
+}
+
+// afterParkLimit arms the timer that expires parked calls (c.mu held), on the clock's own timers
+// if it has them. expire runs on a goroutine of its own either way: a FakeClock calls an AfterFunc
+// callback while it holds its lock, and expire reads the clock.
+func (c *causalOrder) afterParkLimit() {
+	if d, ok := c.clock.(clock.WithDelayedExecution); ok {
+		c.timer = d.AfterFunc(parkLimit, func() { go c.expire() })
+		return
+	}
+	c.timer = time.AfterFunc(parkLimit, c.expire)
 }
 
 func parseRV(obj any) (uint64, bool) {
@@ -80,7 +97,7 @@ func parseRV(obj any) (uint64, bool) {
 // the time the first of those calls started (zero when none is parked: now).
 func (c *causalOrder) observed(key string, obj any, deleted bool, publish func(firstCall time.Time)) {
 	rv, ok := parseRV(obj)
-	now := time.Now()
+	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var ready []parkedCall
@@ -147,9 +164,9 @@ func (c *causalOrder) handled(call ctrlscope.HandlerCall) {
 		c.it.Handler(call)
 		return
 	}
-	c.parked[call.Key] = append(c.parked[call.Key], parkedCall{rv: rv, call: call, parked: time.Now()})
+	c.parked[call.Key] = append(c.parked[call.Key], parkedCall{rv: rv, call: call, parked: c.clock.Now()})
 	if c.timer == nil {
-		c.timer = time.AfterFunc(parkLimit, c.expire)
+		c.afterParkLimit()
 	}
 }
 
@@ -158,9 +175,9 @@ func (c *causalOrder) expire() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.timer = nil
-	c.releaseLocked(time.Now().Add(-parkLimit))
+	c.releaseLocked(c.clock.Now().Add(-parkLimit))
 	if len(c.parked) > 0 {
-		c.timer = time.AfterFunc(parkLimit, c.expire)
+		c.afterParkLimit()
 	}
 }
 
@@ -182,7 +199,7 @@ func (c *causalOrder) releaseLocked(before time.Time) {
 func (c *causalOrder) flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.releaseLocked(time.Now().Add(time.Hour))
+	c.releaseLocked(c.clock.Now().Add(time.Hour))
 	if c.timer != nil {
 		c.timer.Stop()
 		c.timer = nil
