@@ -37,7 +37,7 @@ ALLOWED: list[tuple[str, str, str]] = [
     ("controller_page.js", "informerName",
      "the one fallback: a topic no components entry names (a publisher that never announced its informer)"),
     ("protocol.js", "workerTopic", "builds a topic from names: topics carry segments"),
-    ("app.js", "ctls.set(m.name, { name: m.name })",
+    ("app.js", "ctls.set(seg, { name: seg })",
      "a controller known only from its topic (its worker never announced it): the segment is all there is"),
 ]
 
@@ -112,6 +112,9 @@ def _tainted(expr: str, names: set[str], parsed: set[str]) -> bool:
     expr = _opaque(expr)
     if "(SEG)" in expr or re.search(r"\bpage\.(?:controller|informer)\b", expr):
         return True
+    # Words inside a plain string are text, not variables ("no presence entry" names no `entry`);
+    # template literals stay, their ${...} is code.
+    expr = re.sub(r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'", '""', expr)
     for ident in re.finditer(r"(?<![\w.$])([A-Za-z_$][\w$]*)(?![\w$])(?!\s*:)", expr):
         word = ident.group(1)
         if word in names or SEGMENT_NAME.match(word):

@@ -351,11 +351,11 @@
     const narrow = Object.assign({}, filters, { state: "" });
     for (const [name, { comps, cluster }] of live) {
       if ((narrow.cluster && cluster !== narrow.cluster) || (narrow.worker && name !== narrow.worker)) continue;
-      for (const c of comps.values()) {
-        if (!c || (c.kind !== P.ComponentKind.CONTROLLER && c.kind !== P.ComponentKind.INFORMER)) continue;
-        for (const f of F.open(c)) {
-          const text = (name + " " + cluster + " " + c.name + " " + f.subject + " " + F.name(f.finding)).toLowerCase();
-          if (OF.keeps(narrow, { cluster: cluster, worker: name, state: "", text: text })) all.push({ worker: name, comp: c, f: f });
+      for (const comp of comps.values()) {
+        if (!comp || (comp.kind !== P.ComponentKind.CONTROLLER && comp.kind !== P.ComponentKind.INFORMER)) continue;
+        for (const f of F.open(comp)) {
+          const text = (name + " " + cluster + " " + comp.name + " " + f.subject + " " + F.name(f.finding)).toLowerCase();
+          if (OF.keeps(narrow, { cluster: cluster, worker: name, state: "", text: text })) all.push({ worker: name, comp: comp, f: f });
         }
       }
     }
@@ -448,7 +448,7 @@
   // Everything a worker's box may show, one entry per card: its controllers, its informers no
   // controller watches and its raw watchers, each with its state (OF.stateOf) and the words a search
   // finds it by; sorted problems first, then controllers before informers before watchers, by name.
-  const TYPE_ORDER = { controller: 0, informer: 1, watcher: 2 };
+  const TYPE_ORDER = { [P.TopicKind.CONTROLLER]: 0, [P.TopicKind.INFORMER]: 1, [P.TopicKind.WATCHER]: 2 };
   function entriesOf(name, comps, stale, clusterName) {
     const ctls = controllersOf(name, comps);
     const informers = informersOf(comps);
@@ -460,10 +460,10 @@
     for (const [seg, ctl] of ctls) {
       const watched = Array.isArray(ctl.watches) ? informers.filter((v) => ctl.watches.includes(v.name)) : informers;
       const findings = F.open(ctl).concat(...watched.map((v) => F.open(v)));
-      out.push(entry("controller", seg, ctl, findings, ctl.started, watched.map((v) => v.name)));
+      out.push(entry(P.TopicKind.CONTROLLER, seg, ctl, findings, ctl.started, watched.map((v) => v.name)));
     }
-    for (const inf of plainInformers(comps, ctls)) out.push(entry("informer", inf.name, inf, F.open(inf), undefined, []));
-    for (const c of watchersOf(comps)) out.push(entry("watcher", c.name, c, F.open(c), undefined, [String(c.resource || "")]));
+    for (const inf of plainInformers(comps, ctls)) out.push(entry(P.TopicKind.INFORMER, inf.name, inf, F.open(inf), undefined, []));
+    for (const c of watchersOf(comps)) out.push(entry(P.TopicKind.WATCHER, c.name, c, F.open(c), undefined, [String(c.resource || "")]));
     return out.sort((a, b) => OF.sortRank(a.state) - OF.sortRank(b.state) || TYPE_ORDER[a.type] - TYPE_ORDER[b.type] ||
       (a.seg < b.seg ? -1 : a.seg > b.seg ? 1 : 0));
   }
@@ -478,8 +478,8 @@
     const me = Page.workerEntry(comps);
     const lease = [...comps.values()].find((v) => v && v.kind === P.ComponentKind.LEASE);
     const asRow = fleetSize >= LARGE;
-    const cards = entries.map((e) => (e.type === "controller" ? (asRow ? controllerRow : controllerCard)(w, e.seg, e.comp, comps, lease, stale, e.state)
-      : e.type === "informer" ? informerCard(w, e.comp, stale, e.state) : watcherCard(w, e.comp, stale, e.state)));
+    const cards = entries.map((e) => (e.type === P.TopicKind.CONTROLLER ? (asRow ? controllerRow : controllerCard)(w, e.seg, e.comp, comps, lease, stale, e.state)
+      : e.type === P.TopicKind.INFORMER ? informerCard(w, e.comp, stale, e.state) : watcherCard(w, e.comp, stale, e.state)));
     const v = view("worker|" + w.name, () => {
       const badge = el("span", { className: "badge" }), seen = el("span", { className: "muted last-seen" });
       const runtime = el("span", { className: "badge runtime", title: "the runtime that publishes this worker's telemetry" });
@@ -672,11 +672,11 @@
       c.workerCount++;
       let rank = OF.ORDER.length;
       for (const e of all) {
-        if (e.type === "controller") { c.total++; c.states.set(e.state, (c.states.get(e.state) || 0) + 1); }
+        if (e.type === P.TopicKind.CONTROLLER) { c.total++; c.states.set(e.state, (c.states.get(e.state) || 0) + 1); }
         rank = Math.min(rank, OF.sortRank(e.state));
       }
       c.rank = Math.min(c.rank, folded ? OF.ORDER.length : rank);
-      c.shown += kept.filter((e) => e.type === "controller").length;
+      c.shown += kept.filter((e) => e.type === P.TopicKind.CONTROLLER).length;
       // Listed: every worker while no filter is on; with one, those with a card that passes it.
       if (!filtering || kept.length) c[folded ? "gone" : "workers"].push({ name: name, w: w, comps: comps, unsupported: unsupported, entries: kept, rank: rank });
       if (!folded && !unsupported) live.set(name, { comps: comps, cluster: clusterName });
