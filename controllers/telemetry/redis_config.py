@@ -162,22 +162,30 @@ def _check_master_name(name: str, what: str) -> str:
     return name
 
 
-def parse_sentinel_url(url: str) -> SentinelTarget:
-    """``redis+sentinel://host:port,host:port/master-name[/db]`` → its parts; RedisConfigError if malformed."""
-    head = f"{SENTINEL_SCHEME}://"
+def _split_url(url: str, scheme: str, passwords: str) -> tuple[str, str]:
+    """The host list and the path of a ``scheme://`` URL. Such a URL carries no password or options:
+    they come from the environment (``passwords`` names its variables), so the URL can be logged and
+    passed on."""
+    head = f"{scheme}://"
     if not url.startswith(head):
         raise RedisConfigError(f"{url!r} is not a {head}... URL")
     netloc, _, path = url[len(head):].partition("/")
     if "@" in netloc or "?" in url or "#" in url:
-        raise RedisConfigError(f"REDIS_URL: a {head} URL takes no password or options: set REDIS_PASSWORD "
-                               "and REDIS_SENTINEL_PASSWORD instead")
+        raise RedisConfigError(f"REDIS_URL: a {head} URL takes no password or options: set {passwords} instead")
+    return netloc, path
+
+
+def parse_sentinel_url(url: str) -> SentinelTarget:
+    """``redis+sentinel://host:port,host:port/master-name[/db]`` → its parts; RedisConfigError if malformed."""
+    netloc, path = _split_url(url, SENTINEL_SCHEME, "REDIS_PASSWORD and REDIS_SENTINEL_PASSWORD")
     sentinels = parse_sentinels(netloc, "REDIS_URL")
     name, _, db_raw = path.strip("/").partition("/")
     _check_master_name(unquote(name), "REDIS_URL")
     db = 0
     if db_raw:
         if not db_raw.isdigit() or "/" in db_raw:
-            raise RedisConfigError(f"REDIS_URL: the database in {url!r} is not a number ({head}HOSTS/NAME/DB)")
+            raise RedisConfigError(f"REDIS_URL: the database in {url!r} is not a number "
+                                   f"({SENTINEL_SCHEME}://HOSTS/NAME/DB)")
         db = int(db_raw)
     return SentinelTarget(sentinels, unquote(name), db)
 
@@ -188,12 +196,7 @@ def is_sentinel(url: str) -> bool:
 
 def parse_cluster_url(url: str) -> ClusterTarget:
     """``redis+cluster://host:port,host:port[/0]`` → its seed nodes; RedisConfigError if malformed."""
-    head = f"{CLUSTER_SCHEME}://"
-    if not url.startswith(head):
-        raise RedisConfigError(f"{url!r} is not a {head}... URL")
-    netloc, _, path = url[len(head):].partition("/")
-    if "@" in netloc or "?" in url or "#" in url:
-        raise RedisConfigError(f"REDIS_URL: a {head} URL takes no password or options: set REDIS_PASSWORD instead")
+    netloc, path = _split_url(url, CLUSTER_SCHEME, "REDIS_PASSWORD")
     if path.strip("/") not in ("", "0"):
         raise RedisConfigError(f"REDIS_URL: a Redis Cluster has only database 0; {url!r} names another")
     return ClusterTarget(parse_cluster_nodes(netloc, "REDIS_URL"))
