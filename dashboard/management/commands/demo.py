@@ -43,10 +43,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from controllers import golang
+from controllers.ports import free_port, port_is_free
 from controllers.process import Child, SupervisionError, Supervisor, stop_process
 from controllers.scenarios import SCENARIOS
 from controllers.scenarios.base import DEMO_STATE, KOPF_WORKER, STANDBY_WANT, STANDBY_WORKER
-from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis, free_port
+from controllers.telemetry.redisboot import RedisUnavailable, ensure_redis
 
 DEMO_LEASE = "default/ctrlscope-demo"
 # Shorter than client-go's 15/10/2 s so a demo failover takes seconds, same ratios rules
@@ -117,7 +118,7 @@ class Command(BaseCommand):
         self.stdout.write(f"redis:     {redis_handle.url} ({redis_handle.source})")
         call_command("migrate", verbosity=0, interactive=False)
         self.operator_password = _demo_operator()
-        self.port = opts["port"] if _port_free(opts["port"]) else free_port()
+        self.port = opts["port"] if port_is_free(opts["port"]) else free_port()
         self.run_dir, self.opts = run_dir, opts
         self.env = {**os.environ, "REDIS_URL": redis_handle.url, "CTRLSCOPE_DEMO": "1",
                     "CTRLSCOPE_ALLOW_ANONYMOUS": "1", "PYTHONUNBUFFERED": "1"}
@@ -452,14 +453,3 @@ def _demo_operator() -> str:
     user.save()
     user.groups.add(Group.objects.get_or_create(name=OPERATORS_GROUP)[0])
     return password
-
-
-def _port_free(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
