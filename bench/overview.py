@@ -34,7 +34,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -43,9 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.fleet import Fleet, cluster_names  # noqa: E402
-from bench.transport import _delete_prefix, _pct  # noqa: E402
+from bench.transport import _delete_prefix, _pct, start_daphne  # noqa: E402
 from bench.ui import CHROMIUM, CHROMIUM_ARGS, press_keys  # noqa: E402
-from controllers.telemetry.redisboot import ensure_redis, free_port  # noqa: E402
+from controllers.telemetry.redisboot import ensure_redis  # noqa: E402
 
 PEER_REV = "c30f18661835bb6c9a5023a9ba9fe1ff28d445bd"  # main just before the fleet overview (80a88b4)
 STORAGE_KEY = "ctrlscope.overview.collapsed"
@@ -97,22 +96,9 @@ def peer_tree(rev: str, run_dir: Path) -> Path:
 
 
 def start_dashboard(tree: Path, redis_url: str, prefix: str, run_dir: Path) -> tuple[subprocess.Popen, int]:
-    """daphne serving the dashboard of source tree ``tree`` (this checkout or the peer's)."""
-    port = free_port()
-    env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
-           "CTRLSCOPE_ALLOW_ANONYMOUS": "1", "CTRLSCOPE_DB": str(run_dir / "bench.sqlite3"), "CTRLSCOPE_LOG_LEVEL": "WARNING"}
-    log = open(run_dir / f"bench-overview-daphne-{port}.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
-                            cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
-                return proc, port
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"daphne in {tree} did not start")
+    """daphne serving the dashboard of source tree ``tree`` (this checkout or the peer's), given 60 s
+    to answer: the fleet's workers already load the machine while it starts."""
+    return start_daphne("dashboard.asgi:application", redis_url, prefix, run_dir, tree=tree, timeout=60)
 
 
 def measure(browser: Any, kind: str, port: int, fleet: dict[str, int], duration: float, shots: Path | None) -> dict[str, Any]:

@@ -68,15 +68,18 @@ GOAL_P99_MS = 50.0
 GOAL_RATE, GOAL_CLIENTS = 20_000, 10
 
 
-def start_daphne(app: str, redis_url: str, prefix: str, run_dir: Path) -> tuple[subprocess.Popen, int]:
+def start_daphne(app: str, redis_url: str, prefix: str, run_dir: Path, *, tree: Path = ROOT,
+                 timeout: float = 30.0) -> tuple[subprocess.Popen, int]:
+    """daphne serving ``app`` of source tree ``tree`` (this checkout, or a peer's extracted by
+    bench/overview.py) on a free port, in the demo's anonymous mode, once its /healthz answers."""
     port = free_port()
     env = {**os.environ, "REDIS_URL": redis_url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
            "CTRLSCOPE_ALLOW_ANONYMOUS": "1", "CTRLSCOPE_DB": str(run_dir / "bench.sqlite3"),
            "CTRLSCOPE_LOG_LEVEL": "WARNING"}
     log = open(run_dir / f"bench-daphne-{port}.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), app],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
+                            cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
@@ -84,7 +87,7 @@ def start_daphne(app: str, redis_url: str, prefix: str, run_dir: Path) -> tuple[
         except OSError:
             time.sleep(0.1)
     proc.kill()
-    raise RuntimeError(f"daphne ({app}) did not start")
+    raise RuntimeError(f"daphne ({app}) in {tree} did not start")
 
 
 # -- client process ------------------------------------------------------------------------------
