@@ -43,8 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fleet import Fleet, cluster_names  # noqa: E402
 from bench.transport import _delete_prefix, _pct, start_daphne  # noqa: E402
-from bench.ui import CHROMIUM, CHROMIUM_ARGS, press_keys  # noqa: E402
-from controllers.telemetry.redisboot import ensure_redis  # noqa: E402
+from bench.ui import CHROMIUM, CHROMIUM_ARGS, prepare_browser_bench, press_keys  # noqa: E402
 
 PEER_REV = "c30f18661835bb6c9a5023a9ba9fe1ff28d445bd"  # main just before the fleet overview (80a88b4)
 STORAGE_KEY = "ctrlscope.overview.collapsed"
@@ -147,15 +146,9 @@ def main() -> None:
     parser.add_argument("--contenders", default="ctrlscope,expanded,peer")
     parser.add_argument("--screenshots", type=Path, default=None)
     args = parser.parse_args()
-    if not os.path.exists(CHROMIUM):
-        raise SystemExit(f"{CHROMIUM} is missing (apt-get install chromium)")
+    run_dir, handle = prepare_browser_bench()
     from playwright.sync_api import sync_playwright
 
-    run_dir = ROOT / "run"
-    run_dir.mkdir(exist_ok=True)
-    handle = ensure_redis(run_dir)
-    os.environ.update(REDIS_URL=handle.url, CTRLSCOPE_DEMO="1", CTRLSCOPE_DB=str(run_dir / "bench.sqlite3"))
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
     prefix = f"benchov-{uuid.uuid4().hex[:8]}:"
     ctx = mp.get_context("spawn")
     ready, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()

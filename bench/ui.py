@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.transport import _delete_prefix, _pct, paced, publish_peer, start_daphne  # noqa: E402
 from controllers.telemetry.publisher import RedisPublisher  # noqa: E402
-from controllers.telemetry.redisboot import ensure_redis  # noqa: E402
+from controllers.telemetry.redisboot import RedisHandle, ensure_redis  # noqa: E402
 from controllers.telemetry.telemetry_observer import TelemetryObserver  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -354,6 +354,21 @@ def first_paint(browser: Any, kind: str, objects: int, redis_url: str, run_dir: 
         _delete_prefix(redis_url, prefix)
 
 
+def prepare_browser_bench() -> tuple[Path, RedisHandle]:
+    """What a browser bench does before its first page (this one and bench/overview.py): it stops at
+    once without Chromium; it makes run/, finds a Redis (``ensure_redis``) and puts it, demo mode and
+    the bench's database into this process's environment, which the daphnes it starts inherit; it
+    migrates that database. Returns run/ and the Redis."""
+    if not os.path.exists(CHROMIUM):
+        raise SystemExit(f"{CHROMIUM} is missing (apt-get install chromium)")
+    run_dir = ROOT / "run"
+    run_dir.mkdir(exist_ok=True)
+    handle = ensure_redis(run_dir)
+    os.environ.update(REDIS_URL=handle.url, CTRLSCOPE_DEMO="1", CTRLSCOPE_DB=str(run_dir / "bench.sqlite3"))
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
+    return run_dir, handle
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per run")
@@ -368,15 +383,9 @@ def main() -> None:
     parser.add_argument("--paint-runs", type=int, default=1,
                         help="first paints per contender, taking turns (the table shows each run and the median)")
     args = parser.parse_args()
-    if not os.path.exists(CHROMIUM):
-        raise SystemExit(f"{CHROMIUM} is missing (apt-get install chromium)")
+    run_dir, handle = prepare_browser_bench()
     from playwright.sync_api import sync_playwright
 
-    run_dir = ROOT / "run"
-    run_dir.mkdir(exist_ok=True)
-    handle = ensure_redis(run_dir)
-    os.environ.update(REDIS_URL=handle.url, CTRLSCOPE_DEMO="1", CTRLSCOPE_DB=str(run_dir / "bench.sqlite3"))
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
     contenders = args.contenders.split(",")
     rows: list[dict[str, Any]] = []
     paints: dict[str, list[dict[str, float]]] = {kind: [] for kind in contenders}
