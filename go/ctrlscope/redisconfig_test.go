@@ -19,31 +19,71 @@ type redisEnvVector struct {
 		Default  string            `json:"default"`
 		URL      string            `json:"url"`
 		Sentinel *struct {
-			Sentinels  [][2]any `json:"sentinels"`
-			MasterName string   `json:"master_name"`
-			DB         int      `json:"db"`
+			Sentinels  [][]any `json:"sentinels"`
+			MasterName string  `json:"master_name"`
+			DB         int     `json:"db"`
 		} `json:"sentinel"`
 	} `json:"ok"`
-	Errors []struct {
-		Env      map[string]string `json:"env"`
-		Contains []string          `json:"contains"`
-	} `json:"errors"`
+	Errors []envErrorCase `json:"errors"`
+}
+
+// envErrorCase is one of a config vector's "errors" (redis-env.json, redis-cluster-env.json): an
+// environment and what its error must say.
+type envErrorCase struct {
+	Env      map[string]string `json:"env"`
+	Contains []string          `json:"contains"`
+}
+
+// loadConfigVector decodes protocol/vectors/config/<name> into v.
+func loadConfigVector(t *testing.T, name string, v any) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(vectorsDir, "config", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func loadRedisEnvVector(t *testing.T) redisEnvVector {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(vectorsDir, "config", "redis-env.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v redisEnvVector
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatal(err)
-	}
+	loadConfigVector(t, "redis-env.json", &v)
 	if len(v.OK) == 0 || len(v.Errors) == 0 {
 		t.Fatal("protocol/vectors/config/redis-env.json has no cases")
 	}
 	return v
+}
+
+// checkEnvErrors: each bad environment is an error that says what its case says, without the
+// password (every vector's passwords contain "secret").
+func checkEnvErrors(t *testing.T, cases []envErrorCase) {
+	t.Helper()
+	for _, c := range cases {
+		_, err := RedisURLFromEnv(getenvOf(c.Env), DefaultRedisURL)
+		if err == nil {
+			t.Errorf("env %v: no error", c.Env)
+			continue
+		}
+		for _, part := range c.Contains {
+			if !strings.Contains(err.Error(), part) {
+				t.Errorf("env %v: error %q does not say %q", c.Env, err, part)
+			}
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("env %v: error %q shows the password", c.Env, err)
+		}
+	}
+}
+
+// hostPorts is a vector's [host, port] pairs as host:port addresses (net.JoinHostPort).
+func hostPorts(pairs [][]any) []string {
+	var out []string
+	for _, p := range pairs {
+		out = append(out, net.JoinHostPort(p[0].(string), strconv.Itoa(int(p[1].(float64)))))
+	}
+	return out
 }
 
 func getenvOf(env map[string]string) func(string) string {
@@ -68,10 +108,7 @@ func TestTheEnvironmentNamesItsRedisAsTheVectorSays(t *testing.T) {
 			t.Errorf("%q: %v", got, err)
 			continue
 		}
-		var want []string
-		for _, s := range c.Sentinel.Sentinels {
-			want = append(want, net.JoinHostPort(s[0].(string), strconv.Itoa(int(s[1].(float64)))))
-		}
+		want := hostPorts(c.Sentinel.Sentinels)
 		if strings.Join(target.Sentinels, ",") != strings.Join(want, ",") || target.MasterName != c.Sentinel.MasterName ||
 			target.DB != c.Sentinel.DB {
 			t.Errorf("%q parsed as %+v; want %v, %q, db %d", got, target, want, c.Sentinel.MasterName, c.Sentinel.DB)
@@ -80,21 +117,7 @@ func TestTheEnvironmentNamesItsRedisAsTheVectorSays(t *testing.T) {
 }
 
 func TestABadEnvironmentIsAClearErrorThatShowsNoPassword(t *testing.T) {
-	for _, c := range loadRedisEnvVector(t).Errors {
-		_, err := RedisURLFromEnv(getenvOf(c.Env), DefaultRedisURL)
-		if err == nil {
-			t.Errorf("env %v: no error", c.Env)
-			continue
-		}
-		for _, part := range c.Contains {
-			if !strings.Contains(err.Error(), part) {
-				t.Errorf("env %v: error %q does not say %q", c.Env, err, part)
-			}
-		}
-		if strings.Contains(err.Error(), "secret") {
-			t.Errorf("env %v: error %q shows the password", c.Env, err)
-		}
-	}
+	checkEnvErrors(t, loadRedisEnvVector(t).Errors)
 }
 
 func TestNewPublisherFollowsSentinelsAndTakesPasswordsFromTheEnvironment(t *testing.T) {
