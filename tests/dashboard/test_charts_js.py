@@ -8,21 +8,14 @@ import random
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.dashboard.static_page import static_page
 
 pytestmark = pytest.mark.browser
 
-STATIC = ROOT / "dashboard" / "static" / "dashboard"
-
-
 @pytest.fixture(scope="module")
 def charts(browser):
-    page = browser.new_page()
-    page.set_content("<!doctype html><title>charts.js</title>")
-    page.add_script_tag(path=str(STATIC / "spark.js"))
-    page.add_script_tag(path=str(STATIC / "charts.js"))
-    yield page
-    page.close()
+    with static_page(browser, "spark.js", "charts.js") as page:
+        yield page
 
 
 def js(page, expr: str, *args):

@@ -28,6 +28,7 @@ from controllers.process import stop_process
 from controllers.sim import SimCluster
 from controllers.telemetry.redaction import LAST_APPLIED
 from tests.conftest import ROOT, wait_until
+from tests.dashboard.static_page import static_page
 from tests.dashboard.test_cache_panel_browser import save_screenshot
 from tests.dashboard.test_panels_browser import close_page
 from tests.sim.conftest import FAST, api_client_for
@@ -192,11 +193,8 @@ STRINGS = [
 @pytest.fixture
 def js_page(browser):
     """A blank page with the inspector's two pure modules loaded from disk (no server needed)."""
-    page = browser.new_page()
-    for name in ("yaml.js", "linediff.js"):
-        page.add_script_tag(path=str(ROOT / "dashboard" / "static" / "dashboard" / name))
-    yield page
-    page.close()
+    with static_page(browser, "yaml.js", "linediff.js") as page:
+        yield page
 
 
 def test_the_yaml_renderer_round_trips_through_a_yaml_parser(js_page):

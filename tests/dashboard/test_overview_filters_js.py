@@ -4,28 +4,16 @@ memory surviving a broken or refusing localStorage."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from controllers.schema import browser_vocabulary
-from tests.conftest import ROOT
+from tests.dashboard.static_page import static_page
 
 pytestmark = pytest.mark.browser
 
-STATIC = ROOT / "dashboard" / "static" / "dashboard"
-
-
 @pytest.fixture(scope="module")
 def filters(browser):
-    page = browser.new_page()
-    vocabulary = json.dumps(browser_vocabulary())
-    page.set_content(f'<!doctype html><title>overview_filters.js</title><script id="cs-protocol" type="application/json">'
-                     f'{vocabulary}</script>')
-    for script in ("protocol.js", "overview_filters.js"):
-        page.add_script_tag(path=str(STATIC / script))
-    yield page
-    page.close()
+    with static_page(browser, "protocol.js", "overview_filters.js", vocabulary=True) as page:
+        yield page
 
 
 @pytest.mark.parametrize(("findings", "opts", "state"), [

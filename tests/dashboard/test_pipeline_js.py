@@ -4,28 +4,16 @@ namespace), read from the write record's method and path."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from controllers.schema import browser_vocabulary
-from tests.conftest import ROOT
+from tests.dashboard.static_page import static_page
 
 pytestmark = pytest.mark.browser
 
-STATIC = ROOT / "dashboard" / "static" / "dashboard"
-
-
 @pytest.fixture(scope="module")
 def pipeline(browser):
-    page = browser.new_page()
-    vocabulary = json.dumps(browser_vocabulary())
-    page.set_content(f'<!doctype html><title>pipeline.js</title><script id="cs-protocol" type="application/json">'
-                     f'{vocabulary}</script><div id="box"></div>')
-    for script in ("protocol.js", "spark.js", "pipeline.js"):
-        page.add_script_tag(path=str(STATIC / script))
-    yield page
-    page.close()
+    with static_page(browser, "protocol.js", "spark.js", "pipeline.js", vocabulary=True, body='<div id="box"></div>') as page:
+        yield page
 
 
 @pytest.mark.parametrize(("method", "path", "said"), [
