@@ -28,7 +28,7 @@ from controllers.telemetry import redis_config
 from controllers.telemetry.clusterboot import LocalRedisCluster
 from controllers.telemetry.streams import FRAME_SCRIPT, Keys, StreamReader
 from tests.conftest import run_async, wait_until
-from tests.telemetry.test_sentinel import RecordingClient
+from tests.telemetry.test_sentinel import RecordingClient, account
 
 PUBLISHERS = int(os.environ.get("CTRLSCOPE_CLUSTER_PUBLISHERS", "10"))
 TOPICS_PER_PUBLISHER = 2
@@ -48,39 +48,6 @@ def redis_cluster(tmp_path: Path):
         yield cluster
     finally:
         cluster.stop()
-
-
-def account(events: list[tuple[Any, ...]], topic: str, src: str) -> dict[str, Any]:
-    """Frames of ``src`` on ``topic`` by seq (test_sentinel's ``account``): delivered, skipped inside a
-    gap that was announced (``covered``), skipped without (``silent``), or delivered twice
-    (``repeated``). A gap is announced by a resync since the last frame delivered, or by the frame
-    after it being a reset frame (which rewrites the state and carries the lost records' count)."""
-    last: int | None = None
-    resynced_since_last = False
-    out: dict[str, Any] = {"delivered": 0, "covered": 0, "silent": [], "repeated": 0, "dropped": 0, "records": 0,
-                           "gaps": []}
-    for ev in events:
-        if ev[0] == "resync" and ev[2] == topic:
-            resynced_since_last = True
-        if ev[0] != "frame" or ev[2] != topic or ev[4] != src or ev[9]:
-            continue
-        seq = ev[5]
-        out["dropped"] += ev[7]
-        if last is not None and seq <= last:
-            out["repeated"] += 1
-            continue
-        if last is not None and seq > last + 1:
-            if resynced_since_last or ev[6]:
-                out["covered"] += seq - last - 1
-                out["gaps"].append((last, seq))
-            else:
-                out["silent"].append((last, seq))
-        out["delivered"] += 1
-        out["records"] += ev[8]
-        last = seq
-        resynced_since_last = False
-    out["last"] = last
-    return out
 
 
 def _topic_in(band: range, name: str) -> str:
@@ -225,7 +192,7 @@ def test_a_reshard_and_a_master_killed_under_load(redis_cluster, publisher_facto
     for c in clients:
         assert c.errors == [] and c.duplicates == 0, [r for r in c.recent if r[0] == "duplicate"]
         for topic, pub in topics.items():
-            acc = account(c.events, topic, pub.name)
+            acc = account(c.events, topic, pub.name, reset_announces_gap=True)
             silent += len(acc["silent"])
             repeated += acc["repeated"]
             covered += acc["covered"]

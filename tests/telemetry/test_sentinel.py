@@ -186,9 +186,13 @@ class RecordingClient(TelemetryWsClient):
         super()._handle(msg)
 
 
-def account(events: list[tuple[Any, ...]], topic: str, src: str) -> dict[str, Any]:
-    """Frames of ``src`` on ``topic`` by seq: delivered, skipped inside a gap a resync announced
-    (``covered``), skipped without one (``silent``), or delivered twice (``repeated``)."""
+def account(events: list[tuple[Any, ...]], topic: str, src: str, *, reset_announces_gap: bool = False
+            ) -> dict[str, Any]:
+    """Frames of ``src`` on ``topic`` by seq (a ``RecordingClient``'s events; test_redis_cluster counts
+    with it too): delivered, skipped inside a gap that was announced (``covered``), skipped without
+    (``silent``), or delivered twice (``repeated``). A gap is announced by a resync since the last frame
+    delivered; with ``reset_announces_gap`` also by the frame after it being a reset frame (which
+    rewrites the state and carries the lost records' count)."""
     last: int | None = None
     resynced_since_last = False
     out: dict[str, Any] = {"delivered": 0, "covered": 0, "silent": [], "repeated": 0, "dropped": 0, "records": 0,
@@ -204,7 +208,7 @@ def account(events: list[tuple[Any, ...]], topic: str, src: str) -> dict[str, An
             out["repeated"] += 1
             continue
         if last is not None and seq > last + 1:
-            if resynced_since_last:
+            if resynced_since_last or (reset_announces_gap and ev[6]):
                 out["covered"] += seq - last - 1
                 out["gaps"].append((last, seq))
             else:
