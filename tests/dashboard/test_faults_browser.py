@@ -43,8 +43,13 @@ def sim_kubeconfig(tmp_path: Path, redis_url: str, prefix: str):
                                  str(kubeconfig), "--start-delay", "0.05"], cwd=ROOT, env=env, stdout=log,
                                 stderr=subprocess.STDOUT)
     try:
-        wait_until(lambda: "faults published" in (tmp_path / "simcluster.log").read_text(), timeout=20,
+        # A start, not a race: a cold manage.py (Django, kubernetes, the simulator) took over 20 s on a
+        # loaded CI machine. Wait for the line or the process's end, whichever comes first, and show
+        # the log when it does not start.
+        log_path = tmp_path / "simcluster.log"
+        wait_until(lambda: "faults published" in log_path.read_text() or proc.poll() is not None, timeout=120,
                    what="the simulator to start")
+        assert "faults published" in log_path.read_text(), f"simcluster exited {proc.returncode}:\n{log_path.read_text()}"
         yield kubeconfig
     finally:
         stop_process(proc)
