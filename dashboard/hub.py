@@ -20,8 +20,16 @@ A Redis Cluster (a ``redis+cluster://`` URL) is read the same way, topic by topi
 layout: the tail sends one XREAD per slot, per node in a pipeline and the nodes concurrently, without
 blocking, and sleeps ``CLUSTER_POLL_S`` after a round that found nothing. The cluster client follows
 MOVED/ASK by itself (a resharded topic's stream moved whole, so its position stays valid) but is
-built not to retry a lost connection (``redis_config``): a master that died, CLUSTERDOWN while its
-replica takes over, or no node answering is the same outage, and the same resync, as above.
+built not to retry a lost connection (``redis_config``). An outage there is per topic: the topics
+whose node could not be read (a master that died, or CLUSTERDOWN while its replica takes over, which
+a cluster also answers for healthy masters' slots) are *down*: their subscribers are told (a
+``status`` naming those topics) and the tail reads the other topics on. Every ``backoff`` the hub
+asks whether the cluster is whole again (``cluster_state:ok``), then for the new slot map and every
+master's ``run_id``/``master_replid``: a down topic served by a master the hub already knew (its
+data went on: a healthy master paused by CLUSTERDOWN, or one its slot migrated to) just goes on
+from its position, with no resync; one served by a server that was no master before (the promoted
+replica, which may lack the last entries) is resynced as above. A slot moved (MOVED followed)
+makes the hub check the masters too, so a topic never reads on from a promoted replica unchecked.
 
 Every read (the tail's and the sessions' snapshots and catch-up reads, over the hub's one connection
 pool) goes through ``hub.reader``, the ``AsyncStreamReader`` of ``controllers/telemetry/streams.py``.
@@ -52,7 +60,7 @@ class Subscriber(Protocol):
     """What the hub needs from a websocket session."""
 
     def deliver(self, topic: str, entries: list[Entry]) -> None: ...
-    def redis_status(self, up: bool) -> None: ...
+    def redis_status(self, up: bool, topics: list[str] | None = None) -> None: ...
     def force_resync(self, topic: str, reason: ResyncReason, replay_from: bytes | None = None) -> None: ...
     def topics_changed(self, topics: list[str]) -> None: ...
 
@@ -71,6 +79,13 @@ class StreamHub:
         self.redis_up = True
         self.topics: list[str] = []
         self._topics_checked = 0.0
+        # A cluster: subscribed topics whose master cannot be read now, when to look again, and the
+        # identities of every master seen (None until first read: then every down topic resyncs).
+        self._down: set[str] = set()
+        self._down_retry_at = 0.0
+        self._down_backoff = 0.0
+        self._known: set[str] | None = None
+        self._moved_seen = 0
 
     # -- membership --------------------------------------------------------------------------
     def join(self, member: Subscriber) -> None:
@@ -93,6 +108,7 @@ class StreamHub:
             if not subs:
                 del self._subs[topic]
                 self._positions.pop(topic, None)
+                self._down.discard(topic)
 
     def track_from(self, topic: str, cursor: bytes) -> None:
         """Make sure the tail covers every entry after ``cursor`` for ``topic``.
@@ -124,6 +140,8 @@ class StreamHub:
                             raise redis.exceptions.ClusterDownError(f"cluster_state:{state}")
                         await self.redis.refresh_slots()  # type: ignore[attr-defined]  # the new slot map
                     await self._redis_back()
+                if self._down:
+                    await self._check_down()
                 await self._refresh_topics()
                 await self._read_once()
                 backoff = 0.0
@@ -167,13 +185,103 @@ class StreamHub:
         for m, topic, point in resyncs:
             m.force_resync(topic, ResyncReason.REDIS_RECONNECTED, replay_from=point)
 
+    # -- a cluster's per-topic outages -----------------------------------------------------------
+    def _tell(self, up: bool, topics: set[str]) -> None:
+        """Tell each subscriber of ``topics`` which of its topics went down or came back."""
+        told: dict[Subscriber, list[str]] = {}
+        for topic in sorted(topics):
+            for m in self._subs.get(topic, ()):
+                told.setdefault(m, []).append(topic)
+        for m, mine in told.items():
+            m.redis_status(up, topics=mine)
+
+    def _topics_down(self, failed: dict[str, BaseException]) -> None:
+        new = set(failed) - self._down
+        if not new:
+            return
+        log.warning("stream hub: %d topic(s) cannot be read (%s), e.g. %s", len(new), next(iter(failed.values())),
+                    sorted(new)[0])
+        if not self._down:
+            self._down_backoff = 0.0
+            self._down_retry_at = 0.0
+        self._down |= new
+        self._tell(False, new)
+
+    async def _check_down(self) -> None:
+        """Bring the down topics back when the cluster is whole again (the module docstring says how)."""
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._down_retry_at:
+            return
+        self._down_backoff = min(2.0, max(0.1, self._down_backoff * 2))
+        self._down_retry_at = loop.time() + self._down_backoff
+        try:
+            state = (await self.redis.cluster_info()).get("cluster_state")
+            if state != "ok":
+                return
+            await self.redis.refresh_slots()  # type: ignore[attr-defined]  # the new slot map
+            masters = await self.reader.masters()
+            known = self._known if self._known is not None else set()
+            lost = {t for t in self._down if masters.get(self.reader.master_of(t)) not in known}
+            # Every replay point is read before anything changes: a failure leaves all of it down.
+            resyncs = await self._replay_points(lost)
+        except redis_config.OUTAGE_ERRORS as exc:
+            log.info("stream hub: %d topic(s) still down (%s)", len(self._down), exc)
+            return
+        back, self._down = self._down, set()
+        self._known = known | {i for i in masters.values() if i is not None}
+        for topic in lost:
+            self._positions.pop(topic, None)
+        log.info("stream hub: %d topic(s) readable again; resyncing the %d a new master serves", len(back), len(lost))
+        self._tell(True, back)
+        for m, topic, point in resyncs:
+            m.force_resync(topic, ResyncReason.REDIS_RECONNECTED, replay_from=point)
+
+    async def _replay_points(self, topics: set[str]) -> list[tuple[Subscriber, str, bytes | None]]:
+        """For each subscriber of ``topics``, where its resync replays from (``_redis_back`` says why)."""
+        resyncs: list[tuple[Subscriber, str, bytes | None]] = []
+        for topic in sorted(topics):
+            points: dict[bytes | None, bytes | None] = {}
+            for m in list(self._subs.get(topic, ())):
+                position = getattr(m, "position", None)
+                pos = (position(topic) if position is not None else None) or self._positions.get(topic)
+                if pos not in points:
+                    points[pos] = await self.reader.replay_point(topic, pos)
+                resyncs.append((m, topic, points[pos]))
+        return resyncs
+
+    async def _check_masters(self) -> None:
+        """A cluster, at the first read and after a slot moved: note the masters; a tailed topic now
+        served by a master unknown before is handled as down (and resynced by ``_check_down``)."""
+        try:
+            masters = await self.reader.masters()
+        except redis_config.OUTAGE_ERRORS:
+            return  # the reads will fail too, or the next MOVED looks again
+        if self._known is None:
+            self._known = {i for i in masters.values() if i is not None}
+            return
+        unknown = {t for t in self._positions if t not in self._down
+                   and masters.get(self.reader.master_of(t)) not in self._known}
+        if unknown:
+            self._topics_down(dict.fromkeys(unknown, redis.exceptions.ClusterError("served by a new master")))
+            self._down_retry_at = 0.0
+
     async def _refresh_topics(self) -> None:
         loop = asyncio.get_running_loop()
         if loop.time() - self._topics_checked < TOPICS_REFRESH:
             return
         self._topics_checked = loop.time()
-        await self._check_tail_retained()
-        topics = await self.reader.topics()
+        if self.keys.cluster:
+            try:
+                await self._check_tail_retained()
+                topics = await self.reader.topics()
+            except redis_config.OUTAGE_ERRORS as exc:
+                # The topic set lives on one master: while it is down, the topics stay as they were
+                # (the tail's own reads say which topics are down).
+                log.info("stream hub: the topic set cannot be read now (%s)", exc)
+                return
+        else:
+            await self._check_tail_retained()
+            topics = await self.reader.topics()
         if topics != self.topics:
             self.topics = topics
             for m in list(self._members):
@@ -187,7 +295,7 @@ class StreamHub:
         retention) is pathological, but then the gap must show, not pass silently.
         """
         for topic, pos in list(self._positions.items()):
-            if pos == b"0-0":
+            if pos == b"0-0" or topic in self._down:
                 continue
             if not await self.reader.retains(topic, pos):
                 del self._positions[topic]
@@ -209,15 +317,35 @@ class StreamHub:
         if not self._positions:
             await asyncio.sleep(TAIL_BLOCK_MS / 1000)
             return
-        batches = await self.reader.tail(self._positions, count=TAIL_COUNT, block=TAIL_BLOCK_MS)
-        if not batches and self.keys.cluster:
-            await asyncio.sleep(CLUSTER_POLL_S)
+        if self.keys.cluster:
+            batches = await self._read_cluster()
+            if not batches:
+                await asyncio.sleep(CLUSTER_POLL_S)
+        else:
+            batches = await self.reader.tail(self._positions, count=TAIL_COUNT, block=TAIL_BLOCK_MS)
         for topic, entries in batches:
             if topic not in self._subs:
                 continue
             self._positions[topic] = entries[-1][0]
             for m in list(self._subs.get(topic, ())):
                 m.deliver(topic, entries)
+
+    async def _read_cluster(self) -> list[tuple[str, list[Entry]]]:
+        """One round of a cluster's tail over the topics not down; the ones that fail go down."""
+        if self._known is None:
+            await self._check_masters()
+        positions = {t: p for t, p in self._positions.items() if t not in self._down}
+        if not positions:
+            return []
+        failed: dict[str, BaseException] = {}
+        batches = await self.reader.tail(positions, count=TAIL_COUNT, block=TAIL_BLOCK_MS, failed=failed)
+        if failed:
+            self._topics_down(failed)
+        if self.reader.redirects["moved"] != self._moved_seen:
+            self._moved_seen = self.reader.redirects["moved"]
+            await self._check_masters()
+            batches = [(t, entries) for t, entries in batches if t not in self._down]
+        return batches
 
     async def close(self) -> None:
         if self._task is not None:

@@ -31,9 +31,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-import redis
 
 from controllers.schema import ResyncReason
+from controllers.telemetry import redis_config
 from controllers.telemetry.streams import RESET_PREFIX, Entry, ResumeRefused, parse_id
 from dashboard.hub import StreamHub
 
@@ -54,6 +54,7 @@ MAX_HISTORY = 1000
 # frames are 30 KB each at 1,000 writes/s: 5,000 of them held 150 MB per lagging tab in the soak).
 # The frames are the hub's, shared by every session: this bounds what one slow tab keeps alive.
 MAX_PENDING_BYTES = 8 * 1024 * 1024
+SYNC_RETRY_S = 0.5  # how soon a sync that Redis interrupted is tried again
 # Data messages a client may leave unacknowledged before the session stops sending to it.
 WINDOW = 16
 TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:/._@-]{0,199}$")
@@ -72,7 +73,7 @@ class _Sub:
     """A subscription. Invariant: entries in ``pending`` may be ≤ cursor (dropped when sent)."""
 
     __slots__ = ("cursor", "pending", "pending_bytes", "live", "sync", "since", "epoch", "reason", "replay_from",
-                 "history", "last_reset")
+                 "history", "last_reset", "retry_at")
 
     def __init__(self, since: bytes | None, epoch: str, history: int = 0) -> None:
         self.cursor = (0, 0)
@@ -88,6 +89,7 @@ class _Sub:
         # The newest reset frame already resynced from: the tail may deliver it again (its position can
         # lag the replay), and a second resync would replay the same frames twice.
         self.last_reset = (0, 0)
+        self.retry_at = 0.0  # a sync Redis interrupted is tried again from then on (loop time)
 
 
 class ClientSession:
@@ -255,8 +257,12 @@ class ClientSession:
             return None
         return f"{sub.cursor[0]}-{sub.cursor[1]}".encode()
 
-    def redis_status(self, up: bool) -> None:
-        self._queue_control({"t": "status", "redis": "up" if up else "down"})
+    def redis_status(self, up: bool, topics: list[str] | None = None) -> None:
+        """Redis went away or came back; ``topics``: only these topics' (a Redis Cluster's master)."""
+        msg: dict[str, Any] = {"t": "status", "redis": "up" if up else "down"}
+        if topics is not None:
+            msg["topics"] = topics
+        self._queue_control(msg)
 
     def topics_changed(self, topics: list[str]) -> None:
         self._queue_control({"t": "topics", "topics": topics})
@@ -302,19 +308,13 @@ class ClientSession:
             self._wake.clear()
             try:
                 await self._flush_control()
-                for topic, sub in list(self.subs.items()):
-                    if sub.sync and self.subs.get(topic) is sub:
-                        await self._sync(topic, sub)
+                interrupted = await self._sync_due()
                 await self._send_live()
-            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-                # Redis went away in the middle of a sync: redo the unfinished syncs shortly (the
-                # hub resyncs every subscription anyway once Redis answers again).
-                log.info("sync interrupted by Redis (%s); retrying", exc)
-                for sub in self.subs.values():
-                    if not sub.live:
-                        sub.sync = True
-                await asyncio.sleep(0.5)
-                self._wake.set()
+                if interrupted is not None:
+                    # Redis went away in the middle of a sync: redo the unfinished syncs shortly (the
+                    # hub resyncs the subscriptions it cut off anyway once Redis answers again).
+                    log.info("sync interrupted by Redis (%s); retrying", interrupted)
+                    asyncio.get_running_loop().call_later(SYNC_RETRY_S, self._wake.set)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -324,6 +324,29 @@ class ClientSession:
                 self._closed = True
                 if self._on_fatal is not None:
                     await self._on_fatal()
+
+    async def _sync_due(self) -> BaseException | None:
+        """Run the syncs that are due; the Redis error that interrupted one, if any. A Redis Cluster:
+        a topic whose master is down waits, the other topics' syncs (and live frames) go on; one
+        Redis: its first failure puts every sync off."""
+        loop = asyncio.get_running_loop()
+        interrupted: BaseException | None = None
+        for topic, sub in list(self.subs.items()):
+            if not sub.sync or self.subs.get(topic) is not sub or sub.retry_at > loop.time():
+                continue
+            try:
+                await self._sync(topic, sub)
+            except redis_config.OUTAGE_ERRORS as exc:
+                interrupted = exc
+                retry_at = loop.time() + SYNC_RETRY_S
+                cut = [sub] if self.hub.keys.cluster else [s for s in self.subs.values() if not s.live]
+                for other in cut:
+                    if not other.live:
+                        other.sync = True
+                        other.retry_at = retry_at
+                if not self.hub.keys.cluster:
+                    break
+        return interrupted
 
     async def _sync(self, topic: str, sub: _Sub) -> None:
         """Bring one subscription up to date: resume or snapshot, then catch up from Redis."""

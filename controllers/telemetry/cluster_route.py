@@ -21,6 +21,15 @@ After ``MAX_ROUNDS`` rounds the last redirect is raised. A lost connection or ``
 raised at once: the caller's reconnect path decides what to send again (a command of another node's
 pipeline may have been applied; the frame seq check makes resending safe). Other error replies are
 raised after every command has had its chance, the first one first, as ``Pipeline.execute`` does.
+``AsyncClusterRouter.route(..., partial=True)`` (the hub's tail) raises neither: the commands of a
+node that could not be reached, or that answered ``CLUSTERDOWN``, get that error as their reply, and
+every other node's replies are returned, so one dead master stops only the reads of its own slots.
+
+``AsyncClusterRouter.identities`` says which server each master is, ``run_id/master_replid`` by ``host:port``: the
+replica promoted in place of a dead master has a new ``master_replid``, a master restarted empty a
+new ``run_id``, so a slot served by a master whose identity was not a master's before may lack what
+was written there (protocol/redis-layout.md, "Redis Cluster"). A slot migrated between two live
+masters keeps its keys whole (``MIGRATE``), so a known identity means nothing was lost.
 
 Each router talks to each master over a plain client of its own, built with the cluster client's
 connection settings (credentials, timeouts, its connect hook: the publisher's guard against unchecked
@@ -52,12 +61,24 @@ TRYAGAIN_PAUSE = 0.05
 # (slot, a function that adds exactly one command to a pipeline)
 Call = tuple[int, Callable[[Any], Any]]
 
+# A node that cannot be reached, or a cluster without a master for some slot: with ``partial``, the
+# reply of that node's commands instead of an exception.
+NODE_DOWN_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError, OSError,
+                                                     ClusterDownError)
+
+
+def identity(server: dict[str, Any], replication: dict[str, Any]) -> str | None:
+    """``run_id/master_replid`` from a node's ``INFO server`` and ``INFO replication`` (None if missing)."""
+    run_id, replid = server.get("run_id"), replication.get("master_replid")
+    return f"{run_id}/{replid}" if run_id and replid else None
+
 
 class _Round:
     """The bookkeeping of one batch: replies so far, what is pending, where ASK sends a command."""
 
-    def __init__(self, n: int, counts: dict[str, int]) -> None:
+    def __init__(self, n: int, counts: dict[str, int], partial: bool = False) -> None:
         self.counts = counts
+        self.partial = partial
         self.replies: list[Any] = [None] * n
         self.pending = list(range(n))
         self.asking: dict[int, tuple[str, int]] = {}
@@ -78,7 +99,7 @@ class _Round:
             self.last_redirect = reply
             self.counts["again"] += 1
             return "again"
-        if isinstance(reply, ClusterDownError):
+        if isinstance(reply, ClusterDownError) and not self.partial:
             raise reply  # an outage: the caller's reconnect path
         self.replies[i] = reply
         return "done"
@@ -87,6 +108,8 @@ class _Round:
         if self.pending:
             assert self.last_redirect is not None
             raise self.last_redirect
+        if self.partial:
+            return self.replies
         for reply in self.replies:
             if isinstance(reply, redis.RedisError):
                 raise reply
@@ -177,9 +200,32 @@ class AsyncClusterRouter:
                                                              retry=aretry.Retry(NoBackoff(), 0))
         return node_client
 
-    async def route(self, calls: list[Call]) -> list[Any]:
+    async def identities(self) -> dict[str, str | None]:
+        """Every master of the slot map: ``host:port`` → ``run_id/master_replid`` (None if INFO is
+        refused), the masters asked concurrently."""
+        async def one(host: str, port: int) -> str | None:
+            pipe = self._node_client(host, port).pipeline(transaction=False)
+            pipe.info("server")
+            pipe.info("replication")
+            try:
+                server, replication = await pipe.execute()
+            except redis.ResponseError:
+                return None
+            return identity(server, replication)
+
         await self.client.initialize()
-        state = _Round(len(calls), self.redirects)
+        nodes = self.client.get_primaries()
+        found = await asyncio.gather(*(one(n.host, n.port) for n in nodes))
+        return {n.name: i for n, i in zip(nodes, found, strict=True)}
+
+    def master_of(self, slot: int) -> str:
+        """``host:port`` of the master the slot map names for ``slot``."""
+        return self.client.nodes_manager.get_node_from_slot(slot).name
+
+    async def route(self, calls: list[Call], *, partial: bool = False) -> list[Any]:
+        """The replies of ``calls``, in order; ``partial``: a node down gives its commands its error as reply."""
+        await self.client.initialize()
+        state = _Round(len(calls), self.redirects, partial)
         nodes = self.client.nodes_manager
         for _ in range(MAX_ROUNDS):
             if not state.pending:
@@ -201,7 +247,12 @@ class AsyncClusterRouter:
                     if asking:
                         pipe.execute_command("ASKING")
                     calls[i][1](pipe)
-                return await pipe.execute(raise_on_error=False)
+                try:
+                    return await pipe.execute(raise_on_error=False)
+                except NODE_DOWN_ERRORS as exc:
+                    if not partial:
+                        raise
+                    return [exc] * (len(items) + sum(asking for _i, asking in items))
 
             batches = list(groups.items())
             answers = await asyncio.gather(*(send(addr, items) for addr, items in batches))

@@ -69,17 +69,31 @@ class LocalRedisCluster:
         return ",".join(f"127.0.0.1:{p}" for p in self.ports)
 
     def start(self, timeout: float = 30.0) -> LocalRedisCluster:
+        """``reserve``, ``launch`` and ``create``: a healthy cluster."""
+        return self.reserve().launch(timeout).create(timeout)
+
+    def reserve(self) -> LocalRedisCluster:
+        """Pick the nodes' ports (``url`` is known from now on; nothing listens there yet)."""
         if not shutil.which("redis-server") or not shutil.which("redis-cli"):
             raise ClusterError("redis-server and redis-cli are needed (apt-get install redis-server)")
-        taken: set[int] = set()
-        for _ in range(self.masters * (1 + self.replicas)):
+        taken: set[int] = set(self.ports) | {p + 10_000 for p in self.ports}
+        while len(self.ports) < self.masters * (1 + self.replicas):
             port = cluster_port(taken)
             taken |= {port, port + 10_000}
             self.ports.append(port)
+        return self
+
+    def launch(self, timeout: float = 30.0) -> LocalRedisCluster:
+        """Run every node, not yet joined: each answers, but says ``cluster_state:fail`` (no slots)."""
+        self.reserve()
         for port in self.ports:
             self._run(port)
         for port in self.ports:
             self._wait(lambda p=port: _cli(p, "ping").strip() == "PONG", timeout, f"node {port} to answer")
+        return self
+
+    def create(self, timeout: float = 30.0) -> LocalRedisCluster:
+        """Join the launched nodes into one cluster (``redis-cli --cluster create``) and wait until it is ok."""
         subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
                         "--cluster-replicas", str(self.replicas), "--cluster-yes"],
                        capture_output=True, text=True, timeout=timeout, check=True)

@@ -32,14 +32,20 @@ void and its records are counted as ``dropped``, never put in another frame. Put
 reset frame is what delivered 28 records twice across a failover in a loaded CI run (issue 32).
 
 Redis Cluster (a ``redis+cluster://`` URL; protocol/redis-layout.md, "Redis Cluster"): the same loop
-in the cluster layout. Each topic has its own epoch key in its slot, read before the topic's first
-frame and at every reconnect; a change of any of them is handled as an epoch change (every topic is
-rewritten: more than needed, never less). The topic set is SADDed after a topic's first confirmed
-frame on each connection and re-announced every ``ANNOUNCE_S``. "The same server" is the set of
-``run_id``/``master_replid`` of every master, so a failover of any shard voids the frames in flight
-that Redis does not have. The cluster client follows MOVED/ASK within a call (a redirect did
-nothing) but does not redial by itself, and ``_on_connect`` refuses every connection it would open
-while the publisher counts itself connected: new connections are made only by the reconnect checks.
+in the cluster layout, and what an outage costs is counted per topic, by the shard that serves it.
+Each topic has its own epoch key in its slot, read before the topic's first frame and at every
+reconnect; a topic whose epoch changed is handled as after an epoch change, alone. "The same
+server" is per topic: the master that serves the topic's slot after the reconnect is one of the
+masters before it (the same ``run_id``/``master_replid``: a healthy master, or one a slot migrated
+to with its keys) or it is not (the replica promoted in place of a dead master, a master restarted
+empty). Only the topics of the second kind have their frames in flight voided and are checked for
+confirmed frames the new master lacks; the other masters' topics lose nothing, are not rewritten,
+and their frames in flight are retried unchanged (the seq check applies each once). Frames wait
+while any master is unreachable (one flush is one set of frames in flight), and so do their topics.
+The topic set is SADDed after a topic's first confirmed frame on each connection and re-announced
+every ``ANNOUNCE_S``. The cluster client follows MOVED/ASK within a call (a redirect did nothing) but
+does not redial by itself, and ``_on_connect`` refuses every connection it would open while the
+publisher counts itself connected: new connections are made only by the reconnect checks.
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ from redis.crc import key_slot
 from controllers.clock import Clock, RealClock, wall_ms
 from controllers.schema import PROTOCOL_VERSION
 from controllers.telemetry import presence, redis_config
-from controllers.telemetry.cluster_route import ClusterRouter
+from controllers.telemetry.cluster_route import ClusterRouter, identity
 from controllers.telemetry.scrub import SECRETS, SecretScrubber
 from controllers.telemetry.streams import FRAME_SCRIPT, Keys
 
@@ -161,10 +167,12 @@ class RedisPublisher:
         # connection it finds dead when it is next used) would send frames to a new master unchecked:
         # _on_connect refuses that, so every reconnect goes through _ensure_epoch and its checks.
         self._may_reconnect = True
-        self._redis = redis_config.sync_client(url, socket_timeout=5, socket_connect_timeout=2,
-                                               health_check_interval=10, redis_connect_func=self._on_connect)
-        self._script = self._redis.register_script(FRAME_SCRIPT)
-        self._router = ClusterRouter(self._redis) if self.keys.cluster else None  # type: ignore[arg-type]
+        self._url = url
+        self._client: redis.Redis | None = None  # built by _redis at first use
+        self._script: Any = None
+        self._router: ClusterRouter | None = None
+        if not self.keys.cluster:
+            self._redis  # noqa: B018 -- built now (a bad URL is an error here); it connects at its first command
         self._buffer: deque[tuple[str, Any]] = deque()
         self._topics: dict[str, _Topic] = {}
         self._lock = threading.Lock()  # guards _topics' state/dirty against the flush thread
@@ -182,8 +190,10 @@ class RedisPublisher:
         self._flush_hooks: list[Callable[[], None]] = []
         # An attempt to send the frames in flight got no reply: Redis may have applied them.
         self._inflight_unsure = False
-        # Which server, and which history of its data, the frames go to (_server_identity).
+        # Which server, and which history of its data, the frames go to (_server_identity); a
+        # cluster: each master's, by host:port (_cluster_masters).
         self._server: str | None = None
+        self._masters: dict[str, str | None] = {}
         # Counters, read by the synthetic load generator, the benchmarks and the worker's status line.
         self.records_published = 0
         self.frames_published = 0
@@ -289,14 +299,31 @@ class RedisPublisher:
             self._thread.join(timeout)
             # Even if the thread is still busy (redis-py's client is thread-safe): a run that does not
             # say it stopped only shows as stopped once its entry is ALIVE_MS old.
-            if self._started_ms:
+            if self._started_ms and self._client is not None:
+                # If Redis is gone, the run shows as stopped once its entry ages. (A cluster with no node
+                # answering raises RedisClusterException, which is no RedisError.)
                 try:
                     self._redis.hset(self.keys.publishers, self.name, orjson.dumps(self._presence_entry()))
-                except redis.RedisError as exc:  # the run then shows as stopped once its entry ages
+                except (redis.RedisError, *redis_config.OUTAGE_ERRORS) as exc:
                     log.warning("telemetry: could not record this run as stopped (%s)", exc)
         if self._router is not None:
             self._router.close()
-        self._redis.close()
+        if self._client is not None:
+            self._client.close()
+
+    @property
+    def _redis(self) -> redis.Redis:
+        """The client, built at first use. A cluster client asks its seed nodes for the slot map as it
+        is built, which fails while no node answers or the cluster is not formed yet: that is an
+        outage like a plain Redis that is down at start (``_run`` tries again with backoff, records
+        wait in the bounded buffer), never an error at ``start``."""
+        if self._client is None:
+            client = redis_config.sync_client(self._url, socket_timeout=5, socket_connect_timeout=2,
+                                              health_check_interval=10, redis_connect_func=self._on_connect)
+            self._script = client.register_script(FRAME_SCRIPT)
+            self._router = ClusterRouter(client) if self.keys.cluster else None  # type: ignore[arg-type]
+            self._client = client
+        return self._client
 
     # -- presence and retention (publisher thread; presence.py) ------------------------------
     def _presence_entry(self) -> dict[str, Any]:
@@ -387,7 +414,8 @@ class RedisPublisher:
             elif self._last_epoch is not None and not self.connected:
                 # Same data set after an outage: did it keep what it confirmed, and is it the server
                 # the frames in flight went to?
-                self._check_applied(moved=server is None or server != self._server)
+                moved = server is None or server != self._server
+                self._check_applied(moved=lambda _topic: moved)
             self._server = server
             self._epoch = self._last_epoch = epoch
             if not self.connected:
@@ -410,18 +438,19 @@ class RedisPublisher:
                 names = [n for n, t in self._topics.items() if t.seq]
             if self._inflight is not None:
                 names = sorted(set(names) | {topic for topic, _ in self._inflight[0]})
-            assert self._router is not None
             # The slot map as the cluster has it now (a promoted replica, a node gone), then the
             # frames' connections to every master, opened while that is expected.
             self._redis.nodes_manager.initialize()  # type: ignore[attr-defined]
+            assert self._router is not None
             self._router.connect_masters()
             epochs = self._read_epochs(names)
-            server = self._server_identity()
-            if any(self._last_epochs.get(n, e) != e for n, e in epochs.items()):
-                self._on_new_epoch(applied_unknown=True)
-            elif self._last_epochs and not self.connected:
-                self._check_applied(moved=server is None or server != self._server)
-            self._server = server
+            masters = self._cluster_masters()
+            changed = {n for n, e in epochs.items() if self._last_epochs.get(n, e) != e}
+            if changed:  # those topics' shards lost their data: those topics start over
+                self._on_new_epoch(applied_unknown=True, topics=changed)
+            if self._last_epochs and not self.connected:
+                self._check_applied(moved=self._moved(masters))
+            self._masters = masters
             self._last_epochs.update(epochs)
             self._epoch = b"cluster"  # connected; the tokens are per topic (_epochs)
             if not self.connected:
@@ -431,6 +460,17 @@ class RedisPublisher:
             self.connected = True
             self._may_reconnect = False
         return self._epoch
+
+    def _moved(self, masters: dict[str, str | None]) -> Callable[[str], bool]:
+        """A cluster after an outage: whether a topic's slot is now served by a server that was not a
+        master before it (``masters`` now, ``_masters`` before), which may lack what was written."""
+        before = {identity for identity in self._masters.values() if identity is not None}
+        nodes = self._redis.nodes_manager  # type: ignore[attr-defined]
+
+        def moved(topic: str) -> bool:
+            now = masters.get(nodes.get_node_from_slot(key_slot(topic.encode())).name)
+            return now is None or now not in before
+        return moved
 
     def _read_epochs(self, names: list[str]) -> dict[str, bytes]:
         """Each topic's epoch token (created if it has none), into ``_epochs``: ``SET NX`` then ``GET``,
@@ -480,9 +520,7 @@ class RedisPublisher:
         """The server this connection writes to and the history of its data: ``run_id`` changes when
         the server restarts, ``master_replid`` when its data stops continuing what it had (a replica
         promoted, a master resynced from another). ``None`` if the server does not say (INFO refused):
-        then every reconnect counts as one to another server. A cluster: those of every master."""
-        if self.keys.cluster:
-            return self._cluster_identity()
+        then every reconnect counts as one to another server. (A cluster: ``_cluster_masters``.)"""
         pipe = self._redis.pipeline(transaction=False)
         pipe.info("server")
         pipe.info("replication")
@@ -493,20 +531,19 @@ class RedisPublisher:
         run_id, replid = server.get("run_id"), replication.get("master_replid")
         return f"{run_id}/{replid}" if run_id and replid else None
 
-    def _cluster_identity(self) -> str | None:
-        try:
-            primaries = self._redis.get_primaries()  # type: ignore[attr-defined]
-            ids = []
-            for node in primaries:
+    def _cluster_masters(self) -> dict[str, str | None]:
+        """Every master's ``run_id/master_replid`` (``_server_identity``) by ``host:port``. Asked over
+        the cluster client, which so opens its connection to every master while that is expected."""
+        out: dict[str, str | None] = {}
+        for node in self._redis.get_primaries():  # type: ignore[attr-defined]
+            try:
                 server = self._redis.info("server", target_nodes=node)  # type: ignore[call-arg]
                 replication = self._redis.info("replication", target_nodes=node)  # type: ignore[call-arg]
-                run_id, replid = server.get("run_id"), replication.get("master_replid")
-                if not run_id or not replid:
-                    return None
-                ids.append(f"{run_id}/{replid}")
-        except redis.ResponseError:
-            return None
-        return ",".join(sorted(ids))
+            except redis.ResponseError:
+                out[node.name] = None
+                continue
+            out[node.name] = identity(server, replication)
+        return out
 
     def _void_inflight(self, void: Callable[[str, int], bool]) -> tuple[int, int]:
         """Give up the frames in flight that ``void(topic, seq)`` names: Redis may have applied them
@@ -541,26 +578,34 @@ class RedisPublisher:
         self.records_lost += n_records
         return n_frames, n_records
 
-    def _on_new_epoch(self, *, applied_unknown: bool) -> None:
-        """Redis lost our data: every snapshot is rewritten (reset). Frames in flight Redis refused
-        (status 0: the script wrote nothing) have their records sent again; frames whose reply was lost
-        (``applied_unknown``) may have reached the old data set and a reader, so they are void."""
+    def _on_new_epoch(self, *, applied_unknown: bool, topics: set[str] | None = None) -> None:
+        """Redis lost our data (in a cluster: the shard of ``topics`` lost theirs): their snapshots are
+        rewritten (reset). Their frames in flight Redis refused (status 0: the script wrote nothing)
+        have their records sent again; frames whose reply was lost (``applied_unknown``) may have
+        reached the old data set and a reader, so they are void. Other topics are left alone."""
+        def lost(topic: str) -> bool:
+            return topics is None or topic in topics
+
         if self._inflight is not None:
             if applied_unknown:
-                frames, records = self._void_inflight(lambda _topic, _seq: True)
+                frames, records = self._void_inflight(lambda topic, _seq: lost(topic))
                 log.warning("telemetry: %d frame(s) (%d records) in flight when Redis lost its data may have "
                             "been applied there; counted as dropped, not sent again", frames, records)
             else:
-                _frames, records_back = self._inflight
-                self._inflight = None
-                self._buffer.extendleft(reversed([(t, r) for t, lst in records_back.items() for r in lst]))
+                in_flight, records_in_flight = self._inflight
+                keep = [(t, args) for t, args in in_flight if not lost(t)]
+                self._inflight = (keep, {t: r for t, r in records_in_flight.items() if not lost(t)}) if keep else None
+                back = [(t, r) for t, lst in records_in_flight.items() if lost(t) for r in lst]
+                self._buffer.extendleft(reversed(back))
         with self._lock:
             for t in self._topics.values():
+                if not lost(t.name):
+                    continue
                 t.reset = True
                 t.confirmed = 0  # seqs of the old data set: nothing to check against the new one
                 t.sent.clear()
 
-    def _check_applied(self, *, moved: bool) -> None:
+    def _check_applied(self, *, moved: Callable[[str], bool]) -> None:
         """After a reconnect to the same epoch: reset every topic whose last confirmed frame Redis no
         longer has. That is a failover to a replica the old master had not yet replicated those frames
         to (asynchronous replication): the new master's snapshot hash misses their state changes, so
@@ -568,7 +613,7 @@ class RedisPublisher:
         the records of the frames Redis lost ride on it as ``dropped``.
 
         Frames in flight (their reply was lost) are retried unchanged only where their fate is known:
-        on the server they went to (not ``moved``), which kept every frame it confirmed of their topic,
+        on the server they went to (``moved(topic)`` is false), which kept every frame it confirmed of their topic,
         its pubseq entry says whether it applied them and the seq check applies them once. Elsewhere
         the old server may have applied them and a reader read them there: the frames this server
         lacks are void, their records counted as dropped (``_void_inflight``)."""
@@ -584,7 +629,7 @@ class RedisPublisher:
         stored = {name: int(raw) if raw else 0 for name, raw in zip(names, pipe.execute(), strict=True)}
         lost = {name: have for name, have in stored.items() if have < confirmed.get(name, 0)}
         void_frames, void_records = self._void_inflight(
-            lambda topic, seq: (moved or topic in lost) and seq > stored[topic])
+            lambda topic, seq: (moved(topic) or topic in lost) and seq > stored[topic])
         if void_frames:
             log.warning("telemetry: %d frame(s) (%d records) in flight may have been applied by the Redis "
                         "before this one, which lacks them; counted as dropped, not sent again",
@@ -666,7 +711,7 @@ class RedisPublisher:
         self._inflight, self._inflight_unsure = None, False
         self._confirm(frames, records, results)
         lost = {topic for (topic, _), (status, _v) in zip(frames, results, strict=True) if status == 0}
-        if lost:
+        if lost and not k.cluster:
             # Redis restarted without persistence (or our keys were deleted): rewrite every snapshot
             # as a reset frame, which makes every dashboard client resync; resend the records of the
             # frames it refused -- unless an earlier attempt of theirs got no reply (then they may
@@ -677,11 +722,24 @@ class RedisPublisher:
             self._inflight = (refused, {t: records.get(t, []) for t in lost})
             self._on_new_epoch(applied_unknown=unsure)
             return self.flush()
-        if k.cluster:
-            self._announce(sorted({topic for topic, _ in frames}))
-        sent = sum(len(r) for r in records.values())
+        applied = [(t, args) for t, args in frames if t not in lost]
+        if k.cluster and applied:
+            self._announce(sorted({topic for topic, _ in applied}))
+        sent = sum(len(r) for t, r in records.items() if t not in lost)
         self.records_published += sent
-        self.frames_published += len(frames)
+        self.frames_published += len(applied)
+        if lost:
+            # A cluster: the shard of these topics lost their epoch (and data) without an outage we
+            # saw (emptied, or their keys deleted): the same as above, for these topics alone; their
+            # epochs are read again before their next frame.
+            log.warning("telemetry: the epoch of %d topic(s) changed (e.g. %s); rewriting them", len(lost),
+                        next(iter(lost)))
+            for topic in lost:
+                self._epochs.pop(topic, None)
+            refused = [(t, args) for t, args in frames if t in lost]
+            self._inflight = (refused, {t: records.get(t, []) for t in lost})
+            self._on_new_epoch(applied_unknown=unsure, topics=lost)
+            return sent + self.flush()
         return sent
 
     def _confirm(self, frames: list[tuple[str, list[Any]]], records: dict[str, list[Any]],

@@ -235,6 +235,14 @@ def _xread_calls(keys: Keys, positions: dict[str, bytes], count: int) -> list[Ca
     return [(slot, lambda pipe, group=group: pipe.xread(group, count=count)) for slot, group in groups.items()]
 
 
+def _slot_topics(positions: dict[str, bytes]) -> dict[int, list[str]]:
+    """The topics of each slot, as ``_xread_calls`` groups them."""
+    groups: dict[int, list[str]] = {}
+    for topic in positions:
+        groups.setdefault(key_slot(topic.encode()), []).append(topic)
+    return groups
+
+
 def _xread_replies(replies: list[Any]) -> list[Any]:
     """The rows of several XREAD replies (RESP2 lists; RESP3 maps) as one XREAD reply."""
     out: list[Any] = []
@@ -337,15 +345,43 @@ class AsyncStreamReader:
         """Entries with ``first`` ≤ id ≤ ``last`` (at most ``limit``; ``None``: all of them)."""
         return entries_of(await self.client.xrange(self.keys.stream(topic), min=first, max=last, count=limit))
 
-    async def tail(self, positions: dict[str, bytes], *, count: int, block: int) -> list[tuple[str, list[Entry]]]:
+    async def tail(self, positions: dict[str, bytes], *, count: int, block: int,
+                   failed: dict[str, BaseException] | None = None) -> list[tuple[str, list[Entry]]]:
         """Entries after each topic's position, waiting up to ``block`` ms for the first. In a cluster
         one round without waiting (a blocked XREAD would hold a connection per slot): the caller
-        waits between empty rounds."""
+        waits between empty rounds. ``failed`` (a cluster): instead of raising when a node is down
+        or the cluster is, put each topic that could not be read there with the error, and return
+        the others' entries."""
         if self._router is not None:
-            replies = await self._router.route(_xread_calls(self.keys, positions, count))
+            calls, groups = _xread_calls(self.keys, positions, count), _slot_topics(positions)
+            replies = await self._router.route(calls, partial=failed is not None)
+            if failed is not None:
+                good = []
+                for (slot, _call), reply in zip(calls, replies, strict=True):
+                    if isinstance(reply, BaseException):
+                        failed.update(dict.fromkeys(groups[slot], reply))
+                    else:
+                        good.append(reply)
+                replies = good
             return tail_batches(self.keys, _xread_replies(replies))
         streams = {self.keys.stream(t): pos for t, pos in positions.items()}
         return tail_batches(self.keys, await self.client.xread(streams, count=count, block=block))
+
+    @property
+    def redirects(self) -> dict[str, int]:
+        """A cluster: how often the tail followed each kind of redirect (``moved``, ``ask``, ``again``)."""
+        assert self._router is not None
+        return self._router.redirects
+
+    async def masters(self) -> dict[str, str | None]:
+        """A cluster: every master's identity by ``host:port`` (``AsyncClusterRouter.identities``)."""
+        assert self._router is not None
+        return await self._router.identities()
+
+    def master_of(self, topic: str) -> str:
+        """A cluster: ``host:port`` of the master that serves ``topic`` in the client's slot map."""
+        assert self._router is not None
+        return self._router.master_of(key_slot(topic.encode()))
 
     async def check_resume(self, topic: str, since: bytes, epoch: str) -> None:
         """Raise ResumeRefused when ``since`` belongs to another epoch or a position never written.

@@ -46,7 +46,11 @@
       this.ws = null;
       this.closedByUser = false;
       this.resyncing = new Set();
+      this.down = new Set(); // topics whose Redis Cluster master is out (a "status" that names topics)
     }
+
+    // The state once nothing is connecting: a topic still out, a resync under way, or live.
+    settled() { return this.down.size ? "reconnecting" : this.resyncing.size ? "resyncing" : "live"; }
 
     on(name, fn) { (this.listeners[name] = this.listeners[name] || []).push(fn); return this; }
     emit(name, ...args) { (this.listeners[name] || []).forEach((fn) => { try { fn(...args); } catch (e) { console.error(e); } }); }
@@ -104,7 +108,8 @@
           for (const topic of this.topics.keys()) this.subscribe(topic);
           if (this.opts.autoSubscribe) for (const topic of msg.topics) if (!this.topics.has(topic)) this.subscribe(topic);
           this.epoch = msg.epoch || this.epoch;
-          this.setState(this.resyncing.size ? "resyncing" : "live");
+          this.down.clear();
+          this.setState(this.settled());
           break;
         case "topics":
           this.knownTopics = msg.topics;
@@ -126,7 +131,7 @@
           this.resyncing.delete(msg.topic);
           this.emit("snapshot", msg.topic, t.state);
           this.ack(msg.seq);
-          if (this.state !== "unauthorized") this.setState(this.resyncing.size ? "resyncing" : "live");
+          if (this.state !== "unauthorized") this.setState(this.settled());
           break;
         }
         case "frames":
@@ -140,11 +145,19 @@
           this.emit("resync", msg.topic, msg.reason);
           break;
         case "status":
+          if (msg.topics) {
+            // A Redis Cluster: only these topics' master went out or came back. The server resyncs
+            // those of them a new master serves (a "resync" for each); the others go on as they were.
+            for (const topic of msg.topics) if (msg.redis === "up") this.down.delete(topic); else this.down.add(topic);
+            this.emit("redis", this.down.size === 0);
+            this.setState(this.settled());
+            break;
+          }
           this.emit("redis", msg.redis === "up");
           if (msg.redis !== "up") { this.setState("reconnecting"); break; }
           // The server resyncs every subscription after a Redis outage: snapshots follow.
           for (const topic of this.topics.keys()) this.resyncing.add(topic);
-          this.setState(this.resyncing.size ? "resyncing" : "live");
+          this.setState(this.settled());
           break;
         case "error":
           this.stats.errors += 1;
