@@ -337,12 +337,16 @@ def channel_layer_host(url: str, *, env: Mapping[str, str] | None = None, **kwar
     """One entry of channels-redis' ``CONFIG["hosts"]`` for ``url`` (channels_redis.utils.create_pool
     takes ``address``, or ``master_name`` + ``sentinels`` + ``sentinel_kwargs``).
 
-    channels-redis has no cluster client. For a cluster this is the first seed node, for
+    channels-redis has no cluster client. For a cluster this is one seed node, for
     ``channel_layer_backend``'s pub/sub layer: it only PUBLISHes and SUBSCRIBEs, and a cluster
-    delivers a classic PUBLISH on any node to the subscribers on every node."""
+    delivers a classic PUBLISH on any node to the subscribers on every node. (Listing several
+    nodes would not help: the layer shards channels over its hosts, it does not fail over.) The
+    node is the first seed, in order, that answers PING within ``CHANNEL_SEED_TIMEOUT`` when this
+    is called (settings, at process start): a seed that is down then is skipped; with none
+    answering, the first."""
     password, sentinel_password = _passwords(env)
     if is_cluster(url):
-        host_name, port = parse_cluster_url(url).nodes[0]
+        host_name, port = _answering_seed(parse_cluster_url(url).nodes, password)
         netloc = f"[{host_name}]:{port}" if ":" in host_name else f"{host_name}:{port}"
         host = {"address": f"redis://{netloc}/0", **kwargs}
     elif is_sentinel(url):
@@ -356,6 +360,24 @@ def channel_layer_host(url: str, *, env: Mapping[str, str] | None = None, **kwar
     if password and "password" not in host:
         host["password"] = password
     return host
+
+
+CHANNEL_SEED_TIMEOUT = 0.5
+
+
+def _answering_seed(nodes: tuple[tuple[str, int], ...], password: str | None) -> tuple[str, int]:
+    """The first of ``nodes`` that answers PING (the first if none does)."""
+    for host_name, port in nodes:
+        client = redis.Redis(host=host_name, port=port, password=password, socket_timeout=CHANNEL_SEED_TIMEOUT,
+                             socket_connect_timeout=CHANNEL_SEED_TIMEOUT, retry=Retry(NoBackoff(), 0))
+        try:
+            if client.ping():
+                return host_name, port
+        except (redis.RedisError, OSError):
+            continue
+        finally:
+            client.close()
+    return nodes[0]
 
 
 def channel_layer_backend(url: str) -> str:

@@ -408,3 +408,25 @@ def test_a_publisher_started_before_its_cluster_buffers_and_delivers_everything_
         assert pub.records_dropped == pub.records_lost == 0 and pub.records_published == 1200
     finally:
         cluster.stop()
+
+
+def test_the_channel_layer_skips_a_seed_node_that_is_down(redis_cluster):
+    """The first seed down at start: the layer uses the next seed that answers, and delivers."""
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    dead = redis_cluster.ports[0]
+    redis_cluster.kill(dead)
+    host = redis_config.channel_layer_host(redis_cluster.url, socket_timeout=None)
+    assert host["address"] == f"redis://127.0.0.1:{redis_cluster.ports[1]}/0"
+
+    async def main() -> dict[str, Any]:
+        a = RedisPubSubChannelLayer(hosts=[host], prefix="t:layer:")
+        channel = await a.new_channel()
+        await a.group_add("g", channel)
+        await asyncio.sleep(0.3)
+        await a.group_send("g", {"type": "probe", "n": 8})
+        msg = await asyncio.wait_for(a.receive(channel), 5)
+        await a.flush()
+        return msg
+
+    assert run_async(main(), timeout=20)["n"] == 8
