@@ -10,14 +10,23 @@ package ctrlscope
 //   - frame.lua gets four KEYS (stream, snapshot, epoch, pubseq: one slot); the topic set lives in
 //     another slot, so the publisher SADDs a topic after its first confirmed frame on a connection
 //     and re-announces every topic at least every clusterAnnounceEvery.
+//   - A (re)connect first asks the cluster for its slot map, synchronously, and opens the connection
+//     to every master (clusterIdentity), then reads the epochs. go-redis' ReloadState only schedules
+//     a reload: after a master was killed, the epoch pipeline that followed it went by the old map to
+//     the dead master, and so did every retry until a reload happened to finish in between.
 //   - "The same server" is the set of (run_id, master_replid) of every master, read at each
-//     (re)connect after the slot map is asked again: a failover or a restarted master changes it,
-//     and frames in flight above a topic's stored seq are then void (checkApplied).
+//     (re)connect: a failover or a restarted master changes it. Frames in flight above a topic's
+//     stored seq are void only for the topics now served by a master that was not among the masters
+//     before (movedTopics: a promoted replica, a restarted master); the other masters' topics retry
+//     theirs, and the seq check applies them once.
 //   - No connection is dialed behind the publisher's back: the client's dialer refuses every dial
 //     while the publisher counts itself connected (a node it had lost, or one a redirect names that
-//     it never dialed), so the next round reconnects and checks first; go-redis' cluster client
-//     follows MOVED/ASK and retries TRYAGAIN/CLUSTERDOWN itself (MaxRedirects), which is safe: a
-//     redirected call did nothing.
+//     it never dialed), so the next round reconnects and checks first. For that each node keeps one
+//     pool (no separate pipeline pool: its first dial, or the main pool's first single command
+//     after a reconnect made only pipelines, was refused on every round, a reconnect every 2 s), and
+//     a dial is tried once (go-redis' default five attempts spend 0.5 s on a dead master per call).
+//     go-redis' cluster client follows MOVED/ASK and retries TRYAGAIN/CLUSTERDOWN itself
+//     (MaxRedirects), which is safe: a redirected call did nothing.
 
 import (
 	"context"
@@ -35,7 +44,7 @@ import (
 const clusterAnnounceEvery = 30 * time.Second
 
 // newClusterClient is newRedisClient for a cluster URL: the same timeouts, no retries on a lost
-// connection, and p's dial guard on every node.
+// connection, one pool and one dial attempt per node, and p's dial guard on every node.
 func newClusterClient(u string, getenv func(string) string, p *Publisher) (*redis.ClusterClient, error) {
 	t, err := ParseClusterURL(u)
 	if err != nil {
@@ -47,6 +56,7 @@ func newClusterClient(u string, getenv func(string) string, p *Publisher) (*redi
 	return redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: t.Nodes, Password: getenv(EnvRedisPassword),
 		ReadTimeout: rw, WriteTimeout: rw, DialTimeout: dialTimeout, MaxRetries: -1, MaxRedirects: 8,
+		DialerRetries: 1, PipelinePoolSize: -1,
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if p.connected.Load() && !p.mayReconnect.Load() {
 				return refusedConn{}, nil // as redialGuard: the call fails, the loop reconnects and checks
@@ -56,11 +66,10 @@ func newClusterClient(u string, getenv func(string) string, p *Publisher) (*redi
 	}), nil
 }
 
-// clusterEpochs asks the cluster for its slot map again (on the next command), then reads every known topic's epoch (SET
-// NX first). It returns "cluster/N", N counting the reconnects at which some topic's epoch had
+// clusterEpochs reads every known topic's epoch (SET NX first), after clusterIdentity refreshed the
+// slot map. It returns "cluster/N", N counting the reconnects at which some topic's epoch had
 // changed: ensureEpoch then handles it as a new epoch.
 func (p *Publisher) clusterEpochs(ctx context.Context) (string, error) {
-	p.cc.ReloadState(ctx) // the promoted replica now serves the dead master's slots
 	p.mu.Lock()
 	topics := make([]*topicState, 0, len(p.topics))
 	for _, t := range p.topics {
@@ -122,11 +131,15 @@ func (p *Publisher) topicEpochs(ctx context.Context, frames []builtFrame) error 
 	return nil
 }
 
-// clusterIdentity is the sorted set of every master's run_id/master_replid ("" when one does not
-// say: then every reconnect counts as one to another server).
-func (p *Publisher) clusterIdentity(ctx context.Context) (string, error) {
+// clusterIdentity asks the cluster for its slot map (ForEachMaster reloads it before it runs: the
+// promoted replica now serves the dead master's slots) and talks to every master in it, while
+// connections are expected. It returns the sorted set of every master's run_id/master_replid ("" when
+// one does not say: then every reconnect counts as one to another server) and each master's by
+// address.
+func (p *Publisher) clusterIdentity(ctx context.Context) (string, map[string]string, error) {
 	var mu sync.Mutex
 	var ids []string
+	byAddr := map[string]string{}
 	unknown := false
 	err := p.cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
 		pipe := node.Pipeline()
@@ -140,15 +153,39 @@ func (p *Publisher) clusterIdentity(ctx context.Context) (string, error) {
 		defer mu.Unlock()
 		if runID == "" || replID == "" {
 			unknown = true
+			return nil
 		}
 		ids = append(ids, runID+"/"+replID)
+		byAddr[node.Options().Addr] = runID + "/" + replID
 		return nil
 	})
-	if err != nil || unknown {
-		return "", err
+	if err != nil {
+		return "", nil, err
+	}
+	if unknown {
+		return "", byAddr, nil
 	}
 	slices.Sort(ids)
-	return strings.Join(ids, ","), nil
+	return strings.Join(ids, ","), byAddr, nil
+}
+
+// movedTopics says, after a reconnect, which topics' frames in flight may have gone to a server that
+// is not the one serving them now: those whose slot's master (masters, by address) was not a master
+// at the last connect (p.masters), or does not say who it is. A topic whose slot moved between two
+// masters that were both there (a reshard) took its pubseq entry along: its frames are retried.
+func (p *Publisher) movedTopics(ctx context.Context, masters map[string]string) func(*topicState) bool {
+	before := map[string]bool{}
+	for _, id := range p.masters {
+		before[id] = true
+	}
+	return func(t *topicState) bool {
+		m, err := p.cc.MasterForKey(ctx, t.seqKey)
+		if err != nil {
+			return true
+		}
+		id, ok := masters[m.Options().Addr]
+		return !ok || !before[id]
+	}
 }
 
 // announce SADDs to the topic set the topics of confirmed frames not announced since the last

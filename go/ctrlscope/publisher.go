@@ -187,6 +187,9 @@ type Publisher struct {
 	epoch     string
 	lastEpoch string
 	server    string // the server the frames go to and its data's history (serverIdentity); "" unknown
+	// masters is, with a cluster, each master's run_id/master_replid by address at the last connect
+	// (clusterIdentity; a master that did not say is missing): movedTopics compares with it.
+	masters map[string]string
 
 	// Presence (presence.go). role, name, startedMs: guarded by mu; presenceDue by flushMu.
 	role          string
@@ -792,21 +795,24 @@ func (p *Publisher) ensureEpoch(ctx context.Context) (string, error) {
 	}
 	p.mayReconnect.Store(true) // (re)connecting here is expected: the checks follow
 	defer p.mayReconnect.Store(false)
-	var epoch string
+	var epoch, server string
+	var masters map[string]string
 	var err error
 	if p.cc != nil {
-		epoch, err = p.clusterEpochs(ctx)
+		// The slot map and every master first, so that the epochs are read where the slots are now.
+		if server, masters, err = p.clusterIdentity(ctx); err == nil {
+			epoch, err = p.clusterEpochs(ctx)
+		}
 	} else {
 		epochKey := p.opts.Prefix + "epoch"
 		if err = p.rdb.SetNX(ctx, epochKey, randomHex(16), 0).Err(); err == nil {
 			// redis.Nil: deleted between SET NX and GET: try again next flush
 			epoch, err = p.rdb.Get(ctx, epochKey).Result()
 		}
+		if err == nil {
+			server, err = p.serverIdentity(ctx)
+		}
 	}
-	if err != nil {
-		return "", p.lost(err)
-	}
-	server, err := p.serverIdentity(ctx)
 	if err != nil {
 		return "", p.lost(err)
 	}
@@ -816,11 +822,15 @@ func (p *Publisher) ensureEpoch(ctx context.Context) (string, error) {
 	} else if p.lastEpoch != "" && !p.connected.Load() {
 		// The same data set after an outage: did it keep what it confirmed, and is it the server
 		// the frames in flight went to?
-		if kept, err = p.checkApplied(ctx, server == "" || server != p.server); err != nil {
+		moved := func(*topicState) bool { return server == "" || server != p.server }
+		if p.cc != nil {
+			moved = p.movedTopics(ctx, masters)
+		}
+		if kept, err = p.checkApplied(ctx, moved); err != nil {
 			return "", p.lost(err)
 		}
 	}
-	p.server = server
+	p.server, p.masters = server, masters
 	if !p.downSince.IsZero() {
 		// One line per reconnect, nothing while it is down (the loop retries quietly, with backoff).
 		cause := "the connection dropped" // found when go-redis made a new one (redialGuard)
@@ -857,9 +867,6 @@ func (p *Publisher) lost(err error) error {
 // stops continuing what it had (a replica promoted, a master resynced from another). "" when the
 // server does not say (INFO refused): then every reconnect counts as one to another server.
 func (p *Publisher) serverIdentity(ctx context.Context) (string, error) {
-	if p.cc != nil {
-		return p.clusterIdentity(ctx)
-	}
 	pipe := p.rdb.Pipeline()
 	server := pipe.Info(ctx, "server")
 	replication := pipe.Info(ctx, "replication")
@@ -970,11 +977,11 @@ func (p *Publisher) voidInflightLocked(void func(f builtFrame) bool) (frames, re
 // dashboard client resync) and the records of the frames Redis lost ride on it as "dropped".
 //
 // Frames in flight (their reply was lost) are retried unchanged only where their fate is known: on
-// the server they went to (not moved), which kept every frame it confirmed of their topic, its pubseq
-// entry says whether it applied them and the seq check applies them once. Elsewhere the old server
-// may have applied them and a reader read them there: the frames this server lacks are void, their
-// records counted as dropped (voidInflightLocked).
-func (p *Publisher) checkApplied(ctx context.Context, moved bool) (string, error) {
+// the server they went to (their topic not moved), which kept every frame it confirmed of their
+// topic, its pubseq entry says whether it applied them and the seq check applies them once.
+// Elsewhere the old server may have applied them and a reader read them there: the frames this
+// server lacks are void, their records counted as dropped (voidInflightLocked).
+func (p *Publisher) checkApplied(ctx context.Context, moved func(*topicState) bool) (string, error) {
 	p.mu.Lock()
 	var names []string
 	var want []int64
@@ -1020,7 +1027,7 @@ func (p *Publisher) checkApplied(ctx context.Context, moved bool) (string, error
 	defer p.mu.Unlock()
 	voidFrames, voidRecords := p.voidInflightLocked(func(f builtFrame) bool {
 		_, gone := lost[f.topic]
-		return (moved || gone) && f.seq > stored[f.topic]
+		return (gone || moved(f.t)) && f.seq > stored[f.topic]
 	})
 	void := ""
 	if voidFrames > 0 {
