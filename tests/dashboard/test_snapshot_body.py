@@ -194,7 +194,9 @@ def test_a_snapshot_read_under_concurrent_writes_is_exact_as_of_its_id(dashboard
         writer.join(10)
         pub.stop()
     assert checked == 8, f"only {checked} snapshots read in 60 s"
-    info = client.xinfo_stream(stream)
-    assert info["entries-added"] == info["length"], "the replay needs every frame since the first"
+    # Nothing was trimmed off the front: the first entry is still the publisher's reset frame (Redis
+    # 6.2, which the no-Redis pass runs on, has no XINFO "entries-added" to compare with the length).
+    (_, first), = client.xrange(stream, count=1)
+    assert first[b"f"].startswith(b'{"reset":true'), "the replay needs every frame since the first"
     assert sum(1 for _, f in client.xrange(stream) if f[b"f"].startswith(b'{"reset":true')) == 1
     assert frames[0] > 8, "the writer kept writing while the snapshots were read"
