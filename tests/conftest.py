@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import gc
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -191,6 +192,18 @@ def browser(tmp_path_factory: pytest.TempPathFactory):
         context.ctrlscope_playwright = pw
         yield context
         context.close()
+
+
+def need_programs(*names: str, install: str) -> list[str]:
+    """The paths of these programs. Without them a test skips on a developer's machine and fails in
+    CI, where .ci/run installs them (``install`` says how)."""
+    found = [shutil.which(name) for name in names]
+    missing = " and ".join(name for name, path in zip(names, found, strict=True) if not path)
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"{missing} missing in CI: .ci/run should have installed it ({install})")
+        pytest.skip(f"{missing} not installed ({install})")
+    return [path for path in found if path]
 
 
 def wait_until(predicate, timeout: float = 10.0, what: str = "condition", interval: float = 0.02):

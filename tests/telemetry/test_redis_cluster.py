@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -27,22 +26,20 @@ from redis.crc import key_slot
 from controllers.telemetry import redis_config
 from controllers.telemetry.clusterboot import LocalRedisCluster
 from controllers.telemetry.streams import FRAME_SCRIPT, Keys, StreamReader
-from tests.conftest import run_async, wait_until
+from tests.conftest import need_programs, run_async, wait_until
 from tests.telemetry.test_sentinel import RecordingClient, account
 
 PUBLISHERS = int(os.environ.get("CTRLSCOPE_CLUSTER_PUBLISHERS", "10"))
 TOPICS_PER_PUBLISHER = 2
 RATE = int(os.environ.get("CTRLSCOPE_CLUSTER_RATE", "4000"))  # observations/s over all publishers
 CLIENTS = int(os.environ.get("CTRLSCOPE_CLUSTER_CLIENTS", "10"))  # split over two dashboard replicas
+INSTALL = "apt-get install redis-server"
 RESHARD_SLOTS = 1000  # the lowest 1000 slots of the first master: slots 0-999
 
 
 @pytest.fixture
 def redis_cluster(tmp_path: Path):
-    if not shutil.which("redis-server") or not shutil.which("redis-cli"):
-        if os.environ.get("CI"):
-            pytest.fail("redis-server missing in CI: .ci/run should have installed Debian's redis-server")
-        pytest.skip("redis-server not installed (apt-get install redis-server)")
+    need_programs("redis-server", "redis-cli", install=INSTALL)
     cluster = LocalRedisCluster(tmp_path / "cluster").start()
     try:
         yield cluster
@@ -350,8 +347,7 @@ def test_a_publisher_started_before_its_cluster_buffers_and_delivers_everything_
     is created. The publisher neither raises nor stops; it reports itself disconnected, keeps what
     fits its buffer (dropping and counting the oldest beyond it) and, once the cluster is ok,
     delivers every record it kept once, in order, with the state."""
-    if not shutil.which("redis-server") or not shutil.which("redis-cli"):
-        pytest.skip("redis-server not installed (apt-get install redis-server)")
+    need_programs("redis-server", "redis-cli", install=INSTALL)
     cluster = LocalRedisCluster(tmp_path / "cluster").reserve()
     try:
         url = cluster.url

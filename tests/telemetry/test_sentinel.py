@@ -9,8 +9,6 @@ dropped, the state converges to the publisher's; nothing crashes."""
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import subprocess
 import threading
 import time
@@ -27,7 +25,7 @@ from controllers.telemetry import redis_config
 from controllers.telemetry.redisboot import free_port
 from controllers.telemetry.streams import parse_id
 from dashboard.wsclient import TelemetryWsClient
-from tests.conftest import run_async, wait_until
+from tests.conftest import need_programs, run_async, wait_until
 
 MASTER = "ctrlscope"
 RATE = 1000  # observations per second
@@ -37,12 +35,8 @@ LAG_S = 0.2  # how far the replica is behind when the master dies
 
 
 def _binaries() -> tuple[str, str]:
-    server, sentinel = shutil.which("redis-server"), shutil.which("redis-sentinel")
-    if not server or not sentinel:
-        missing = " and ".join(n for n, p in (("redis-server", server), ("redis-sentinel", sentinel)) if not p)
-        if os.environ.get("CI"):
-            pytest.fail(f"{missing} missing in CI: .ci/run should have installed Debian's redis-server and redis-sentinel")
-        pytest.skip(f"{missing} not installed (apt-get install redis-server redis-sentinel; .ci/run does)")
+    server, sentinel = need_programs("redis-server", "redis-sentinel",
+                                     install="apt-get install redis-server redis-sentinel")
     return server, sentinel
 
 
