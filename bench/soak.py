@@ -19,8 +19,10 @@ Measured:
   has stopped growing (trimmed, at ``RedisPublisher.maxlen`` frames or its byte budget
   ``CTRLSCOPE_STREAM_BYTES``, and under its peak length for ``STABLE_S``), at least 10 % and at
   most half of ``--minutes``: until then Redis grows by design, and that is a bounded buffer
-  filling, not a leak (the table says when warm-up ended). ``--minutes`` are then measured after
-  warm-up: a 60-minute soak is an hour of steady state.
+  filling, not a leak (the table says when warm-up ended); with ``--real`` also until etcd's
+  database file has stopped growing (``_etcd_db_bytes``). ``--minutes`` are then measured after
+  warm-up: a 60-minute soak is an hour of steady state. Each tab's JS heap after a forced GC and
+  its DOM node count are read every minute too (``_HeapProbe``).
 - per tab, frames published vs delivered, counted by frame seq (every frame carries its publisher's
   per-topic ``seq``, +1 per frame): a script installed in the page listens on the page's own
   TelemetryClient (``window.ctrlscope.client``: its ``records``, ``snapshot`` and ``resync`` events)
@@ -245,6 +247,8 @@ class TabResult:
     behind: int = 0  # frames published that the tab had not received when the drain gave up
     lag: int = 0  # frames published that the tab had not received yet when the load stopped
     topics: int = 0
+    heap: tuple[float, float] = (0.0, 0.0)  # the page's JS heap after a forced GC, MiB: after warm-up, end
+    nodes: tuple[int, int] = (0, 0)  # its DOM nodes, same times
 
 
 @dataclass
@@ -294,7 +298,8 @@ class SoakResult:
 # -- the run --------------------------------------------------------------------------------------
 def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, browser: Any = None,
         progress: Callable[[str], None] = lambda line: print(line, flush=True), warmup_fraction: float = 0.1,
-        real: bool = False, stream_bytes: str | None = None, after_warmup: bool = True) -> SoakResult:
+        real: bool = False, stream_bytes: str | None = None, after_warmup: bool = True,
+        heap_snapshots: Path | None = None) -> SoakResult:
     """Run the soak; ``browser`` is a Playwright browser context to open tabs in (else one is launched).
 
     ``real``: the real control plane (``controllers.realcluster``: etcd, kube-apiserver,
@@ -306,7 +311,13 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
     ``after_warmup``: ``minutes`` are measured after warm-up (which takes at least ``warmup_fraction``
     of them, at most ``WARMUP_CAP`` of them: then the table says the streams never stopped growing),
     so a 60-minute soak is 60 minutes of steady state; otherwise the whole run is ``minutes`` long,
-    warm-up included (tests/test_soak.py's 2 minutes)."""
+    warm-up included (tests/test_soak.py's 2 minutes).
+
+    Each tab's JS heap is read after a forced GC (DevTools: ``HeapProfiler.collectGarbage``, then
+    ``Runtime.getHeapUsage``) with its DOM node count, every minute: what the page itself holds, where
+    Chromium's RSS also counts V8 garbage not yet collected and its own caches. ``heap_snapshots``: a
+    directory to write the first tab's heap snapshot to at warm-up and at the end, and the
+    constructors that grew most between them (``heap_growth``)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     duration = minutes * 60.0
     prefix = f"soak-{uuid.uuid4().hex[:8]}:"
@@ -372,6 +383,8 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
                 viewport={"width": 1400, "height": 900})
         pages = [_open_tab(browser, f"http://127.0.0.1:{port}/c/{WORKER}/{CONTROLLER}/") for _ in range(tabs)]
         counted = [page.evaluate(COUNT_JS) for page in pages]
+        probes = [_HeapProbe(page) for page in pages]
+        heaps: list[tuple[float, list[tuple[float, int]]]] = []  # (elapsed, per tab (heap MiB, DOM nodes))
         progress(f"soak: {tabs} tabs live on /c/{WORKER}/{CONTROLLER}/, counting {len(counted[0])} topics each; "
                  f"{OBJECTS} PodSets; load {rate:,.0f} writes/s for {minutes:g} min; redis {redis_handle.url}")
 
@@ -409,25 +422,35 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
             if cluster is not None:
                 cluster.check()  # a control-plane component that died ends the run with its log
             used_at.append((elapsed, _used_mib(client)))
-            if warm_done_at is None and elapsed >= warmup and _streams_full(client, keys, counted[0], elapsed, duration, budget, peaks):
+            if cluster is not None:
+                _note_peak(peaks, "etcd db", _etcd_db_bytes(cluster.etcd_url), elapsed)
+            if warm_done_at is None and elapsed >= warmup and _streams_full(client, keys, counted[0], elapsed, duration, budget, peaks) \
+                    and (cluster is None or elapsed - peaks["etcd db"][1] >= STABLE_S):
                 warm_done_at = elapsed
-                progress(f"soak: warm-up over at {elapsed / 60:.1f} min (the busy streams stopped growing)")
+                what = "the busy streams" + (" and etcd's database" if cluster is not None else "")
+                progress(f"soak: warm-up over at {elapsed / 60:.1f} min ({what} stopped growing)")
             elif warm_done_at is None and after_warmup and elapsed >= warmup_cap:
                 warm_done_at = elapsed
                 progress(f"soak: the busy streams never stopped growing: warm-up ends at {elapsed / 60:.1f} min "
                          f"({WARMUP_CAP:.0%} of the measured time); Redis is still filling them")
             if end is None and warm_done_at is not None:
+                heaps.append((elapsed, [probe.read() for probe in probes]))  # the tabs at warm-up
+                if heap_snapshots is not None:
+                    probes[0].snapshot(heap_snapshots / "warm.heapsnapshot")
                 end = warm_done_at + duration
                 progress(f"soak: measuring {duration / 60:g} min from here, to {end / 60:.1f} min")
             if elapsed - last_report >= 60 or (end is not None and elapsed >= end):
+                heaps.append((elapsed, [probe.read() for probe in probes]))
                 writes = ok.value
                 rss = ", ".join(f"{m.name} {m.samples[-1][1] / 2**20:.0f}" for m in measured)
                 # Which stream holds what, each minute: tells Redis' data growing (a stream still
                 # filling its budget) from its allocator growing.
                 held = ", ".join(f"{t.rsplit('/', 1)[-1]} {n:,} of ~{_stream_bound(client, keys.stream(t), budget):,}/{mib:.0f}"
                                  for t, n, mib in _streams(client, keys, counted[0]))
+                tab_heaps = ", ".join(f"{mib:.0f} MiB/{nodes:,}" for mib, nodes in heaps[-1][1])
                 progress(f"  {elapsed / 60:5.1f} min: {(writes - last_writes) / (elapsed - last_report):,.0f} writes/s "
                          f"({failed.value} failed), load {os.getloadavg()[0]:.1f}; RSS MiB: {rss}; "
+                         f"tabs' JS heap after GC/DOM nodes: {tab_heaps}; "
                          f"redis used {used_at[-1][1]:.0f} MiB, streams frames of bound/MiB: {held}")
                 last_report, last_writes = elapsed, writes
         elapsed = time.monotonic() - t0
@@ -444,7 +467,14 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
         streams = _streams(client, keys, counted[0])
         stop_load.set()
         load.join(30)
+        if heap_snapshots is not None:
+            probes[0].snapshot(heap_snapshots / "end.heapsnapshot")
+            for line in heap_growth(heap_snapshots / "warm.heapsnapshot", heap_snapshots / "end.heapsnapshot"):
+                progress(line)
         tab_results = _drain_and_count(pages, client, keys, progress)
+        warm_heaps = next((tabs_at for at, tabs_at in heaps if at >= warm_done_at), heaps[-1][1] if heaps else [])
+        for t, warm, last in zip(tab_results, warm_heaps, heaps[-1][1] if heaps else [], strict=False):
+            t.heap, t.nodes = (warm[0], last[0]), (warm[1], last[1])
         status = STATUS_RE.findall(worker.output())
         records, frames, dropped = (int(x) for x in status[-1]) if status else (0, 0, 0)
         return SoakResult(minutes=minutes, rate=rate, warmup_s=warm_done_at, elapsed_s=elapsed, processes=measured,
@@ -499,6 +529,54 @@ def _answers(api: Callable[..., Any], path: str) -> bool:
         return False
 
 
+def _pct(before: float, after: float) -> str:
+    return f"{100.0 * (after - before) / before:+.1f} %" if before else "–"
+
+
+class _HeapProbe:
+    """One tab's JS heap after a forced GC and its DOM node count, over DevTools (Chromium)."""
+
+    def __init__(self, page: Any) -> None:
+        self.cdp = page.context.new_cdp_session(page)
+
+    def read(self) -> tuple[float, int]:
+        self.cdp.send("HeapProfiler.collectGarbage")
+        used = self.cdp.send("Runtime.getHeapUsage")["usedSize"]
+        return used / 2**20, int(self.cdp.send("Memory.getDOMCounters")["nodes"])
+
+    def snapshot(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        chunks: list[str] = []
+        self.cdp.on("HeapProfiler.addHeapSnapshotChunk", lambda event: chunks.append(event["chunk"]))
+        self.cdp.send("HeapProfiler.takeHeapSnapshot", {"reportProgress": False})
+        path.write_text("".join(chunks))
+
+
+def _heap_by_constructor(path: Path) -> dict[str, tuple[int, int]]:
+    """A V8 heap snapshot's live objects by type and constructor name: (count, self bytes)."""
+    snap = orjson.loads(path.read_bytes())
+    meta = snap["snapshot"]["meta"]
+    fields, types = meta["node_fields"], meta["node_types"][0]
+    width, t_at, n_at, s_at = len(fields), fields.index("type"), fields.index("name"), fields.index("self_size")
+    nodes, strings = snap["nodes"], snap["strings"]
+    out: dict[str, tuple[int, int]] = {}
+    for i in range(0, len(nodes), width):
+        kind = types[nodes[i + t_at]]
+        name = f"{kind}:{strings[nodes[i + n_at]][:60]}" if kind in ("object", "closure", "native") else kind
+        count, size = out.get(name, (0, 0))
+        out[name] = (count + 1, size + nodes[i + s_at])
+    return out
+
+
+def heap_growth(before: Path, after: Path, top: int = 15) -> list[str]:
+    """The constructors whose live objects grew most (bytes) between two heap snapshots."""
+    a, b = _heap_by_constructor(before), _heap_by_constructor(after)
+    rows = sorted(((b.get(k, (0, 0))[1] - a.get(k, (0, 0))[1], k) for k in set(a) | set(b)), reverse=True)[:top]
+    return ["heap growth, first tab, warm-up → end (type:constructor: count before → after, MiB before → after):"] + [
+        f"  {k}: {a.get(k, (0, 0))[0]:,} → {b.get(k, (0, 0))[0]:,}, "
+        f"{a.get(k, (0, 0))[1] / 2**20:.1f} → {b.get(k, (0, 0))[1] / 2**20:.1f}" for _, k in rows]
+
+
 def _open_tab(browser: Any, url: str) -> Any:
     page = browser.new_page()
     page.goto(url)
@@ -534,6 +612,28 @@ def _stream_bound(client: redis.Redis, stream: str, budget: int) -> int:
     return max(min(STREAM_MAXLEN, MIN_STREAM_LEN), min(STREAM_MAXLEN, int(budget / max(mean, 1.0))))
 
 
+def _note_peak(peaks: dict[str, tuple[int, float]], name: str, value: int, elapsed: float) -> float:
+    """Keep ``name``'s peak value and when it last grew past it by more than ``PEAK_SLACK``; returns that time."""
+    peak, since = peaks.get(name, (0, elapsed))
+    if value > peak * (1 + PEAK_SLACK):
+        peak, since = value, elapsed
+    peaks[name] = (max(peak, value), since)
+    return since
+
+
+def _etcd_db_bytes(etcd_url: str) -> int:
+    """The size of etcd's database file (``etcd_mvcc_db_total_size_in_bytes``). It grows to hold the
+    history between the API server's compactions (every 5 minutes) and is mapped into etcd's memory,
+    so etcd's RSS follows its high-water mark: a bounded store filling, like a stream, not a leak
+    (the real soak of 2026-12-06: 130 → 132 MiB and RSS 196 → 207 MiB in the 15 minutes after the
+    streams were full, flat for the 40 after; the Go heap flat at 34-40 MiB)."""
+    with urllib.request.urlopen(f"{etcd_url}/metrics", timeout=5) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("etcd_mvcc_db_total_size_in_bytes "):
+                return int(float(line.split()[1]))
+    return 0
+
+
 def _redis_server(client: redis.Redis) -> str:
     """Which Redis was measured: its version, allocator and fragmentation ratio (RSS / used)."""
     server, memory = client.info("server"), client.info("memory")
@@ -566,10 +666,7 @@ def _streams_full(client: redis.Redis, keys: Keys, topics: list[str], elapsed: f
             written = int(orjson.loads(last[0][1][b"f"]).get("seq") or length)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             written = length
-        peak, since = peaks.get(stream, (0, elapsed))
-        if length > peak * (1 + PEAK_SLACK):
-            peak, since = length, elapsed
-        peaks[stream] = (max(peak, length), since)
+        since = _note_peak(peaks, stream, length, elapsed)
         trimmed = written > length
         full.append(trimmed and elapsed - since >= STABLE_S)
         busy.append(trimmed or written * duration / max(elapsed, 1.0) >= _stream_bound(client, stream, budget))
@@ -664,14 +761,15 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
                      f"{m.samples[-1][1] / 2**20:.0f} | {growth:+.1f} % | {cpu:,.0f} | {100 * cpu / r.elapsed_s:.0f} % | "
                      f"{verdict} |")
     lines += ["",
-              "| tab | topics | frames published | delivered | resyncs [why] (frames they replaced) | reconnects | lag when the load stopped | lost | goal |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+              "| tab | topics | frames published | delivered | resyncs [why] (frames they replaced) | reconnects | lag when the load stopped | lost | JS heap after GC, MiB (after warm-up → end) | DOM nodes | goal |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for i, t in enumerate(r.tabs, 1):
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(t.reasons.items()))
         lost = f"{t.lost:,}" + (f" (+{t.behind:,} undelivered)" if t.behind else "")
         verdict = "PASS" if not t.lost and not t.behind and t.delivered else "FAIL"
         lines.append(f"| {i} | {t.topics} | {t.published:,} | {t.delivered:,} | {t.resyncs}"
-                     f"{f' [{reasons}]' if reasons else ''} ({t.skipped:,}) | {t.reconnects} | {t.lag:,} frames | {lost} | {verdict} |")
+                     f"{f' [{reasons}]' if reasons else ''} ({t.skipped:,}) | {t.reconnects} | {t.lag:,} frames | {lost} | "
+                     f"{t.heap[0]:.0f} → {t.heap[1]:.0f} ({_pct(*t.heap)}) | {t.nodes[0]:,} → {t.nodes[1]:,} | {verdict} |")
     failures = r.failures(growth_limit)
     held = ", ".join(m.name for m in r.processes if m.name in GOAL_PROCESSES)
     lines += ["", f"Goals (0 lost, RSS growth after warm-up < {growth_limit:g} % in {held}): "
@@ -686,6 +784,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="PodSet writes/s (1000)")
     parser.add_argument("--tabs", type=int, default=5)
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument("--heap-snapshots", default="", metavar="DIR",
+                        help="write the first tab's heap snapshot at warm-up and at the end here, and print the "
+                             "constructors that grew most")
     parser.add_argument("--real", action="store_true",
                         help="the real control plane (built from the Go module proxy, cached) instead of the simulator")
     parser.add_argument("--stream-bytes", metavar="SIZE",
@@ -695,6 +796,7 @@ def main() -> None:
         raise SystemExit(f"{CHROMIUM} is missing (apt-get install chromium)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop every child on the way out
     result = run(minutes=args.minutes, rate=args.rate, tabs=args.tabs, run_dir=ROOT / "run" / "soak",
+                 heap_snapshots=Path(args.heap_snapshots) if args.heap_snapshots else None,
                  real=args.real, stream_bytes=args.stream_bytes)
     text = table(result)
     print("\n" + text)
