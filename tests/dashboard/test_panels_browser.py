@@ -299,6 +299,31 @@ def test_a_burst_keeps_the_dom_bounded_and_says_what_it_summarised(browser, dash
     close_page(page)
 
 
+def test_the_timeline_keeps_at_most_its_attempt_budget_over_every_key(browser, dashboard, publisher_factory):
+    """200 attempts per key, but 20,000 over every key (timeline_panel.js MAX_TOTAL_ATTEMPTS): a
+    controller with thousands of keys must not keep 2,000 × 200. 500 keys × 60 attempts, one key after
+    the other: the keys active longest ago give up their oldest attempts first, each keeps its last,
+    and the most recent keys keep all of theirs."""
+    pub, obs, page = open_for_a_burst(browser, dashboard, publisher_factory)
+    keys, per_key = 500, 60
+    for i in range(keys):
+        for _ in range(per_key):
+            obs.on_reconcile_end("podset", key=f"default/k{i:03d}", worker=0, duration=0.001, result="success")
+        if i % 100 == 99:
+            pub.flush()
+    pub.flush()
+    page.wait_for_function(f"() => window.ctrlscope.client.stats.records >= {keys * per_key}", timeout=30_000)
+    kept = page.evaluate("""() => { const out = {}; for (const [k, l] of window.ctrlscope.lanes) out[k] = l.attempts.length;
+                                     return out; }""")
+    total = sum(kept.values())
+    assert len(kept) == keys and total <= 20_000 + 1_000, total  # counted every 1,000 attempts added
+    assert total < keys * per_key
+    assert all(n >= 1 for n in kept.values()), "every key keeps its last attempt"
+    assert all(kept[f"default/k{i:03d}"] == per_key for i in range(keys - 100, keys)), "the newest keys keep all"
+    assert kept["default/k000"] < per_key, "the oldest keys gave theirs up first"
+    close_page(page)
+
+
 def test_rows_a_busy_frame_skips_are_marked_and_pausing_draws_them(browser, dashboard, publisher_factory):
     pub, obs, page = open_for_a_burst(browser, dashboard, publisher_factory)
     # A calm start: 150 rows, 30 a flush, each flush drawn before the next (no frame skips any).

@@ -45,6 +45,10 @@
   const MAX_LANES = 50;
   const MAX_ATTEMPTS = 200;     // per lane
   const MAX_KEYS = 2000;        // lanes remembered (only MAX_LANES drawn)
+  // Attempts kept over every lane: 200 for each of 100 busy keys, fewer for the quiet keys of a
+  // controller with thousands (2,000 lanes of 200 would be 400,000 attempts with their triggers).
+  const MAX_TOTAL_ATTEMPTS = 20000;
+  const COUNT_EVERY = 1000;     // attempts added between two counts of the total (amortised)
   const SUBROW = 12;            // px per handler row in the lane of a key with several handlers
   const RESULTS = Object.values(P.ReconcileResult); // an attempt bar's colour: anything else is drawn as an error
   const KEY_CHARS = 24;         // a lane label's key, shortened in the middle beyond this
@@ -94,6 +98,22 @@
     });
     api.onRender((now) => renderTimeline(now));
     Object.assign(window.ctrlscope, { lanes: lanes, showDetails: showDetails, showMark: showMark });
+    let addedSinceCount = 0;
+    function keepTotalAttempts() {
+      // Over the budget: the least recently active lanes give up their oldest attempts first (each
+      // keeps its last one), down to the budget in one batch.
+      addedSinceCount = 0;
+      let excess = -MAX_TOTAL_ATTEMPTS;
+      for (const v of lanes.values()) excess += v.attempts.length;
+      if (excess <= 0) return;
+      for (const v of [...lanes.values()].sort((p, q) => p.last - q.last)) {
+        const n = Math.min(excess, v.attempts.length - 1);
+        if (n <= 0) continue;
+        for (const old of v.attempts.splice(0, n)) attemptsById.delete(old.id);
+        excess -= n;
+        if (excess <= 0) break;
+      }
+    }
     function lane(key) {
       let l = lanes.get(key);
       if (!l) {
@@ -223,6 +243,7 @@
           attemptsById.set(a.id, a);
           if (l.attempts.length > MAX_ATTEMPTS) attemptsById.delete(l.attempts.shift().id);
           l.last = Math.max(l.last, ts);
+          if (++addedSinceCount >= COUNT_EVERY) keepTotalAttempts();
         }
       }
       if (frame && frame.s) absorbSummaries(frame.s);
