@@ -21,7 +21,7 @@ from controllers.schema import ResyncReason
 from controllers.telemetry.publisher import RedisPublisher
 from dashboard.hub import StreamHub
 from dashboard.session import ClientSession
-from tests.conftest import delete_prefix
+from tests.conftest import delete_prefix, run_async
 
 TOPIC = "w/replay/podsets"
 
@@ -97,7 +97,7 @@ async def _scenario(redis_url: str, prefix: str) -> list[dict]:
 def test_a_replay_point_the_session_has_since_passed_resends_nothing(redis_url: str) -> None:
     prefix = f"ctrlscope-test-replay-{uuid.uuid4().hex[:8]}:"
     try:
-        sent = asyncio.run(asyncio.wait_for(_scenario(redis_url, prefix), 60))
+        sent = run_async(asyncio.wait_for(_scenario(redis_url, prefix), 60))
     finally:
         delete_prefix(redis_url, prefix)
     ids = [eid for eid, _ in _frames(sent)]
