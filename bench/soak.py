@@ -403,7 +403,7 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
         used = [_used_mib(client)]
         used_at: list[tuple[float, float]] = []  # (elapsed, used_memory MiB) every sample
         warmup = duration * warmup_fraction
-        warmup_cap = duration * (WARMUP_CAP if after_warmup else warmup_fraction)
+        warmup_cap = duration * WARMUP_CAP  # after_warmup only: otherwise warm-up ends when the run does
         end = None if after_warmup else duration  # set when warm-up ends
         budget = _stream_budget(env)  # the worker's, from the same environment
         peaks: dict[str, tuple[int, float]] = {}  # stream -> (peak length, when), for _streams_full
@@ -440,7 +440,8 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
                 end = warm_done_at + duration
                 progress(f"soak: measuring {duration / 60:g} min from here, to {end / 60:.1f} min")
             if elapsed - last_report >= 60 or (end is not None and elapsed >= end):
-                heaps.append((elapsed, [probe.read() for probe in probes]))
+                if not heaps or heaps[-1][0] != elapsed:  # not already read at warm-up, this same sample
+                    heaps.append((elapsed, [probe.read() for probe in probes]))
                 writes = ok.value
                 rss = ", ".join(f"{m.name} {m.samples[-1][1] / 2**20:.0f}" for m in measured)
                 # Which stream holds what, each minute: tells Redis' data growing (a stream still
@@ -547,8 +548,16 @@ class _HeapProbe:
     def snapshot(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         chunks: list[str] = []
-        self.cdp.on("HeapProfiler.addHeapSnapshotChunk", lambda event: chunks.append(event["chunk"]))
-        self.cdp.send("HeapProfiler.takeHeapSnapshot", {"reportProgress": False})
+
+        def add(event: dict[str, Any]) -> None:
+            chunks.append(event["chunk"])
+
+        self.cdp.on("HeapProfiler.addHeapSnapshotChunk", add)
+        try:
+            self.cdp.send("HeapProfiler.takeHeapSnapshot", {"reportProgress": False})
+        finally:
+            # Else the next snapshot's chunks would also land in this one's list, kept alive by it.
+            self.cdp.remove_listener("HeapProfiler.addHeapSnapshotChunk", add)
         path.write_text("".join(chunks))
 
 
