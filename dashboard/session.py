@@ -73,7 +73,7 @@ class _Sub:
     """A subscription. Invariant: entries in ``pending`` may be ≤ cursor (dropped when sent)."""
 
     __slots__ = ("cursor", "pending", "pending_bytes", "live", "sync", "since", "epoch", "reason", "replay_from",
-                 "history", "last_reset", "retry_at")
+                 "history", "last_reset", "retry_at", "resyncs")
 
     def __init__(self, since: bytes | None, epoch: str, history: int = 0) -> None:
         self.cursor = (0, 0)
@@ -90,6 +90,9 @@ class _Sub:
         # lag the replay), and a second resync would replay the same frames twice.
         self.last_reset = (0, 0)
         self.retry_at = 0.0  # a sync Redis interrupted is tried again from then on (loop time)
+        # How many resyncs were asked (``force_resync``): a sync under way when another is asked leaves
+        # the new one's reason and replay point alone, or the next sync would send a snapshot unannounced.
+        self.resyncs = 0
 
 
 class ClientSession:
@@ -243,6 +246,7 @@ class ClientSession:
         sub.live = False
         sub.sync = True
         sub.since = None
+        sub.resyncs += 1
         sub.reason = reason
         sub.replay_from = replay_from
         if replay_from is not None:
@@ -344,19 +348,37 @@ class ClientSession:
                     if not other.live:
                         other.sync = True
                         other.retry_at = retry_at
+                        if other.reason is None and other.since is None and other.cursor != (0, 0):
+                            # Cut off while catching up after its snapshot: the retry resumes from
+                            # what the page has (a fresh snapshot would skip the frames between,
+                            # unannounced); a resync still to announce keeps its reason instead.
+                            other.since = f"{other.cursor[0]}-{other.cursor[1]}".encode()
                 if not self.hub.keys.cluster:
                     break
         return interrupted
 
     async def _sync(self, topic: str, sub: _Sub) -> None:
-        """Bring one subscription up to date: resume or snapshot, then catch up from Redis."""
+        """Bring one subscription up to date: resume or snapshot, then catch up from Redis.
+
+        Each await lets the hub ask for another resync (``force_resync``: a topic's master failed over
+        again, a reset frame, a slow client). From then on this sync sends no more than the snapshot
+        it is sending, and leaves the new request's reason and replay point to the next sync, which
+        announces it: clearing them here would make that sync's snapshot an unannounced one, and the
+        frames before it a silent gap (tests/dashboard/test_session_replay.py)."""
         sub.sync = False
         sub.live = False
+        asked = sub.resyncs
+
+        def superseded() -> bool:
+            return sub.resyncs != asked or self.subs.get(topic) is not sub
+
         cursor_raw = sub.since
         if cursor_raw is not None:
             try:
                 await self.hub.reader.check_resume(topic, cursor_raw, sub.epoch)
             except ResumeRefused as refused:
+                if superseded():
+                    return
                 cursor_raw = None
                 sub.reason = refused.reason
         if cursor_raw is None:
@@ -369,33 +391,49 @@ class ClientSession:
                 # When Redis came back the hub found nothing after this client's position; a publisher
                 # may have rewritten the topic since (its reset frame carries what the outage cost,
                 # as dropped) and that frame is now before the snapshot: look again, from the position.
-                sub.replay_from = await self.hub.reader.replay_point(topic, self.position(topic))
+                point = await self.hub.reader.replay_point(topic, self.position(topic))
+                if sub.replay_from is None:
+                    sub.replay_from = point
+            if superseded():
+                return
             if sub.replay_from is not None:
-                await self._replay(topic, sub.replay_from, snap_id, after=sub.cursor)
+                replay_from = sub.replay_from
+                await self._replay(topic, sub, replay_from, snap_id)
+                if superseded():
+                    return
                 sub.replay_from = None
             elif sub.history:
                 # Recent frames up to the snapshot, so a fresh page starts with context. Like a
                 # replay they come before the snapshot, which then replaces the state they built.
                 rows = await self.hub.reader.read_before(topic, snap_id, sub.history)
+                if superseded():
+                    return
                 if rows:
                     await self._send_frames({topic: rows})
             sub.history = 0
             parts = _state_parts(state, MAX_OUT_BYTES)
-            for i, part in enumerate(parts):
+            for i, part in enumerate(parts):  # a snapshot begun is sent whole: the page assembles its parts
                 body = b"".join((b',"topic":', orjson.dumps(topic), b',"id":"', snap_id, b'","epoch":',
                                  orjson.dumps(epoch), b',"part":', str(i).encode(),
                                  b',"more":', b"true" if i < len(parts) - 1 else b"false",
                                  b',"state":', part, b"}"))
                 await self._send_data(b'{"t":"snapshot"', body)
             cursor_raw = snap_id
+            sub.cursor = parse_id(snap_id)
+            sub.epoch = epoch  # what the page holds now: a sync Redis interrupts resumes in it
+            if superseded():
+                return
         sub.reason = None
         sub.since = None
         sub.cursor = parse_id(cursor_raw)
-        while not sub.sync and self.subs.get(topic) is sub:
+        while not superseded():
             try:
                 rows = await self.hub.reader.read_after(topic, cursor_raw, self.catch_up_chunk)
             except ResumeRefused as refused:
-                self.force_resync(topic, refused.reason)
+                if not superseded():
+                    self.force_resync(topic, refused.reason)
+                return
+            if superseded():
                 return
             # cursor_raw is now known to be retained; tailing from it (if the hub does not tail the
             # topic yet) leaves no gap, because catch-up only ends with a later, empty read.
@@ -409,18 +447,22 @@ class ClientSession:
             await self._send_frames({topic: rows})
             cursor_raw = rows[-1][0]
             sub.cursor = parse_id(cursor_raw)
-        if not sub.sync:
+        if not superseded():
             sub.live = True
 
-    async def _replay(self, topic: str, first: bytes, last: bytes, after: tuple[int, int]) -> None:
+    async def _replay(self, topic: str, sub: _Sub, first: bytes, last: bytes) -> None:
         """Send the frames ``first``..``last`` (inclusive) that a worker reset made a resync skip, but
-        none at or before ``after`` (the cursor): the hub reads a replay point, awaiting Redis, before it
-        calls ``force_resync``, and meanwhile this session may have sent frames past that point from
-        its pending buffer. Those the page has; like pending entries at or below the cursor, they are
-        not sent again (tests/dashboard/test_session_replay.py)."""
+        none at or before the cursor: the hub reads a replay point, awaiting Redis, before it calls
+        ``force_resync``, and meanwhile this session may have sent frames past that point from its
+        pending buffer. Those the page has; like pending entries at or below the cursor, they are not
+        sent again (tests/dashboard/test_session_replay.py). The cursor follows what is sent, so a
+        replay cut short by another resync is not sent twice by the next."""
+        after = sub.cursor
         rows = [row for row in await self.hub.reader.read_range(topic, first, last) if parse_id(row[0]) > after]
         for i in range(0, len(rows), self.catch_up_chunk):
-            await self._send_frames({topic: rows[i:i + self.catch_up_chunk]})
+            chunk = rows[i:i + self.catch_up_chunk]
+            await self._send_frames({topic: chunk})
+            sub.cursor = max(sub.cursor, parse_id(chunk[-1][0]))
 
     async def _send_live(self) -> None:
         batch: dict[str, list[Entry]] = {}

@@ -1,4 +1,5 @@
-"""A resync's replay never resends a frame the session has already sent.
+"""A session's resyncs: a replay never resends a frame the session has already sent, a resync asked
+while another is under way is announced, and a catch-up Redis cuts off resumes where the page is.
 
 When Redis comes back (``StreamHub._redis_back``) or a Redis Cluster's down topics come back on a
 promoted replica (``StreamHub._check_down``), the hub reads each subscriber's position and the replay
@@ -7,7 +8,8 @@ topic, and only then calls ``force_resync(..., replay_from=point)``. While it aw
 own sender goes on sending the frames the tail had delivered before the outage (they wait in its
 pending buffer while the page's window is full), so by the time of the resync the point may lie at or
 before the session's cursor. A cluster master-kill test saw one frame delivered twice that way
-(issue 33). Real parts: a Redis, a publisher, the hub and a session on one event loop.
+(issue 33). Real parts: a Redis, a publisher, the hub and a session on one event loop; where Redis
+must answer at a given moment or fail, the test wraps one reader method.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import uuid
 
 import orjson
+import redis
 
 from controllers.schema import ResyncReason
 from controllers.telemetry.publisher import RedisPublisher
@@ -105,3 +108,142 @@ def test_a_replay_point_the_session_has_since_passed_resends_nothing(redis_url: 
     assert [m["reason"] for m in sent if m.get("t") == "resync"] == [ResyncReason.REDIS_RECONNECTED]
     assert not twice, f"{len(twice)} frame(s) sent twice, e.g. {twice[:3]}"
     assert _records(sent) == list(range(3, 24)), "every record after the first snapshot, once, in order"
+
+
+async def _session(redis_url: str, prefix: str, window: int = 2):  # type: ignore[no-untyped-def]
+    """A publisher with three records on TOPIC, a hub, and a live session whose page acks while ``acking[0]``."""
+    pub = RedisPublisher(redis_url, prefix=prefix, flush_interval=0.01).start()
+    hub = StreamHub(redis_url, prefix)
+    sent: list[dict] = []
+    acking = [True]
+
+    async def send(text: str) -> None:
+        sent.append(orjson.loads(text))
+
+    session = ClientSession(hub, send, window=window)
+
+    async def ack() -> None:
+        while True:
+            if acking[0] and session._acked_seq < session._sent_seq:
+                await session.handle(orjson.dumps({"op": "ack", "seq": session._sent_seq}).decode())
+            await asyncio.sleep(0.002)
+
+    acker = asyncio.create_task(ack())
+    for i in range(3):
+        pub.set_state(TOPIC, f"k{i}", {"n": i})
+        pub.publish(TOPIC, {"i": i})
+    await asyncio.to_thread(pub.flush)
+    await session.start()
+    await session.handle(orjson.dumps({"op": "sub", "topic": TOPIC}).decode())
+    await _until(lambda: session.subs[TOPIC].live, "the first sync")
+    return pub, hub, session, sent, acking, acker
+
+
+def _unannounced_snapshots(sent: list[dict]) -> list[str]:
+    """Ids of snapshots after the first that no resync message announced since the one before."""
+    out, seen, announced = [], False, False
+    for msg in sent:
+        if msg.get("t") == "resync":
+            announced = True
+        elif msg.get("t") == "snapshot" and not msg.get("more"):
+            if seen and not announced:
+                out.append(msg["id"])
+            seen, announced = True, False
+    return out
+
+
+async def _resync_during_a_sync(redis_url: str, prefix: str) -> list[dict]:
+    pub, hub, session, sent, acking, acker = await _session(redis_url, prefix)
+    snapshot = hub.reader.snapshot
+    calls = [0]
+
+    async def asked_again_meanwhile(topic: str):  # type: ignore[no-untyped-def]
+        # While the first resync's sync awaits its snapshot, the hub asks again (its tail found a
+        # reset frame, or the master failed over again): the second reason is the next sync's.
+        calls[0] += 1
+        snap = await snapshot(topic)
+        if calls[0] == 1:
+            pub.publish(TOPIC, {"i": 3})
+            await asyncio.to_thread(pub.flush)
+            session.force_resync(TOPIC, ResyncReason.WORKER_RESET)
+        return snap
+
+    try:
+        hub.reader.snapshot = asked_again_meanwhile  # type: ignore[method-assign]
+        session.force_resync(TOPIC, ResyncReason.REDIS_RECONNECTED)
+        await _until(lambda: calls[0] >= 2 and session.subs[TOPIC].live, "both syncs done")
+        pub.publish(TOPIC, {"i": 4})
+        await asyncio.to_thread(pub.flush)
+        await _until(lambda: _records(sent)[-1:] == [4], "the frame after the resyncs")
+        return sent
+    finally:
+        acker.cancel()
+        await session.close()
+        await hub.close()
+        pub.stop()
+
+
+def test_a_resync_asked_while_another_is_under_way_is_announced(redis_url: str) -> None:
+    """The cluster master-kill test's silent gaps (issue 32): a resync asked while the previous one's sync
+    awaited Redis or the page had its reason cleared by that sync, so the next snapshot came
+    unannounced and the frames before it were skipped without notice."""
+    prefix = f"ctrlscope-test-replay-{uuid.uuid4().hex[:8]}:"
+    try:
+        sent = run_async(asyncio.wait_for(_resync_during_a_sync(redis_url, prefix), 60))
+    finally:
+        delete_prefix(redis_url, prefix)
+    reasons = [m["reason"] for m in sent if m.get("t") == "resync"]
+    assert reasons == [ResyncReason.REDIS_RECONNECTED, ResyncReason.WORKER_RESET], reasons
+    assert _unannounced_snapshots(sent) == []
+    ids = [eid for eid, _ in _frames(sent)]
+    assert len(ids) == len(set(ids)), "no frame twice"
+
+
+async def _catch_up_cut_off(redis_url: str, prefix: str) -> tuple[list[dict], int]:
+    pub, hub, session, sent, acking, acker = await _session(redis_url, prefix, window=64)
+    reads = [0]
+    read_after = hub.reader.read_after
+
+    async def failing_once(topic: str, after: bytes, count: int = 1000):  # type: ignore[no-untyped-def]
+        # Redis fails under the catch-up read after the resync's snapshot (a cluster node going away).
+        reads[0] += 1
+        if reads[0] == 1:
+            raise redis.ConnectionError("connection reset by the test")
+        return await read_after(topic, after, count)
+
+    try:
+        # Frames the page lacks after the snapshot the resync will take: published while the
+        # session is cut off from the tail (not live: they come by the catch-up read).
+        session.force_resync(TOPIC, ResyncReason.REDIS_RECONNECTED)
+        hub.reader.read_after = failing_once  # type: ignore[method-assign]
+        for i in range(3, 13):
+            pub.publish(TOPIC, {"i": i})
+            await asyncio.to_thread(pub.flush)
+        await _until(lambda: reads[0] >= 2 and session.subs[TOPIC].live, "the catch-up retried", timeout=20)
+        pub.publish(TOPIC, {"i": 13})
+        await asyncio.to_thread(pub.flush)
+        await _until(lambda: _records(sent)[-1:] == [13], "the frame after the retry")
+        return sent, reads[0]
+    finally:
+        acker.cancel()
+        await session.close()
+        await hub.close()
+        pub.stop()
+
+
+def test_a_catch_up_redis_cut_off_resumes_from_the_page_without_a_second_snapshot(redis_url: str) -> None:
+    prefix = f"ctrlscope-test-replay-{uuid.uuid4().hex[:8]}:"
+    try:
+        sent, reads = run_async(asyncio.wait_for(_catch_up_cut_off(redis_url, prefix), 60))
+    finally:
+        delete_prefix(redis_url, prefix)
+    assert reads >= 2
+    assert _unannounced_snapshots(sent) == []
+    records = _records(sent)
+    assert len(records) == len(set(records)), "no record twice"
+    resync_at = next(i for i, m in enumerate(sent) if m.get("t") == "resync")
+    after = [r for m in sent[resync_at:] if m.get("t") == "frames" for _e, f in m["topics"].get(TOPIC, [])
+             for r in f.get("r", [])]
+    snap = [m for m in sent[resync_at:] if m.get("t") == "snapshot"]
+    assert len(snap) == 1, "one snapshot for the one resync"
+    assert [r["i"] for r in after] == list(range(min(r["i"] for r in after), 14)), "no frame skipped after it"

@@ -15,6 +15,7 @@ import asyncio
 import os
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,18 @@ def test_a_reshard_and_a_master_killed_under_load(redis_cluster, publisher_facto
     resyncs_in_reshard = [e for c in clients for e in c.events
                           if e[0] in ("resync", "status") and reshard_at <= e[1] < kill_at]
     silent = repeated = covered = delivered = 0
+    reader_client = redis_config.sync_client(url, socket_timeout=5)
+
+    def in_stream(topic: str, pub: Any, lo: int, hi: int) -> list[tuple[int, str, bool, int]]:
+        """The frames of ``pub`` from seq ``lo`` to ``hi`` in the topic's stream (reader's or publisher's loss?)."""
+        rows = reader_client.xrange(pub.keys.stream(topic), min="-", max="+")
+        out = []
+        for eid, fields in rows:
+            frame = orjson.loads(fields[b"f"])
+            if frame["src"] == pub.name and lo <= frame["seq"] <= hi:
+                out.append((frame["seq"], eid.decode(), bool(frame.get("reset")), frame.get("dropped", 0)))
+        return out
+
     silent_where: list[str] = []  # each silent gap: the topic, which master, the gap, the client's events around it
     dropped: dict[str, int] = {}
     missing_total = 0
@@ -198,7 +211,9 @@ def test_a_reshard_and_a_master_killed_under_load(redis_cluster, publisher_facto
                 near = [e[:8] for e in c.events if e[0] == "status" or e[0] in ("resync", "snapshot") and e[2] == topic
                         or e[0] == "frame" and e[2] == topic and lo - 2 <= e[5] <= hi + 1]
                 silent_where.append(f"{topic} ({'killed' if topic in killed else 'healthy'} master) seq {lo} -> {hi}, "
-                                    f"kill at {kill_at:.3f}: {near[-12:]}")
+                                    f"kill at {kill_at:.3f}, client {clients.index(c)} on replica "
+                                    f"{clients.index(c) % 2}; in the stream now: {in_stream(topic, pub, lo, hi)}; "
+                                    f"{near[-8:]}")
             repeated += acc["repeated"]
             covered += acc["covered"]
             delivered += acc["delivered"]
@@ -220,9 +235,14 @@ def test_a_reshard_and_a_master_killed_under_load(redis_cluster, publisher_facto
           f"{timing['promoted'] - kill_at:.2f} s after; frames delivered {delivered}, skipped under a resync "
           f"{covered}, silent gaps {silent}, repeated {repeated}; publishers lost {lost} records (void or "
           f"unreplicated), {missing_total} record deliveries missing over all clients; the publishers followed "
-          f"{redirects} redirects")
+          f"{redirects} redirects; resyncs by reason {dict(Counter(e[3] for c in clients for e in c.events if e[0] == 'resync'))}")
     print("\n".join(silent_where))  # whole, in the captured output: pytest shortens the assertion's message
-    assert silent == 0 and repeated == 0, silent_where[:4]
+    if silent:
+        for i, d in enumerate(dashboards):  # what each replica's hub saw of the failover
+            print(f"replica {i}:", *[line for line in d.log.read_text(errors="replace").splitlines()
+                                     if "stream hub" in line or "sync" in line][-20:], sep="\n  ")
+    reader_client.close()
+    assert silent == 0 and repeated == 0, "\n".join(silent_where[:4])
     # A master's failure is its own topics' alone: the other masters' topics (those the reshard
     # moved among them) lose nothing, are not rewritten, and no client resyncs them.
     healthy = [t for t in topics if t not in killed]
