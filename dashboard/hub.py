@@ -249,21 +249,23 @@ class StreamHub:
                 resyncs.append((m, topic, points[pos]))
         return resyncs
 
-    async def _check_masters(self) -> None:
+    async def _check_masters(self) -> bool:
         """A cluster, at the first read and after a slot moved: note the masters; a tailed topic now
-        served by a master unknown before is handled as down (and resynced by ``_check_down``)."""
+        served by a master unknown before is handled as down (and resynced by ``_check_down``).
+        False if the masters could not be asked: then nothing is known of them."""
         try:
             masters = await self.reader.masters()
         except redis_config.OUTAGE_ERRORS:
-            return  # the reads will fail too, or the next MOVED looks again
+            return False
         if self._known is None:
             self._known = {i for i in masters.values() if i is not None}
-            return
+            return True
         unknown = {t for t in self._positions if t not in self._down
                    and masters.get(self.reader.master_of(t)) not in self._known}
         if unknown:
             self._topics_down(dict.fromkeys(unknown, redis.exceptions.ClusterError("served by a new master")))
             self._down_retry_at = 0.0
+        return True
 
     async def _refresh_topics(self) -> None:
         loop = asyncio.get_running_loop()
@@ -341,9 +343,14 @@ class StreamHub:
         batches = await self.reader.tail(positions, count=TAIL_COUNT, block=TAIL_BLOCK_MS, failed=failed)
         if failed:
             self._topics_down(failed)
-        if self.reader.redirects["moved"] != self._moved_seen:
-            self._moved_seen = self.reader.redirects["moved"]
-            await self._check_masters()
+        moved = self.reader.redirects["moved"]
+        if moved != self._moved_seen:
+            # Some of these entries came from where a slot moved to, maybe a promoted replica: none
+            # is delivered before its master is known (the positions stay, so the next round reads
+            # them again, and looks at the masters again).
+            if not await self._check_masters():
+                return []
+            self._moved_seen = moved
             batches = [(t, entries) for t, entries in batches if t not in self._down]
         return batches
 

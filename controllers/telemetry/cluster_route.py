@@ -202,14 +202,14 @@ class AsyncClusterRouter:
 
     async def identities(self) -> dict[str, str | None]:
         """Every master of the slot map: ``host:port`` → ``run_id/master_replid`` (None if INFO is
-        refused), the masters asked concurrently."""
+        refused or the node cannot be reached: an identity nobody knows), the masters asked concurrently."""
         async def one(host: str, port: int) -> str | None:
             pipe = self._node_client(host, port).pipeline(transaction=False)
             pipe.info("server")
             pipe.info("replication")
             try:
                 server, replication = await pipe.execute()
-            except redis.ResponseError:
+            except (redis.ResponseError, *NODE_DOWN_ERRORS):
                 return None
             return identity(server, replication)
 

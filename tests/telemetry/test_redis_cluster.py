@@ -272,6 +272,83 @@ def test_a_reshard_and_a_master_killed_under_load(redis_cluster, publisher_facto
     assert all(p.connected and p._thread is not None and p._thread.is_alive() for p in pubs)
 
 
+class _Subscriber:
+    """What a session is to the hub, recording what the hub hands it."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[bytes, dict[str, Any]]] = []
+        self.resyncs: list[str] = []
+        self.status: list[bool] = []
+
+    def deliver(self, topic: str, entries: list[tuple[bytes, bytes]]) -> None:
+        self.entries.extend((eid, orjson.loads(frame)) for eid, frame in entries)
+
+    def redis_status(self, up: bool, topics: list[str] | None = None) -> None:
+        self.status.append(up)
+
+    def force_resync(self, topic: str, reason: Any, replay_from: bytes | None = None) -> None:
+        self.resyncs.append(str(reason))
+
+    def topics_changed(self, topics: list[str]) -> None:
+        pass
+
+    def records(self) -> list[int]:
+        return [r["i"] for _eid, frame in self.entries for r in frame["r"]]
+
+
+def test_entries_read_after_a_slot_moved_wait_until_its_master_is_known(redis_cluster, publisher_factory):
+    """The hub follows MOVED by itself, so entries of a moved slot may come from a promoted replica that
+    lacks what the old master had: none is delivered before the masters' identities say whether its
+    master is one the hub knew. While they cannot be asked, the hub reads again and delivers nothing."""
+    from dashboard.hub import StreamHub
+
+    cluster = redis_cluster
+    url = cluster.url
+    topic = _topic_in(range(0, 10), "w/moved/t")
+    source, target = cluster.slot_owner(0), cluster.slot_owner(8000)
+    pub = publisher_factory(url=url, flush_interval=0.02).start()
+
+    def publish(numbers: range) -> None:
+        for i in numbers:
+            pub.publish(topic, {"i": i})
+        wait_until(lambda: pub._inflight is None and not pub._buffer, 10, "the publisher flushed")
+
+    publish(range(5))
+
+    async def main() -> tuple[_Subscriber, int, list[int]]:
+        hub = StreamHub(url, pub.keys.prefix)
+        sub = _Subscriber()
+        try:
+            hub.join(sub)
+            hub.subscribe(topic, sub)
+            hub.track_from(topic, b"0-0")
+            await asyncio.to_thread(wait_until, lambda: sub.records() == list(range(5)), 10, "the first entries")
+            masters, asked = hub.reader.masters, [0]
+
+            async def cannot_be_asked() -> dict[str, str | None]:
+                asked[0] += 1
+                raise redis.ConnectionError("the test: no master answers INFO")
+
+            hub.reader.masters = cannot_be_asked  # type: ignore[method-assign]
+            await asyncio.to_thread(cluster.reshard, source, target, 10)
+            await asyncio.to_thread(publish, range(5, 10))
+            await asyncio.to_thread(wait_until, lambda: asked[0] >= 1, 10, "the hub asking for the masters")
+            await asyncio.sleep(0.5)  # rounds of the tail (every 20 ms) that must deliver nothing
+            held = sub.records()
+            hub.reader.masters = masters  # type: ignore[method-assign]
+            await asyncio.to_thread(wait_until, lambda: len(sub.records()) >= 10, 10, "the entries after the move")
+            return sub, asked[0], held
+        finally:
+            await hub.close()
+
+    sub, asked, held = run_async(main(), timeout=120)
+    assert cluster.slot_owner(key_slot(topic.encode())) == target
+    assert held == list(range(5)), "nothing read from the slot's new master before its identity was known"
+    assert asked >= 3, "the hub asked again every round"
+    assert sub.records() == list(range(10)), "then everything, once, in order"
+    assert sub.resyncs == [] and sub.status == [], "a known master (a migration): no resync, no outage"
+
+
 def test_the_channel_layer_on_a_cluster_delivers_between_replicas_on_different_nodes(redis_cluster):
     from channels_redis.pubsub import RedisPubSubChannelLayer
 
