@@ -54,6 +54,9 @@ TAIL_BLOCK_MS = 250  # well under redis-py's 5 s socket timeout; also how fast n
 TAIL_COUNT = 2000
 TOPICS_REFRESH = 1.0
 CLUSTER_POLL_S = 0.02  # a cluster's tail does not block: the pause after a round that found nothing
+# How often, at most, down topics are looked at again: a failover is over in 1-3 s, and the topics of
+# healthy masters that answered CLUSTERDOWN meanwhile should come back within half a second of it.
+CLUSTER_DOWN_CHECK_MAX_S = 0.5
 
 
 class Subscriber(Protocol):
@@ -212,7 +215,7 @@ class StreamHub:
         loop = asyncio.get_running_loop()
         if loop.time() < self._down_retry_at:
             return
-        self._down_backoff = min(2.0, max(0.1, self._down_backoff * 2))
+        self._down_backoff = min(CLUSTER_DOWN_CHECK_MAX_S, max(0.1, self._down_backoff * 2))
         self._down_retry_at = loop.time() + self._down_backoff
         try:
             state = (await self.redis.cluster_info()).get("cluster_state")

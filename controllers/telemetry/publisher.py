@@ -71,6 +71,11 @@ from controllers.telemetry.streams import FRAME_SCRIPT, Keys
 
 log = logging.getLogger(__name__)
 
+# Reconnect attempts back off up to this (seconds). A cluster's: lower, because while the publisher
+# reconnects after a master died the other masters' topics wait too (one batch across masters), and
+# a failover is over in 1-3 s: retrying every 0.5 s resumes them within half a second of it.
+RECONNECT_BACKOFF_MAX = 2.0
+CLUSTER_RECONNECT_BACKOFF_MAX = 0.5
 ANNOUNCE_S = 30.0  # a cluster: how often every topic is SADDed again (heals a topic set lost with its shard)
 
 _MISSING = object()
@@ -372,6 +377,7 @@ class RedisPublisher:
 
     def _run(self) -> None:
         backoff = 0.0
+        most = CLUSTER_RECONNECT_BACKOFF_MAX if self.keys.cluster else RECONNECT_BACKOFF_MAX
         while True:
             stopping = self._stopping.is_set()
             if backoff:
@@ -390,11 +396,11 @@ class RedisPublisher:
                     log.warning("telemetry: Redis unreachable (%s); buffering, will retry", exc)
                 self.connected = False
                 self._epoch = None
-                backoff = min(2.0, max(0.1, backoff * 2))
+                backoff = min(most, max(0.1, backoff * 2))
             except redis.RedisError:
                 self.redis_errors += 1
                 log.exception("telemetry: Redis rejected a frame; retrying")
-                backoff = min(2.0, max(0.1, backoff * 2))
+                backoff = min(most, max(0.1, backoff * 2))
             if stopping:
                 return
 

@@ -91,6 +91,26 @@ def test_the_cluster_layout_keeps_a_topics_keys_in_its_slot_and_the_v1_call_is_r
     client.close()
 
 
+def _fail_window(port: int, timing: dict[str, float], timeout: float = 30.0) -> None:
+    """Note in ``timing`` when the node at ``port`` first says ``cluster_state:fail`` and then ``ok`` again."""
+    import redis as sync_redis
+
+    node = sync_redis.Redis(port=port, socket_timeout=2)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            state = node.cluster("info")["cluster_state"]
+            now = time.monotonic()
+            if state == "fail" and "fail" not in timing:
+                timing["fail"] = now
+            elif state == "ok" and "fail" in timing:
+                timing["ok"] = now
+                return
+            time.sleep(0.01)
+    finally:
+        node.close()
+
+
 @pytest.mark.timeout(360)  # 40-60 s on a loaded 2-core machine; the scale is set by the environment
 def test_a_reshard_and_a_master_killed_under_load(redis_cluster, publisher_factory, dashboard_factory):
     cluster = redis_cluster
@@ -150,10 +170,14 @@ def test_a_reshard_and_a_master_killed_under_load(redis_cluster, publisher_facto
         await asyncio.sleep(1.0)
         timing["kill"] = time.monotonic()
         cluster.kill(third)
+        # When a healthy master refuses every slot (cluster_state:fail, from the dead one marked
+        # failed to its replica promoted): the part of the other topics' pause that is the cluster's.
+        watch = asyncio.create_task(asyncio.to_thread(_fail_window, first, timing))
         await asyncio.to_thread(wait_until, lambda: third not in cluster.master_ports(), 30,
                                 "the replica of the killed master promoted")
         await asyncio.to_thread(cluster.wait_ok, 30)
         timing["promoted"] = time.monotonic()
+        await watch
         kill_at = timing["kill"]
         for c in clients:
             await c.wait_for(lambda c=c: any(e[0] == "frame" and e[1] > timing["promoted"] + 0.5 and e[8]
@@ -265,7 +289,9 @@ def test_a_reshard_and_a_master_killed_under_load(redis_cluster, publisher_facto
         pauses.append(max((b - a for a, b in zip(arrivals, arrivals[1:], strict=False)), default=0.0))
     print(f"topics on the other masters ({len(healthy)}) after the kill, over all clients: {after_kill}; "
           f"their longest pause in delivery {max(pauses):.2f} s (median over clients "
-          f"{sorted(pauses)[len(pauses) // 2]:.2f} s)")
+          f"{sorted(pauses)[len(pauses) // 2]:.2f} s); the cluster refused every slot from "
+          f"{timing.get('fail', float('nan')) - kill_at:.2f} s to {timing.get('ok', float('nan')) - kill_at:.2f} s "
+          f"after the kill")
     assert after_kill == {"resets": 0, "resyncs": 0, "dropped": 0, "missing": 0, "twice": 0}, after_kill
     assert redirects["moved"] > 0, "the reshard moved slots under the publishers (MOVED followed)"
     assert timing["lost_at_reshard"] == 0 and resyncs_in_reshard == [], \
