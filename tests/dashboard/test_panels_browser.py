@@ -100,8 +100,11 @@ def test_controller_page_shows_queue_timeline_details_and_informer_events(browse
     pub.flush()
 
     # Workqueue: a waiting key with its requeue count and a countdown that goes down.
-    row = page.wait_for_selector('#q-waiting tr[data-key="default/web"]', timeout=5_000)
-    assert row.inner_text().split("\t")[-1].strip() == "1"
+    # Read through a locator: the panel redraws its rows (replaceChildren) on every frame and countdown
+    # tick, and a row handle taken before a redraw is detached, its innerText without the cells' tabs.
+    row = '#q-waiting tr[data-key="default/web"]'
+    page.wait_for_selector(row, timeout=5_000)
+    assert page.locator(f"{row} td.requeues").inner_text().strip() == "1"
     first = countdown(page, "default/web")
     assert 1.0 < first <= 4.0
     page.wait_for_timeout(400)

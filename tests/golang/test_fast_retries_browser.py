@@ -122,8 +122,9 @@ def test_fast_retries_read_at_every_window_with_their_waits_and_delays(browser, 
 
     # The workqueue panel: the key waited (20 ms before its 3rd retry), seen although no frame could
     # draw the wait itself.
-    waited = page.wait_for_selector(f'#q-waiting tr.waited[data-key="{flaky}"]', timeout=30_000)
-    waited_text = waited.inner_text()
+    waited = f'#q-waiting tr.waited[data-key="{flaky}"]'
+    page.wait_for_selector(waited, timeout=30_000)
+    waited_text = page.locator(waited).inner_text()  # a locator: the panel redraws its rows, a handle may go stale
     assert "waited 20 ms, retry 3" in waited_text, waited_text
     recent = page.inner_text("#q-waiting .recent")
     assert "just waited" in recent, recent
