@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // recordingHook notes what a Hook is handed; its links are strings naming the call that left them.
@@ -106,5 +107,80 @@ func TestHookSeesTheProvenanceWithItsLinks(t *testing.T) {
 	// the write came with the context the hook returned for its attempt (the second)
 	if !reflect.DeepEqual(h.writes, []string{"c PUT /api/v1/namespaces/ns/configmaps/a 3 2"}) {
 		t.Fatalf("writes %v", h.writes)
+	}
+}
+
+// The controller's write and its watch event race: the API server sends the event and the write's
+// answer at about the same time, and the event may be handled before the answer is read. An event
+// of a key the controller is writing waits for that answer, so it is still the write coming back.
+func TestAnEventBeforeItsWritesAnswerIsStillSelf(t *testing.T) {
+	pub, err := NewPublisher("redis://127.0.0.1:1/0", PublisherOptions{Name: "race", BufferLimit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &recordingHook{}
+	tel := NewTelemetry(pub, "race", TelemetryOptions{Hook: h})
+	ct := tel.ControllerTopic("c")
+	key, path := "ns/a", "/api/v1/namespaces/ns/configmaps/a/status"
+	ctx := ct.ReconcileStart(context.Background(), key, 0)
+	finished := tel.WriteStarted(ctx, "PUT", path)
+	handled := make(chan struct{})
+	go func() { // the informer's handler, with the write's event
+		ct.Event(EventCall{Event: ControllerEventUpdate, Key: key, Requests: []string{key}, Old: obj("2"), New: obj("3")})
+		close(handled)
+	}()
+	select {
+	case <-handled:
+		t.Fatal("the event was recorded while its key's write was in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	tel.RequestRV(ctx, "PUT", path, 200, time.Millisecond, "3") // the answer, read after the event arrived
+	finished()
+	<-handled
+	if len(h.events) != 1 || !h.events[0].Self {
+		t.Fatalf("events %+v: want the update with rv 3 as the controller's own", h.events)
+	}
+}
+
+// A write that is never answered holds an event of its key at most selfWaitLimit (on the
+// telemetry's clock), and the event is then not the controller's own.
+func TestAnEventWaitsForAWriteInFlightAtMostTheLimit(t *testing.T) {
+	pub, err := NewPublisher("redis://127.0.0.1:1/0", PublisherOptions{Name: "limit", BufferLimit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	h := &recordingHook{}
+	tel := NewTelemetry(pub, "limit", TelemetryOptions{Hook: h, Clock: clk})
+	ct := tel.ControllerTopic("c")
+	key := "ns/a"
+	ctx := ct.ReconcileStart(context.Background(), key, 0)
+	finished := tel.WriteStarted(ctx, "POST", "/api/v1/namespaces/ns/configmaps") // a create: any key waits
+	defer finished()
+	handled := make(chan struct{})
+	go func() {
+		ct.Event(EventCall{Event: ControllerEventUpdate, Key: key, Requests: []string{key}, Old: obj("2"), New: obj("3")})
+		close(handled)
+	}()
+	for deadline := time.Now().Add(5 * time.Second); !clk.HasWaiters(); time.Sleep(time.Millisecond) {
+		select {
+		case <-handled:
+			t.Fatal("the event did not wait for the create in flight")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the event is not waiting on the telemetry's clock")
+		}
+	}
+	clk.Step(selfWaitLimit - time.Millisecond)
+	select {
+	case <-handled:
+		t.Fatal("the event went on before the limit")
+	case <-time.After(20 * time.Millisecond):
+	}
+	clk.Step(time.Millisecond)
+	<-handled
+	if len(h.events) != 1 || h.events[0].Self {
+		t.Fatalf("events %+v: want one, not the controller's own", h.events)
 	}
 }

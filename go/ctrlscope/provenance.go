@@ -16,7 +16,11 @@ package ctrlscope
 //
 // Self: each 2xx write of the controller that returned a resourceVersion is remembered (the last
 // WrittenMax, rv -> the key its path names); an event whose new object has one of those rvs, for
-// that key, is the write coming back.
+// that key, is the write coming back. The API server sends a write's watch event and its answer at
+// about the same time, on two connections: the event may reach the controller first. So the
+// transport says when a write is sent (WriteStarted), and an event of a key the controller is
+// writing (or of any key while it creates) waits, at most selfWaitLimit, for that answer before it
+// is recorded (a loaded CI run recorded a status write's own event without self).
 //
 // All of it lives in the controller's ControllerTopic, under its mu, and each record is published
 // under that lock too: an event record is before a reconcile_start record exactly when its trigger
@@ -24,10 +28,92 @@ package ctrlscope
 // publisher's.
 
 import (
+	"context"
 	"net/url"
 	"reflect"
 	"strings"
+	"time"
 )
+
+// selfWaitLimit bounds how long an event waits for the answer to a write of its key in flight.
+const selfWaitLimit = time.Second
+
+// writesInFlight counts a controller's writes sent and not yet answered, by the key their path
+// names ("" for a create); done is closed when the count drops to zero.
+type writesInFlight struct {
+	n    int
+	done chan struct{}
+}
+
+// WriteStarted: a write with a Reconcile's context is about to be sent (the transport calls it
+// before sending, and the returned func once the answer was reported with RequestRV, or the write
+// failed). Nothing to do unless detections are on (self is theirs).
+func (t *Telemetry) WriteStarted(ctx context.Context, method, path string) (finished func()) {
+	controller := ReconcilingController(ctx)
+	if method == "GET" || controller == "" || t.detect == nil {
+		return func() {}
+	}
+	c := t.ControllerTopic(controller)
+	k := writtenKeyOf(path)
+	key := ""
+	if k.known {
+		key = k.key
+	}
+	c.mu.Lock()
+	if c.inflight == nil {
+		c.inflight = map[string]*writesInFlight{}
+	}
+	w := c.inflight[key]
+	if w == nil {
+		w = &writesInFlight{done: make(chan struct{})}
+		c.inflight[key] = w
+	}
+	w.n++
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		if w.n--; w.n == 0 {
+			close(w.done)
+			if c.inflight[key] == w {
+				delete(c.inflight, key)
+			}
+		}
+		c.mu.Unlock()
+	}
+}
+
+// awaitWritesOf waits until no write of key (nor a create) is in flight, at most selfWaitLimit on
+// the telemetry's clock when it has timers (a FakeClock in tests), else the wall clock's.
+func (c *ControllerTopic) awaitWritesOf(key string) {
+	c.mu.Lock()
+	var waits []chan struct{}
+	for _, k := range [2]string{key, ""} {
+		if w := c.inflight[k]; w != nil {
+			waits = append(waits, w.done)
+		}
+	}
+	c.mu.Unlock()
+	if len(waits) == 0 {
+		return
+	}
+	var limit <-chan time.Time
+	if clk, ok := c.tel.clock.(interface {
+		After(time.Duration) <-chan time.Time
+	}); ok {
+		limit = clk.After(selfWaitLimit)
+	} else {
+		timer := time.NewTimer(selfWaitLimit)
+		defer timer.Stop()
+		limit = timer.C
+	}
+	for _, done := range waits {
+		select {
+		case <-done:
+		case <-limit:
+			return
+		}
+	}
+}
 
 // EventCall is one controller event: a watched object's event mapped to requests (or dropped by
 // the predicate FilteredBy). Source, Old and New are v1.7's optional arguments: the handler that
@@ -278,6 +364,9 @@ func (c *ControllerTopic) Event(e EventCall) {
 		kind = TriggerKindResync
 	}
 	t := c.tel
+	if !resync && newRV != "" {
+		c.awaitWritesOf(e.Key) // its own write's answer may not have been read yet
+	}
 	c.mu.Lock()
 	self := !resync && newRV != "" && c.written.self(newRV, e.Key)
 	if self {

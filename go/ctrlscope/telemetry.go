@@ -829,6 +829,7 @@ type ControllerTopic struct {
 	mu        sync.Mutex
 	keys      map[string]*keyState // keys with something kept (keyState.empty)
 	written   written
+	inflight  map[string]*writesInFlight // writes sent, not yet answered (provenance.go)
 	findings  findingBook
 	streaking map[string]*keyState // keys with a self-triggered streak
 	running   map[string]*keyState // keys with an attempt running

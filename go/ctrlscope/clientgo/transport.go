@@ -155,6 +155,8 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	clk := rt.tel.Clock()
 	start := clk.Now()
+	finished := rt.tel.WriteStarted(req.Context(), req.Method, req.URL.Path) // self: provenance.go
+	defer finished()
 	resp, err := rt.next.RoundTrip(req)
 	var refused *ReadOnlyError
 	if errors.As(err, &refused) {
