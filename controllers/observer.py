@@ -201,6 +201,11 @@ class Observer:
         was removed; ``next_at`` wall ms of a delayed retry."""
 
     # -- API client ------------------------------------------------------------------------
+    def on_request_start(self, *, method: str, path: str, controller: str | None = None) -> None:
+        """The API client is about to send a request other than a GET (``on_request`` follows on the
+        same thread, whatever comes of it). v1.7's self needs it: the server sends a write's watch
+        event and its answer at about the same time, and the event may be handled first."""
+
     def on_request(self, *, method: str, path: str, code: int, duration: float,
                    controller: str | None = None, rv: str | None = None) -> None:
         """The API client made one request. ``code`` is the HTTP status, 0 when no response came

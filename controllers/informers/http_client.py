@@ -179,6 +179,8 @@ class KubernetesClient:
                     obs.on_write_refused(method=method, path=path, reason=WriteRefusal.READ_ONLY)
                 raise
         start = self.clock.now() if obs is not None else 0.0
+        if obs is not None and method != "GET":
+            obs.on_request_start(method=method, path=path)
         try:
             response = self.api_client.call_api(request_method, url, header_params=headers, body=body,
                                                 _request_timeout=timeout).response

@@ -78,9 +78,12 @@ from controllers.telemetry.detectors import DetectionConfig, Detectors
 from controllers.telemetry.field_diff import diff_paths
 from controllers.telemetry.findings import FindingBook
 from controllers.telemetry.last_updates import LastUpdates
-from controllers.telemetry.provenance import Provenance
+from controllers.telemetry.provenance import Provenance, written_key
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.summary import resource_version, summarize
+
+# How long an event waits, at most, for the answer to a write of its key in flight (on_request_start).
+SELF_WAIT_LIMIT = 1.0
 
 WATCHER_COUNTERS = ("watch", "watch_starts", "watch_ends", "expired", "reads", "read_errors")
 """v1.6: a raw watcher's stage counters (the metrics sample's ``stages.watchers``)."""
@@ -122,6 +125,10 @@ class TelemetryObserver(Observer):
         self._reconciling: dict[int, str] = {}  # thread id -> controller whose Reconcile runs on it
         config = DetectionConfig.from_env() if detection == FROM_ENV else detection
         self._detect_lock = threading.Lock()
+        # Writes of a Reconcile sent and not yet answered, by (controller, key the path names, "" for
+        # a create): an event of such a key waits for the answer before self is decided.
+        self._writes_cond = threading.Condition()
+        self._writes_in_flight: dict[tuple[str, str], int] = {}
         self.provenance: Provenance | None = None
         self.detectors: Detectors | None = None
         if isinstance(config, DetectionConfig):
@@ -410,6 +417,9 @@ class TelemetryObserver(Observer):
                 record["diff"] = paths
                 if more:
                     record["diff_more"] = more
+        if rv is not None and rv != old_rv:
+            # Its own write's answer may not have been read yet (on_request_start says why).
+            self._await_writes_of(controller, key)
         ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
         with self._detect_lock:
             # (an update that kept its resourceVersion is a resync: it brings back no write)
@@ -517,6 +527,41 @@ class TelemetryObserver(Observer):
             return
         self.publisher.set_state(topic, key, dict(summary))
 
+    def on_request_start(self, *, method: str, path: str, controller: str | None = None) -> None:
+        if method == "GET" or self.provenance is None:
+            return
+        if controller is None:
+            controller = self._reconciling.get(threading.get_ident())
+        if controller is not None:
+            with self._writes_cond:
+                slot = (controller, written_key(path) or "")
+                self._writes_in_flight[slot] = self._writes_in_flight.get(slot, 0) + 1
+
+    def _write_answered(self, controller: str, path: str) -> None:
+        """The end of a write ``on_request_start`` counted: events waiting for it go on."""
+        slot = (controller, written_key(path) or "")
+        with self._writes_cond:
+            n = self._writes_in_flight.get(slot, 0)
+            if n > 1:
+                self._writes_in_flight[slot] = n - 1
+            elif n:
+                del self._writes_in_flight[slot]
+                self._writes_cond.notify_all()
+
+    def _await_writes_of(self, controller: str, key: str) -> None:
+        """Wait, at most ``SELF_WAIT_LIMIT`` on the clock, until no write of ``key`` (nor a create) by
+        ``controller`` is in flight: its answer says whether this event is that write coming back."""
+        in_flight = self._writes_in_flight
+        if not in_flight:  # the usual case, without the lock: a dict's emptiness is read atomically
+            return
+        with self._writes_cond:
+            deadline = self.clock.now() + SELF_WAIT_LIMIT
+            while (controller, key) in in_flight or (controller, "") in in_flight:
+                left = deadline - self.clock.now()
+                if left <= 0:
+                    return
+                self.clock.wait(self._writes_cond, left)
+
     def on_request(self, *, method: str, path: str, code: int, duration: float,
                    controller: str | None = None, rv: str | None = None) -> None:
         if method == "GET":
@@ -525,6 +570,14 @@ class TelemetryObserver(Observer):
             controller = self._reconciling.get(threading.get_ident())
         if controller is None:
             return  # not made from a Reconcile (an informer event handler, set-up code)
+        try:
+            self._request_done(method, path, code, duration, controller, rv)
+        finally:
+            if self.provenance is not None:
+                self._write_answered(controller, path)
+
+    def _request_done(self, method: str, path: str, code: int, duration: float, controller: str,
+                      rv: str | None) -> None:
         record: dict[str, Any] = {"k": RecordKind.WRITE, "method": method, "path": path, "code": code,
                                   "duration": duration}
         if rv is not None:  # v1.7
