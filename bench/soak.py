@@ -141,7 +141,8 @@ COUNT_JS = """
   return [...based.keys()];
 })()
 """
-READ_JS = ("({keys: Object.values(window.__soak.keys).map((s) => ({...s, open: s.open.length})), resyncs: window.__soak.snapshots,"
+READ_JS = ("({keys: Object.values(window.__soak.keys).map((s) => ({...s, open: s.open.length,"
+           " at: (window.ctrlscope.client.topics.get(s.topic) || {}).cursor || null})), resyncs: window.__soak.snapshots,"
            " reasons: window.__soak.reasons, reconnects: window.ctrlscope.client.stats.reconnects})")
 
 
@@ -697,6 +698,19 @@ def _published(client: redis.Redis, keys: Keys, topic: str, src: str) -> int:
     return int(seq) if seq is not None else 0
 
 
+def _held(client: redis.Redis, keys: Keys, key: dict[str, Any]) -> int:
+    """The last seq of ``key``'s publisher the tab holds: its last frame, or what the page's cursor (a
+    resync's snapshot) covers. A snapshot with no frame after it (a resync as the load stopped) covers
+    frames the counting script only accounts for at the next frame, which does not come."""
+    held = key["last"]
+    if key.get("at"):
+        for _id, fields in client.xrevrange(keys.stream(key["topic"]), max=key["at"], min="-", count=500):
+            frame = orjson.loads(fields[b"f"])
+            if frame.get("src") == key["src"] and isinstance(frame.get("seq"), int):
+                return max(held, frame["seq"])
+    return held
+
+
 def _drain_and_count(pages: list[Any], client: redis.Redis, keys: Keys, progress: Callable[[str], None],
                      stall: float = 60.0, timeout: float = 600.0) -> list[TabResult]:
     """Wait until every tab has every frame published so far (the metrics topic keeps publishing once a
@@ -709,7 +723,7 @@ def _drain_and_count(pages: list[Any], client: redis.Redis, keys: Keys, progress
     moved_at = start
     while True:
         reads = [page.evaluate(READ_JS) for page in pages]
-        behind = [sum(max(0, _published(client, keys, k["topic"], k["src"]) - k["last"]) for k in r["keys"])
+        behind = [sum(max(0, _published(client, keys, k["topic"], k["src"]) - _held(client, keys, k)) for k in r["keys"])
                   for r in reads]
         lag = behind if lag is None else lag
         if not any(behind):
@@ -723,7 +737,7 @@ def _drain_and_count(pages: list[Any], client: redis.Redis, keys: Keys, progress
         if now - moved_at > stall or now - start > timeout:
             for i, r in enumerate(reads, 1):
                 for k in r["keys"]:
-                    late = _published(client, keys, k["topic"], k["src"]) - k["last"]
+                    late = _published(client, keys, k["topic"], k["src"]) - _held(client, keys, k)
                     if late > 0:
                         progress(f"soak: tab {i} is {late} frames behind on {k['topic']} after the drain "
                                  f"({now - start:.0f} s; none of the tabs behind got nearer in the last "
@@ -738,13 +752,15 @@ def _drain_and_count(pages: list[Any], client: redis.Redis, keys: Keys, progress
         base_cache = {}
         for k in r["keys"]:
             base = base_cache.setdefault((k["topic"], k["src"]), _base_seq(client, keys, k))
-            published = k["last"] - base
+            # Frames a last snapshot covered with no frame after it: skipped by that resync.
+            covered = _held(client, keys, k) - k["last"]
+            published = k["last"] + covered - base
             tab.published += published
             tab.delivered += k["frames"]
-            tab.skipped += k["skipped"]
+            tab.skipped += k["skipped"] + covered
             tab.gaps += k["gaps"]
             tab.duplicates += k["dups"]
-            tab.lost += published - k["frames"] - k["skipped"]
+            tab.lost += published - k["frames"] - k["skipped"] - covered
         results.append(tab)
     for tab, b, late in zip(results, behind, lag, strict=True):
         tab.behind, tab.lag = b, late
