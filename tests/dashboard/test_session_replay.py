@@ -45,71 +45,6 @@ def _records(sent: list[dict]) -> list[int]:
     return [r["i"] for _, frame in _frames(sent) for r in frame.get("r", []) if "i" in r]
 
 
-async def _scenario(redis_url: str, prefix: str) -> list[dict]:
-    pub = RedisPublisher(redis_url, prefix=prefix, flush_interval=0.01).start()
-    hub = StreamHub(redis_url, prefix)
-    sent: list[dict] = []
-    acking = [True]
-
-    async def send(text: str) -> None:
-        sent.append(orjson.loads(text))
-
-    session = ClientSession(hub, send, window=2)
-
-    async def ack() -> None:
-        while True:
-            if acking[0] and session._acked_seq < session._sent_seq:
-                await session.handle(orjson.dumps({"op": "ack", "seq": session._sent_seq}).decode())
-            await asyncio.sleep(0.002)
-
-    acker = asyncio.create_task(ack())
-    try:
-        for i in range(3):
-            pub.set_state(TOPIC, f"k{i}", {"n": i})
-            pub.publish(TOPIC, {"i": i})
-        await asyncio.to_thread(pub.flush)
-        await session.start()
-        await session.handle(orjson.dumps({"op": "sub", "topic": TOPIC}).decode())
-        await _until(lambda: session.subs[TOPIC].live, "the first sync")
-        # The page stops acking: what the tail delivers now waits in the session (window 2).
-        acking[0] = False
-        for i in range(3, 23):
-            pub.publish(TOPIC, {"i": i})
-            await asyncio.to_thread(pub.flush)
-        await _until(lambda: session.subs[TOPIC].pending or len(_frames(sent)) >= 2, "the tail delivering")
-        # The hub's side of a comeback (StreamHub._check_down, _redis_back): the subscriber's
-        # position, then, awaiting Redis, the replay point after it.
-        point = await hub.reader.replay_point(TOPIC, session.position(TOPIC))
-        assert point is not None, "frames after the position are in the stream"
-        # Meanwhile the page acks again and the session sends what it held.
-        acking[0] = True
-        await _until(lambda: _records(sent)[-1:] == [22], "the held frames sent")
-        session.force_resync(TOPIC, ResyncReason.REDIS_RECONNECTED, replay_from=point)
-        await _until(lambda: session.subs[TOPIC].live and sent[-1].get("t") == "snapshot", "the resync's snapshot")
-        pub.publish(TOPIC, {"i": 23})
-        await asyncio.to_thread(pub.flush)
-        await _until(lambda: _records(sent)[-1:] == [23], "the frame after the resync")
-        return sent
-    finally:
-        acker.cancel()
-        await session.close()
-        await hub.close()
-        pub.stop()
-
-
-def test_a_replay_point_the_session_has_since_passed_resends_nothing(redis_url: str) -> None:
-    prefix = f"ctrlscope-test-replay-{uuid.uuid4().hex[:8]}:"
-    try:
-        sent = run_async(asyncio.wait_for(_scenario(redis_url, prefix), 60))
-    finally:
-        delete_prefix(redis_url, prefix)
-    ids = [eid for eid, _ in _frames(sent)]
-    twice = sorted({i for i in ids if ids.count(i) > 1})
-    assert [m["reason"] for m in sent if m.get("t") == "resync"] == [ResyncReason.REDIS_RECONNECTED]
-    assert not twice, f"{len(twice)} frame(s) sent twice, e.g. {twice[:3]}"
-    assert _records(sent) == list(range(3, 24)), "every record after the first snapshot, once, in order"
-
-
 async def _session(redis_url: str, prefix: str, window: int = 2):  # type: ignore[no-untyped-def]
     """A publisher with three records on TOPIC, a hub, and a live session whose page acks while ``acking[0]``."""
     pub = RedisPublisher(redis_url, prefix=prefix, flush_interval=0.01).start()
@@ -137,6 +72,52 @@ async def _session(redis_url: str, prefix: str, window: int = 2):  # type: ignor
     await session.handle(orjson.dumps({"op": "sub", "topic": TOPIC}).decode())
     await _until(lambda: session.subs[TOPIC].live, "the first sync")
     return pub, hub, session, sent, acking, acker
+
+
+async def _close(pub, hub, session, acker) -> None:  # type: ignore[no-untyped-def]
+    acker.cancel()
+    await session.close()
+    await hub.close()
+    pub.stop()
+
+
+async def _scenario(redis_url: str, prefix: str) -> list[dict]:
+    pub, hub, session, sent, acking, acker = await _session(redis_url, prefix)
+    try:
+        # The page stops acking: what the tail delivers now waits in the session (window 2).
+        acking[0] = False
+        for i in range(3, 23):
+            pub.publish(TOPIC, {"i": i})
+            await asyncio.to_thread(pub.flush)
+        await _until(lambda: session.subs[TOPIC].pending or len(_frames(sent)) >= 2, "the tail delivering")
+        # The hub's side of a comeback (StreamHub._check_down, _redis_back): the subscriber's
+        # position, then, awaiting Redis, the replay point after it.
+        point = await hub.reader.replay_point(TOPIC, session.position(TOPIC))
+        assert point is not None, "frames after the position are in the stream"
+        # Meanwhile the page acks again and the session sends what it held.
+        acking[0] = True
+        await _until(lambda: _records(sent)[-1:] == [22], "the held frames sent")
+        session.force_resync(TOPIC, ResyncReason.REDIS_RECONNECTED, replay_from=point)
+        await _until(lambda: session.subs[TOPIC].live and sent[-1].get("t") == "snapshot", "the resync's snapshot")
+        pub.publish(TOPIC, {"i": 23})
+        await asyncio.to_thread(pub.flush)
+        await _until(lambda: _records(sent)[-1:] == [23], "the frame after the resync")
+        return sent
+    finally:
+        await _close(pub, hub, session, acker)
+
+
+def test_a_replay_point_the_session_has_since_passed_resends_nothing(redis_url: str) -> None:
+    prefix = f"ctrlscope-test-replay-{uuid.uuid4().hex[:8]}:"
+    try:
+        sent = run_async(asyncio.wait_for(_scenario(redis_url, prefix), 60))
+    finally:
+        delete_prefix(redis_url, prefix)
+    ids = [eid for eid, _ in _frames(sent)]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    assert [m["reason"] for m in sent if m.get("t") == "resync"] == [ResyncReason.REDIS_RECONNECTED]
+    assert not twice, f"{len(twice)} frame(s) sent twice, e.g. {twice[:3]}"
+    assert _records(sent) == list(range(3, 24)), "every record after the first snapshot, once, in order"
 
 
 def _unannounced_snapshots(sent: list[dict]) -> list[str]:
@@ -177,10 +158,7 @@ async def _resync_during_a_sync(redis_url: str, prefix: str) -> list[dict]:
         await _until(lambda: _records(sent)[-1:] == [4], "the frame after the resyncs")
         return sent
     finally:
-        acker.cancel()
-        await session.close()
-        await hub.close()
-        pub.stop()
+        await _close(pub, hub, session, acker)
 
 
 def test_a_resync_asked_while_another_is_under_way_is_announced(redis_url: str) -> None:
@@ -225,10 +203,7 @@ async def _catch_up_cut_off(redis_url: str, prefix: str) -> tuple[list[dict], in
         await _until(lambda: _records(sent)[-1:] == [13], "the frame after the retry")
         return sent, reads[0]
     finally:
-        acker.cancel()
-        await session.close()
-        await hub.close()
-        pub.stop()
+        await _close(pub, hub, session, acker)
 
 
 def test_a_catch_up_redis_cut_off_resumes_from_the_page_without_a_second_snapshot(redis_url: str) -> None:
