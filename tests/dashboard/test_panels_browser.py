@@ -12,6 +12,7 @@ import urllib.request
 
 import pytest
 
+from controllers.clock import FakeClock
 from controllers.telemetry.telemetry_observer import TelemetryObserver
 from tests.conftest import delete_prefix
 
@@ -329,8 +330,12 @@ def test_the_timeline_keeps_at_most_its_attempt_budget_over_every_key(browser, d
 
 def test_rows_a_busy_frame_skips_are_marked_and_pausing_draws_them(browser, dashboard, publisher_factory):
     pub, obs, page = open_for_a_burst(browser, dashboard, publisher_factory)
-    # A calm start: 150 rows, 30 a flush, each flush drawn before the next (no frame skips any).
+    # A calm start: 150 rows, 30 a flush, each flush drawn before the next (no frame skips any), and
+    # a second apart in the worker's time: 100 rows within a second make the table busy (BUSY_RATE),
+    # which trims it to 60 rows, and the page can draw five flushes within one.
+    obs.clock = FakeClock(start=0.0, wall_offset=time.time() - 30)
     for batch in range(5):
+        obs.clock.step(1.0)
         for i in range(30):
             obs.on_watch_event("pods", event_type="MODIFIED", key=f"default/calm{batch}-{i}", resource_version=str(100 + i))
         pub.flush()
