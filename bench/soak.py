@@ -75,7 +75,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.procmeter import Measured  # noqa: E402
 from bench.transport import start_daphne  # noqa: E402
-from bench.ui import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 -- one set of launch flags for every bench
+from bench.ui import CHROMIUM, CHROMIUM_ARGS, top_functions  # noqa: E402 -- one set of launch flags for every bench
 from controllers.examples.podset import API_VERSION, podset  # noqa: E402
 from controllers.process import stop_process  # noqa: E402
 from controllers.telemetry.publisher import MIN_STREAM_LEN, stream_bytes_from_env  # noqa: E402
@@ -94,6 +94,9 @@ STREAM_MAXLEN = 20_000  # RedisPublisher's default maxlen (frames; fewer when it
 BOUND_SAMPLE = 200  # frames a stream's mean frame size is taken over
 PEAK_SLACK = 0.02  # a stream's length above its peak by more than this is still growing
 STABLE_S = 180.0  # how long a trimmed stream stays under its peak to count as full
+PROFILE_S = 20.0  # --profile: seconds of the first tab's CPU profile
+# Records the page's client has applied (its own counter): the profile's denominator.
+APPLIED_JS = "() => window.ctrlscope.client.stats.records"
 GOAL_PROCESSES = ("worker", "daphne", "simulator", "kube-apiserver", "etcd", "redis")
 
 # Installed once the tabs are live: per (topic, publisher) frames applied, duplicates, gaps, and the
@@ -300,7 +303,7 @@ class SoakResult:
 def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, browser: Any = None,
         progress: Callable[[str], None] = lambda line: print(line, flush=True), warmup_fraction: float = 0.1,
         real: bool = False, stream_bytes: str | None = None, after_warmup: bool = True,
-        heap_snapshots: Path | None = None) -> SoakResult:
+        heap_snapshots: Path | None = None, profile: Path | None = None) -> SoakResult:
     """Run the soak; ``browser`` is a Playwright browser context to open tabs in (else one is launched).
 
     ``real``: the real control plane (``controllers.realcluster``: etcd, kube-apiserver,
@@ -318,7 +321,9 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
     ``Runtime.getHeapUsage``) with its DOM node count, every minute: what the page itself holds, where
     Chromium's RSS also counts V8 garbage not yet collected and its own caches. ``heap_snapshots``: a
     directory to write the first tab's heap snapshot to at warm-up and at the end, and the
-    constructors that grew most between them (``heap_growth``)."""
+    constructors that grew most between them (``heap_growth``). ``profile``: a directory to write a
+    ``PROFILE_S``-second CPU profile of the first tab to, taken one minute into the load, and print
+    its hottest functions (where a tab's time goes per record it applies)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     duration = minutes * 60.0
     prefix = f"soak-{uuid.uuid4().hex[:8]}:"
@@ -440,6 +445,13 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
                     probes[0].snapshot(heap_snapshots / "warm.heapsnapshot")
                 end = warm_done_at + duration
                 progress(f"soak: measuring {duration / 60:g} min from here, to {end / 60:.1f} min")
+            if profile is not None and not (profile / "tab.cpuprofile").exists() and elapsed >= 60:
+                applied = pages[0].evaluate(APPLIED_JS)
+                hottest = probes[0].profile(PROFILE_S, profile / "tab.cpuprofile")
+                applied = pages[0].evaluate(APPLIED_JS) - applied
+                progress(f"soak: tab 1's CPU profile over {PROFILE_S:g} s ({applied:,} records applied, load "
+                         f"{os.getloadavg()[0]:.1f}), in {profile / 'tab.cpuprofile'}; hottest by self time:\n" +
+                         "\n".join(f"  {ms:8.1f} ms  {name}" for name, ms in hottest))
             if elapsed - last_report >= 60 or (end is not None and elapsed >= end):
                 if not heaps or heaps[-1][0] != elapsed:  # not already read at warm-up, this same sample
                     heaps.append((elapsed, [probe.read() for probe in probes]))
@@ -560,6 +572,19 @@ class _HeapProbe:
             # Else the next snapshot's chunks would also land in this one's list, kept alive by it.
             self.cdp.remove_listener("HeapProfiler.addHeapSnapshotChunk", add)
         path.write_text("".join(chunks))
+
+    def profile(self, seconds: float, path: Path) -> list[tuple[str, float]]:
+        """A DevTools CPU profile of the tab for ``seconds`` (saved to ``path``, opens in DevTools'
+        Performance panel): its hottest functions by self time."""
+        self.cdp.send("Profiler.enable")
+        self.cdp.send("Profiler.setSamplingInterval", {"interval": 500})
+        self.cdp.send("Profiler.start")
+        time.sleep(seconds)
+        profile = self.cdp.send("Profiler.stop")["profile"]
+        self.cdp.send("Profiler.disable")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(orjson.dumps(profile))
+        return top_functions(profile, 25)
 
 
 def _heap_by_constructor(path: Path) -> dict[str, tuple[int, int]]:
@@ -824,6 +849,9 @@ def main() -> None:
     parser.add_argument("--heap-snapshots", default="", metavar="DIR",
                         help="write the first tab's heap snapshot at warm-up and at the end here, and print the "
                              "constructors that grew most")
+    parser.add_argument("--profile", default="", metavar="DIR",
+                        help=f"write a {PROFILE_S:g}-second CPU profile of the first tab, one minute into the load, "
+                             "here, and print its hottest functions")
     parser.add_argument("--real", action="store_true",
                         help="the real control plane (built from the Go module proxy, cached) instead of the simulator")
     parser.add_argument("--stream-bytes", metavar="SIZE",
@@ -834,6 +862,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop every child on the way out
     result = run(minutes=args.minutes, rate=args.rate, tabs=args.tabs, run_dir=ROOT / "run" / "soak",
                  heap_snapshots=Path(args.heap_snapshots) if args.heap_snapshots else None,
+                 profile=Path(args.profile) if args.profile else None,
                  real=args.real, stream_bytes=args.stream_bytes)
     text = table(result)
     print("\n" + text)

@@ -95,7 +95,7 @@
   //         more than gapMs apart (the worker was not publishing).
   function drawChart(canvas, opts) {
     const dpr = global.devicePixelRatio || 1;
-    const w = canvas.clientWidth || canvas.width, h = canvas.clientHeight || canvas.height;
+    const { w, h } = global.ctrlscopeUI.elementSize(canvas);
     if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
       canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
     }

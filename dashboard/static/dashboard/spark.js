@@ -56,16 +56,19 @@
     const dark = window.matchMedia("(prefers-color-scheme: dark)");
     if (dark.addEventListener) dark.addEventListener("change", () => colors.clear());
   }
-  const sizes = new WeakMap(); // canvas -> {w, h} in CSS px
+  // An element's size in CSS px, read from the layout once and then kept by a ResizeObserver: reading
+  // clientWidth on every draw forces a synchronous layout of the whole page after the DOM writes of
+  // the frame (a soak tab's profile had its charts and timeline spending most of their time there).
+  // A canvas not laid out yet (0 wide) falls back to its own width and height.
+  const sizes = new WeakMap(); // element -> {w, h} in CSS px
   const resized = typeof ResizeObserver === "function" ? new ResizeObserver((entries) => {
     for (const e of entries) sizes.set(e.target, { w: e.contentRect.width, h: e.contentRect.height });
   }) : null;
-  function canvasSize(canvas) {
-    let size = sizes.get(canvas);
+  function elementSize(node) {
+    let size = sizes.get(node);
     if (!size) {
-      size = { w: canvas.clientWidth || canvas.width, h: canvas.clientHeight || canvas.height }; // once
-      sizes.set(canvas, size);
-      if (resized) resized.observe(canvas);
+      size = { w: node.clientWidth || node.width || 0, h: node.clientHeight || node.height || 0 }; // once
+      if (resized) { sizes.set(node, size); resized.observe(node); }
     }
     return size;
   }
@@ -74,7 +77,7 @@
   function sparkline(canvas, values, colorVar) {
     if (!canvas) return;
     const dpr = window.devicePixelRatio || 1;
-    const { w, h } = canvasSize(canvas);
+    const { w, h } = elementSize(canvas);
     if (!w || !h) return; // not laid out (a hidden panel): nothing to see
     if (canvas.width !== Math.round(w * dpr)) { canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr); }
     const ctx = canvas.getContext("2d");
@@ -131,5 +134,5 @@
     return node;
   }
 
-  global.ctrlscopeUI = { Series, sparkline, fmtDuration, fmtPrecise, shortName, clock, el, cssVar, themeColor };
+  global.ctrlscopeUI = { Series, sparkline, fmtDuration, fmtPrecise, shortName, clock, el, cssVar, themeColor, elementSize };
 })(window);

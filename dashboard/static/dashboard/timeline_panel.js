@@ -36,7 +36,7 @@
  */
 (function () {
   "use strict";
-  const { el, fmtDuration, fmtPrecise, shortName, clock } = window.ctrlscopeUI;
+  const { el, fmtDuration, fmtPrecise, shortName, clock, elementSize } = window.ctrlscopeUI;
   const P = window.ctrlscopeProtocol;
   const U = window.ctrlscopeUrl;
   const Prov = window.ctrlscopeProvenance;
@@ -55,6 +55,15 @@
   const MIN_BAR_PX = 4;         // an attempt bar's least width (.attempt min-width)
   const APART_PX = 4;           // bars closer than this are one mark: too close to tell apart
   const LABEL_CHAR_PX = 6.6;    // a mark label's character (11px monospace), to fit it beside the mark
+  // The timeline is the page's costliest drawing: every drawn bar is positioned again as the window
+  // moves (at 100 keys reconciling twice a second, thousands of them; a soak tab spent a quarter of a
+  // core in renderTimeline alone). So it is drawn when what it shows changed or the window moved by
+  // a pixel, and, unless the user asked for something (a click, a window, a snapshot), no more often
+  // than keeps it under this share of the main thread: a draw that took 20 ms waits 60 ms for the
+  // next, and a busy page spends its frames applying records instead of moving bars by less than a
+  // pixel. (The page's 10-per-second tick comes back for a draw put off.)
+  const TIMELINE_SHARE = 0.25;
+  const RIGHT_ROOM = 0.12;      // of the window, right of "now": room for the scheduled retries
   // How bad a result is: a mark of several attempts takes the colour of its worst.
   const R = P.ReconcileResult;
   const SEVERITY = [R.SUCCESS, R.REQUEUE_AFTER, R.REQUEUE, R.ERROR, R.TERMINAL, R.PANIC];
@@ -74,8 +83,10 @@
     let backMark = null; // the mark the shown attempt's details were opened from
     // Per key, the queue's delayed adds (add_rate_limited / add_after): the waits between attempts.
     const waits = new Map(); // key -> [{ts, op, delay, requeues}]
-    let timelineDirty = true;
+    let timelineDirty = true; // drawn at the next frame: the user asked for something, or a snapshot came
+    let changed = true;       // attempts or summaries arrived since the last draw
     let windowSec = 60;
+    let drawnAt = -Infinity, drawnNow = -Infinity, drawCost = 0, trackWidth = 800;
 
     client.on("snapshot", (topic) => { if (topic === T.controller) { absorbSummaries(); timelineDirty = true; } });
     client.on("resync", (topic, reason) => {
@@ -96,7 +107,19 @@
       const key = a ? a.key : selectedMark ? selectedMark.key : null;
       if (key !== null) api.setFocus(key === api.focusKey() ? "" : key); else if (api.focusKey()) api.setFocus("");
     });
-    api.onRender((now) => renderTimeline(now));
+    api.onRender((now) => {
+      const t = performance.now();
+      if (!timelineDirty) {
+        const pixelMs = (windowSec * 1000 * (1 + RIGHT_ROOM)) / trackWidth; // ms per pixel of the track
+        if (!changed && Math.abs(now - drawnNow) < pixelMs) return;
+        if (t - drawnAt < drawCost / TIMELINE_SHARE) return;
+      }
+      renderTimeline(now);
+      drawnAt = t;
+      drawnNow = now;
+      drawCost = performance.now() - t;
+      changed = false;
+    });
     Object.assign(window.ctrlscope, { lanes: lanes, showDetails: showDetails, showMark: showMark });
     let addedSinceCount = 0;
     function keepTotalAttempts() {
@@ -247,7 +270,7 @@
         }
       }
       if (frame && frame.s) absorbSummaries(frame.s);
-      timelineDirty = true;
+      changed = true;
     }
 
     const lanesBox = $("lanes");
@@ -377,7 +400,7 @@
     function renderTimeline(now) {
       const span = windowSec * 1000;
       const t0 = now - span;
-      const tEnd = now + span * 0.12; // room on the right for scheduled retries
+      const tEnd = now + span * RIGHT_ROOM;
       const total = tEnd - t0;
       const x = (t) => ((t - t0) / total) * 100;
 
@@ -401,7 +424,8 @@
       const hasQueue = client.knownTopics.includes(T.queue);
       let named = false;
       // The track's width in px (every lane's is the same): marks are grouped at this scale.
-      const trackPx = (sorted.length && sorted[0].el.lastChild.clientWidth) || 800;
+      // (the axis spans exactly the lanes' tracks, and is one element: measured once, then observed)
+      const trackPx = trackWidth = elementSize($("tl-axis")).w || 800;
       const component = api.controllerComponent();
       const px = (t) => ((t - t0) / total) * trackPx;
       for (const l of sorted) {
