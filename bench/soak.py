@@ -75,7 +75,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.procmeter import Measured  # noqa: E402
 from bench.transport import start_daphne  # noqa: E402
-from bench.ui import CHROMIUM, CHROMIUM_ARGS, top_functions  # noqa: E402 -- one set of launch flags for every bench
+from bench.ui import CHROMIUM, CHROMIUM_ARGS, TRACE_CATEGORIES, main_thread_time, top_functions  # noqa: E402 -- one set of launch flags for every bench
 from controllers.examples.podset import API_VERSION, podset  # noqa: E402
 from controllers.process import stop_process  # noqa: E402
 from controllers.telemetry.publisher import MIN_STREAM_LEN, stream_bytes_from_env  # noqa: E402
@@ -323,7 +323,9 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
     directory to write the first tab's heap snapshot to at warm-up and at the end, and the
     constructors that grew most between them (``heap_growth``). ``profile``: a directory to write a
     ``PROFILE_S``-second CPU profile of the first tab to, taken one minute into the load, and print
-    its hottest functions (where a tab's time goes per record it applies)."""
+    its hottest functions (where a tab's time goes per record it applies), then a performance trace
+    as long and where the main thread's time went (script, style, layout, paint: the browser's own
+    work, which the profile shows only as "(program)")."""
     run_dir.mkdir(parents=True, exist_ok=True)
     duration = minutes * 60.0
     prefix = f"soak-{uuid.uuid4().hex[:8]}:"
@@ -452,6 +454,15 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
                 progress(f"soak: tab 1's CPU profile over {PROFILE_S:g} s ({applied:,} records applied, load "
                          f"{os.getloadavg()[0]:.1f}), in {profile / 'tab.cpuprofile'}; hottest by self time:\n" +
                          "\n".join(f"  {ms:8.1f} ms  {name}" for name, ms in hottest))
+                # Then a performance trace as long: the browser's own work (style, layout, paint), which
+                # the CPU profile shows only as "(program)".
+                browser_obj = pages[0].context.browser
+                browser_obj.start_tracing(page=pages[0], categories=TRACE_CATEGORIES)
+                time.sleep(PROFILE_S)
+                raw = browser_obj.stop_tracing()
+                (profile / "tab.trace.json").write_bytes(raw)
+                progress(f"soak: tab 1's main thread over {PROFILE_S:g} s of trace (ms, count; nested kinds overlap):\n" +
+                         "\n".join(f"  {ms:8.1f} ms  {n:6d}  {name}" for name, ms, n in main_thread_time(orjson.loads(raw))[:12]))
             if elapsed - last_report >= 60 or (end is not None and elapsed >= end):
                 if not heaps or heaps[-1][0] != elapsed:  # not already read at warm-up, this same sample
                     heaps.append((elapsed, [probe.read() for probe in probes]))
