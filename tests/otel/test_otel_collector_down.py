@@ -36,6 +36,11 @@ CONTROLLER = "otel-spin"
 KEYS = 4
 PERIOD = 0.02
 PHASE = 3.0
+# Each phase is measured in this many windows, its rate the best window's: on a shared 2-core machine
+# a burst of other work can halve one 3-second window's rate (a loaded CI run: 73/s against 146/s up,
+# the gaps between attempts all short), while an exporter that slowed the runtime would slow every
+# window of its phase.
+WINDOWS = 2
 SHUTDOWN_TIMEOUT = 2.0
 CM = "/api/v1/namespaces/default/configmaps"
 
@@ -84,9 +89,12 @@ def test_a_collector_that_is_down_neither_slows_nor_blocks_the_runtime(sim, otel
         wait_until(lambda: len(spinner.starts) == KEYS, timeout=20, what="every key's first attempt")
 
         def phase(name: str) -> None:
-            start = time.monotonic()
-            time.sleep(PHASE)
-            phases[name] = spinner.between(start, time.monotonic())
+            windows = []
+            for _ in range(WINDOWS):
+                start = time.monotonic()
+                time.sleep(PHASE / WINDOWS)
+                windows.append(spinner.between(start, time.monotonic()))
+            phases[name] = (max(count for count, _ in windows) * WINDOWS, max(gap for _, gap in windows))
 
         phase("up")
         collector.stop()
