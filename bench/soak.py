@@ -75,7 +75,14 @@ sys.path.insert(0, str(ROOT))
 
 from bench.procmeter import Measured  # noqa: E402
 from bench.transport import start_daphne  # noqa: E402
-from bench.ui import CHROMIUM, CHROMIUM_ARGS, TRACE_CATEGORIES, main_thread_time, top_functions  # noqa: E402 -- one set of launch flags for every bench
+from bench.ui import (  # noqa: E402 -- one set of launch flags and profile helpers for every bench
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    TRACE_CATEGORIES,
+    main_thread_time,
+    start_cpu_profile,
+    stop_cpu_profile,
+)
 from controllers.examples.podset import API_VERSION, podset  # noqa: E402
 from controllers.process import stop_process  # noqa: E402
 from controllers.telemetry.publisher import MIN_STREAM_LEN, stream_bytes_from_env  # noqa: E402
@@ -587,15 +594,9 @@ class _HeapProbe:
     def profile(self, seconds: float, path: Path) -> list[tuple[str, float]]:
         """A DevTools CPU profile of the tab for ``seconds`` (saved to ``path``, opens in DevTools'
         Performance panel): its hottest functions by self time."""
-        self.cdp.send("Profiler.enable")
-        self.cdp.send("Profiler.setSamplingInterval", {"interval": 500})
-        self.cdp.send("Profiler.start")
+        start_cpu_profile(self.cdp)
         time.sleep(seconds)
-        profile = self.cdp.send("Profiler.stop")["profile"]
-        self.cdp.send("Profiler.disable")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(orjson.dumps(profile))
-        return top_functions(profile, 25)
+        return stop_cpu_profile(self.cdp, path, 25)
 
 
 def _heap_by_constructor(path: Path) -> dict[str, tuple[int, int]]:
@@ -862,7 +863,8 @@ def main() -> None:
                              "constructors that grew most")
     parser.add_argument("--profile", default="", metavar="DIR",
                         help=f"write a {PROFILE_S:g}-second CPU profile of the first tab, one minute into the load, "
-                             "here, and print its hottest functions")
+                             "then a performance trace as long, here, and print its hottest functions and where "
+                             "its main thread's time went")
     parser.add_argument("--real", action="store_true",
                         help="the real control plane (built from the Go module proxy, cached) instead of the simulator")
     parser.add_argument("--stream-bytes", metavar="SIZE",

@@ -197,6 +197,23 @@ def press_keys(page: Any, duration: float, every: float = INPUT_EVERY) -> None:
         time.sleep(min(every, max(0.0, end - time.monotonic())))
 
 
+def start_cpu_profile(cdp: Any) -> None:
+    """Start a DevTools CPU profile on a page's CDP session, sampling every 0.5 ms."""
+    cdp.send("Profiler.enable")
+    cdp.send("Profiler.setSamplingInterval", {"interval": 500})
+    cdp.send("Profiler.start")
+
+
+def stop_cpu_profile(cdp: Any, path: Path, n: int = 15) -> list[tuple[str, float]]:
+    """Stop the profile ``start_cpu_profile`` began, save it to ``path`` (it opens in DevTools'
+    Performance panel) and return its ``n`` hottest functions by self time."""
+    profile = cdp.send("Profiler.stop")["profile"]
+    cdp.send("Profiler.disable")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(profile))
+    return top_functions(profile, n)
+
+
 def top_functions(profile: dict[str, Any], n: int = 15) -> list[tuple[str, float]]:
     """The ``n`` functions with the most self time in a DevTools CPU profile: (name, ms)."""
     by_id = {node["id"]: node for node in profile["nodes"]}
@@ -265,9 +282,7 @@ def run_rate(browser: Any, kind: str, rate: int, duration: float, redis_url: str
         cdp = None
         if profile_dir is not None and kind == "ctrlscope":
             cdp = page.context.new_cdp_session(page)
-            cdp.send("Profiler.enable")
-            cdp.send("Profiler.setSamplingInterval", {"interval": 500})
-            cdp.send("Profiler.start")
+            start_cpu_profile(cdp)
         tracing = trace_dir is not None and kind == "ctrlscope"
         if tracing:
             page.context.browser.start_tracing(page=page, categories=TRACE_CATEGORIES)
@@ -285,10 +300,7 @@ def run_rate(browser: Any, kind: str, rate: int, duration: float, redis_url: str
             (trace_dir / f"ui-{kind}-{rate}.trace.json").write_bytes(raw)
             work = main_thread_time(json.loads(raw))
         if cdp is not None and profile_dir is not None:
-            profile = cdp.send("Profiler.stop")["profile"]
-            profile_dir.mkdir(parents=True, exist_ok=True)
-            (profile_dir / f"ui-{kind}-{rate}.cpuprofile").write_text(json.dumps(profile))
-            hot = top_functions(profile)
+            hot = stop_cpu_profile(cdp, profile_dir / f"ui-{kind}-{rate}.cpuprofile")
         published = out.get(timeout=120)
         worker.join(30)
         result = _summary(page)

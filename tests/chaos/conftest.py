@@ -635,7 +635,7 @@ def verify_recovery(stack: ChaosStack, victim: str, expected: list[Check], since
             story = [" ".join(map(str, row))[:160] for row in stack.seen(since - 5000) if row[1] in ("state", "resync", "snapshot")]
             where = {t: [(s["start"], len(s["ids"]), s["ids"][:1], s["ids"][-1:], s["closed"]) for s in segs[t][-4:]]
                      for t in segs if any(t in p for p in problems)}
-            raise AssertionError(f"{problems}\nthe page's states and resyncs since the outage:\n  " + "\n  ".join(story[:60])
+            raise AssertionError(f"{problems}\nthe page's states, resyncs and snapshots from 5 s before the outage:\n  " + "\n  ".join(story[:60])
                                  + f"\nsegments (start, frames, first, last, closed): {where}")
         assert page.evaluate("window.ctrlscope.client.state") == "live"
         assert page.inner_text("#conn") == "live" and page.inner_text("#redis") == "redis up"

@@ -27,7 +27,7 @@ from controllers.telemetry import redis_config
 from controllers.telemetry.clusterboot import LocalRedisCluster
 from controllers.telemetry.streams import FRAME_SCRIPT, Keys, StreamReader
 from tests.conftest import need_programs, run_async, wait_until
-from tests.telemetry.publisher_group import PublisherGroup
+from tests.telemetry.publisher_group import GroupReport, PublisherGroup
 from tests.telemetry.test_sentinel import RecordingClient, account
 
 PUBLISHERS = int(os.environ.get("CTRLSCOPE_CLUSTER_PUBLISHERS", "10"))
@@ -146,9 +146,8 @@ def test_a_reshard_and_a_master_killed_under_load(redis_cluster, dashboard_facto
     env = {"REDIS_URL": "", "REDIS_CLUSTER_NODES": cluster.nodes_env}
     dashboards = [dashboard_factory(**env), dashboard_factory(**env)]
     timing: dict[str, float] = {}
-    reports: dict[str, Any] = {}
 
-    async def main() -> list[RecordingClient]:
+    async def main() -> tuple[list[RecordingClient], GroupReport]:
         clients = [RecordingClient(dashboards[i % 2].ws_url, origin=dashboards[i % 2].url) for i in range(CLIENTS)]
         for i, c in enumerate(clients):
             await c.connect()
@@ -178,7 +177,7 @@ def test_a_reshard_and_a_master_killed_under_load(redis_cluster, dashboard_facto
             await c.wait_for(lambda c=c: any(e[0] == "frame" and e[1] > timing["promoted"] + 0.5 and e[8]
                                              for e in c.events), timeout=30, what="live records after the failover")
         await asyncio.sleep(1.0)
-        final = reports["final"] = await asyncio.to_thread(group.stop)
+        final = await asyncio.to_thread(group.stop)
         produced = final.produced
         for i, c in enumerate(clients):
             await c.wait_for(lambda c=c, i=i: all(
@@ -189,13 +188,12 @@ def test_a_reshard_and_a_master_killed_under_load(redis_cluster, dashboard_facto
         timing["kill_at"] = kill_at
         for c in clients:
             await c.close()
-        return clients
+        return clients, final
 
     try:
-        clients = run_async(main(), timeout=240)
+        clients, final = run_async(main(), timeout=240)
     finally:
         group.close()
-    final = reports["final"]
     produced = final.produced
     pubs = final.publishers
     kill_at = timing["kill"]
