@@ -34,7 +34,7 @@ import orjson
 
 from controllers.schema import ResyncReason
 from controllers.telemetry import redis_config
-from controllers.telemetry.streams import RESET_PREFIX, Entry, ResumeRefused, parse_id
+from controllers.telemetry.streams import RESET_PREFIX, Entry, ResumeRefused, Snapshot, parse_id
 from dashboard.hub import StreamHub
 
 log = logging.getLogger(__name__)
@@ -335,11 +335,15 @@ class ClientSession:
         Redis: its first failure puts every sync off."""
         loop = asyncio.get_running_loop()
         interrupted: BaseException | None = None
-        for topic, sub in list(self.subs.items()):
+        now = loop.time()
+        due = [(topic, sub) for topic, sub in self.subs.items() if sub.sync and sub.retry_at <= now]
+        prefetched = await self._prefetch(due)
+        for topic, sub in due:
             if not sub.sync or self.subs.get(topic) is not sub or sub.retry_at > loop.time():
                 continue
+            ready = prefetched.get(topic)
             try:
-                await self._sync(topic, sub)
+                await self._sync(topic, sub, ready[1] if ready is not None and ready[0] == sub.resyncs else None)
             except redis_config.OUTAGE_ERRORS as exc:
                 interrupted = exc
                 retry_at = loop.time() + SYNC_RETRY_S
@@ -357,8 +361,31 @@ class ClientSession:
                     break
         return interrupted
 
-    async def _sync(self, topic: str, sub: _Sub) -> None:
-        """Bring one subscription up to date: resume or snapshot, then catch up from Redis.
+    async def _prefetch(self, due: list[tuple[str, _Sub]]) -> dict[str, tuple[int, tuple[Snapshot, str]]]:
+        """The snapshot and epoch of every due subscription that needs a fresh snapshot, read in one
+        round (one pipeline; a cluster: one per master) rather than two round trips per topic while
+        the others wait: a page that opens with 200 topics, on a busy hub, took tens of seconds to
+        have them all live. Each is kept with the subscription's resync count: a resync asked after
+        the read gets a snapshot of its own (its reason, its replay point).
+
+        Using a snapshot read a little before its sync is safe: it is exact as of its id, and the
+        catch-up reads everything after that id (or, if the stream has trimmed past it since, refuses
+        and the topic is resynced). A topic whose read failed is left to its own sync, which meets
+        the error where a lone sync's is handled; so is everything when Redis is away."""
+        # Each subscription's resync count before the read: one asked during it needs another read.
+        fresh = {topic: sub.resyncs for topic, sub in due if sub.since is None and sub.replay_from is None}
+        if len(fresh) < 2:
+            return {}
+        try:
+            got = await self.hub.reader.snapshots(list(fresh))
+        except redis_config.OUTAGE_ERRORS:
+            return {}
+        return {topic: (asked, one) for topic, asked in fresh.items()
+                if (one := got.get(topic)) is not None and not isinstance(one, BaseException)}
+
+    async def _sync(self, topic: str, sub: _Sub, ready: tuple[Snapshot, str] | None = None) -> None:
+        """Bring one subscription up to date: resume or snapshot, then catch up from Redis. ``ready``:
+        the snapshot and epoch ``_prefetch`` read for it (else they are read here).
 
         Each await lets the hub ask for another resync (``force_resync``: a topic's master failed over
         again, a reset frame, a slow client). From then on this sync sends no more than the snapshot
@@ -385,8 +412,11 @@ class ClientSession:
             if sub.reason is not None:
                 self.resyncs += 1
                 await self._send(orjson.dumps({"t": "resync", "topic": topic, "reason": sub.reason}).decode())
-            snap_id, state = await self.hub.reader.snapshot(topic)
-            epoch = await self.hub.reader.epoch(topic)
+            if ready is not None:
+                (snap_id, state), epoch = ready
+            else:
+                snap_id, state = await self.hub.reader.snapshot(topic)
+                epoch = await self.hub.reader.epoch(topic)
             if sub.replay_from is None and sub.reason == ResyncReason.REDIS_RECONNECTED and sub.cursor != (0, 0):
                 # When Redis came back the hub found nothing after this client's position; a publisher
                 # may have rewritten the topic since (its reset frame carries what the outage cost,

@@ -334,6 +334,33 @@ class AsyncStreamReader:
     async def snapshot(self, topic: str) -> Snapshot:
         return snapshot_of(await self.client.hgetall(self.keys.snapshot(topic)))
 
+    async def snapshots(self, topics: list[str]) -> dict[str, tuple[Snapshot, str] | BaseException]:
+        """Each topic's snapshot and epoch (``snapshot`` and ``epoch`` of each) in one round: one
+        pipeline, or in a cluster one per master at once. A topic whose reads failed (its master
+        down, an error reply) gets the error instead of its pair; losing the connection to a single
+        Redis raises, as ``snapshot`` would."""
+        if not topics:
+            return {}
+        if self._router is not None:
+            calls: list[Call] = []
+            for topic in topics:
+                slot, snap, epoch = key_slot(topic.encode()), self.keys.snapshot(topic), self.keys.epoch_of(topic)
+                calls.append((slot, lambda pipe, key=snap: pipe.hgetall(key)))
+                calls.append((slot, lambda pipe, key=epoch: pipe.get(key)))
+            replies = await self._router.route(calls, partial=True)
+        else:
+            pipe = self.client.pipeline(transaction=False)
+            for topic in topics:
+                pipe.hgetall(self.keys.snapshot(topic))
+                pipe.get(self.keys.epoch_of(topic))
+            replies = await pipe.execute(raise_on_error=False)
+        out: dict[str, tuple[Snapshot, str] | BaseException] = {}
+        for i, topic in enumerate(topics):
+            fields, epoch = replies[2 * i], replies[2 * i + 1]
+            failed = next((r for r in (fields, epoch) if isinstance(r, BaseException)), None)
+            out[topic] = failed if failed is not None else (snapshot_of(fields), epoch.decode() if epoch else "")
+        return out
+
     async def read_before(self, topic: str, last: bytes, count: int) -> list[Entry]:
         """The ``count`` entries up to and including ``last``, oldest first."""
         if last == START:

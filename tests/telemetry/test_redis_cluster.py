@@ -25,7 +25,7 @@ from redis.crc import key_slot
 
 from controllers.telemetry import redis_config
 from controllers.telemetry.clusterboot import LocalRedisCluster
-from controllers.telemetry.streams import FRAME_SCRIPT, Keys, StreamReader
+from controllers.telemetry.streams import FRAME_SCRIPT, AsyncStreamReader, Keys, StreamReader
 from tests.conftest import need_programs, run_async, wait_until
 from tests.telemetry.publisher_group import GroupReport, PublisherGroup
 from tests.telemetry.test_sentinel import RecordingClient, account
@@ -86,6 +86,20 @@ def test_the_cluster_layout_keeps_a_topics_keys_in_its_slot_and_the_v1_call_is_r
     assert reader.epoch() == "", "no global epoch in a cluster"
     batches = dict(reader.tail({t: b"0-0" for t in topics}, count=10, block=None))
     assert sorted(batches) == sorted(topics) and all(len(e) == 1 for e in batches.values())
+
+    async def batched() -> dict:
+        # A session's many syncs read every snapshot and epoch in one round, a pipeline per master.
+        aclient = redis_config.async_client(url)
+        areader = AsyncStreamReader(aclient, keys)
+        try:
+            return await areader.snapshots([*topics, "w/demo/never-published"])
+        finally:
+            await areader.close()
+            await aclient.aclose()
+
+    got = run_async(batched())
+    assert got == {**{t: (reader.snapshot(t), reader.epoch(t)) for t in topics},
+                   "w/demo/never-published": ((b"0-0", {}), "")}
     # A v1 publisher (five KEYS across slots) is refused loudly, not half-applied.
     v1 = Keys(pub.keys.prefix)
     owner = redis.Redis(port=redis_cluster.slot_owner(key_slot(v1.stream(topics[0]).encode())))
