@@ -419,6 +419,46 @@ func TestPublisherOnARealRedisCluster(t *testing.T) {
 	}
 }
 
+// go-redis reloads the slot map by itself (after a MOVED, every 60 s). Over the data pools a
+// reload dialled the nodes the publisher had no connection to, and a second connection to a master
+// whose one connection a flush held: the dial guard refused them, and a flush that got the refused
+// one logged a reconnect on a healthy cluster (a loaded CI run). The reloads now ask over
+// connections of their own (clusterslots.go): while they run under load, the guard refuses nothing.
+func TestGoRedisSlotMapReloadsUseNoConnectionOfTheFrames(t *testing.T) {
+	c := startCluster(t)
+	var logs logLines
+	p, err := NewPublisher(c.url(), PublisherOptions{Prefix: "ctrlscope-go-reload:", Name: "pub-reload", Logf: logs.logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(time.Second)
+	p.Start()
+	var topics []string
+	for j := range 12 {
+		lo := (j % 3) * 5462
+		topics = append(topics, topicIn(fmt.Sprintf("w/go/reload/t%d", j), lo, lo+5000))
+	}
+	load := startLoad(p, topics, 2000)
+	waitWithin(t, "frames of every topic", 30*time.Second, func() bool {
+		return p.Connected() && p.FramesPublished.Load() >= int64(5*len(topics))
+	})
+	before := p.FramesPublished.Load()
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		p.cc.ReloadState(context.Background()) // go-redis' own LazyReload, as a MOVED triggers it
+		time.Sleep(20 * time.Millisecond)
+	}
+	load.stop(t)
+	if n := p.refusedDials.Load(); n != 0 {
+		t.Fatalf("the dial guard refused %d connection(s) go-redis made while connected; log %q", n, logs.all())
+	}
+	if lines := logs.all(); len(lines) != 0 {
+		t.Fatalf("reconnects on a healthy cluster: %q", lines)
+	}
+	if p.FramesPublished.Load() <= before {
+		t.Fatal("no frames were published while the slot map was reloaded")
+	}
+}
+
 // logLines collects a publisher's log lines (its one line per reconnect).
 type logLines struct {
 	mu    sync.Mutex

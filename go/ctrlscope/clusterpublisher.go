@@ -53,13 +53,17 @@ func newClusterClient(u string, getenv func(string) string, p *Publisher) (*redi
 	const rw, dialTimeout = 5 * time.Second, 2 * time.Second
 	base := &net.Dialer{Timeout: dialTimeout, KeepAlive: 5 * time.Minute}
 	dial := pollDialer(base.DialContext)
+	// The slot map over connections of its own (clusterslots.go): go-redis' background reloads
+	// would otherwise share the nodes' one connection with the flush, and their dials be refused.
+	p.slots = newSlotSource(t.Nodes, getenv(EnvRedisPassword), dialTimeout, dial)
 	return redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: t.Nodes, Password: getenv(EnvRedisPassword),
 		ReadTimeout: rw, WriteTimeout: rw, DialTimeout: dialTimeout, MaxRetries: -1, MaxRedirects: 8,
-		DialerRetries: 1, PipelinePoolSize: -1,
+		DialerRetries: 1, PipelinePoolSize: -1, ClusterSlots: p.slots.ClusterSlots,
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if p.connected.Load() && !p.mayReconnect.Load() {
-				return refusedConn{}, nil // as redialGuard: the call fails, the loop reconnects and checks
+				p.refusedDials.Add(1)
+				return refusedConn{addr}, nil // as redialGuard: the call fails, the loop reconnects and checks
 			}
 			return dial(ctx, network, addr)
 		},

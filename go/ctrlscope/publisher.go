@@ -225,6 +225,9 @@ type Publisher struct {
 	// other time while connected is refused (redialGuard), so no frame goes to a new server before
 	// checkApplied looked at what it kept.
 	mayReconnect atomic.Bool
+	refusedDials atomic.Int64 // connections the guard refused (tests: nothing but a reconnect's cause dials)
+	// slots: a cluster's slot map source, with connections of its own (clusterslots.go).
+	slots *slotSource
 	// downSince and downCause: when and why the connection was lost after it had been up (zero while
 	// up), for the one line the reconnect logs. Only the flush goroutine touches them.
 	downSince time.Time
@@ -253,7 +256,8 @@ func (g redialGuard) DialHook(next redis.DialHook) redis.DialHook {
 		if g.p.connected.Load() && !g.p.mayReconnect.Load() {
 			// The call fails with errReconnected; the loop then counts the publisher disconnected and
 			// its next flush rechecks the epoch and what Redis kept.
-			return refusedConn{}, nil
+			g.p.refusedDials.Add(1)
+			return refusedConn{addr}, nil
 		}
 		return next(ctx, network, addr)
 	}
@@ -265,11 +269,22 @@ func (redialGuard) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return next
 }
 
-// refusedConn is a connection redialGuard refused: every read and write fails with errReconnected.
-type refusedConn struct{}
+// refusedConn is a connection redialGuard refused (to addr): every read and write fails with
+// errReconnected, naming the address, which the reconnect's log line then says.
+type refusedConn struct{ addr string }
 
-func (refusedConn) Read([]byte) (int, error)         { return 0, errReconnected }
-func (refusedConn) Write([]byte) (int, error)        { return 0, errReconnected }
+func (c refusedConn) Read([]byte) (int, error)  { return 0, c.err() }
+func (c refusedConn) Write([]byte) (int, error) { return 0, c.err() }
+func (c refusedConn) err() error                { return refusedDial{c.addr} }
+
+// refusedDial is errReconnected with the address of the connection refused.
+type refusedDial struct{ addr string }
+
+func (e refusedDial) Error() string {
+	return errReconnected.Error() + " (go-redis dialled " + e.addr + ")"
+}
+func (e refusedDial) Unwrap() error { return errReconnected }
+
 func (refusedConn) Close() error                     { return nil }
 func (refusedConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
 func (refusedConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
@@ -709,6 +724,9 @@ func (p *Publisher) Stop(timeout time.Duration) {
 			}
 		}
 		_ = p.cmd.Close()
+		if p.slots != nil {
+			p.slots.Close()
+		}
 	})
 }
 
@@ -847,7 +865,10 @@ func (p *Publisher) ensureEpoch(ctx context.Context) (string, error) {
 	if !p.downSince.IsZero() {
 		// One line per reconnect, nothing while it is down (the loop retries quietly, with backoff).
 		cause := "the connection dropped" // found when go-redis made a new one (redialGuard)
-		if p.downCause != nil && !errors.Is(p.downCause, errReconnected) {
+		var refused refusedDial
+		if errors.As(p.downCause, &refused) {
+			cause += ": go-redis dialled " + refused.addr + " anew"
+		} else if p.downCause != nil && !errors.Is(p.downCause, errReconnected) {
 			cause = p.downCause.Error()
 		}
 		p.opts.Logf("ctrlscope: reconnected to Redis after %v (%s); %s",
