@@ -1,10 +1,12 @@
 """A page opening with many topics: how long until the session has every one of them live.
 
 A websocket session syncs each subscription (snapshot, epoch, catch-up from Redis) before sending it
-live frames. It used to do that one topic after another, two round trips for the snapshot and epoch
-of each; now ``ClientSession._prefetch`` reads the snapshots and epochs of every due subscription in
-one round (one pipeline; a Redis Cluster: one per master, at once). Peer: the same session with the
-prefetch turned off (each topic read on its own, the code before), measured in the same run.
+live frames. It used to do that one topic after another: the snapshot, the epoch, then the catch-up
+(a read, and an empty read before the tail takes over), four round trips a topic. Now
+``ClientSession._prefetch`` reads the snapshots and epochs of every due subscription in one round
+(one pipeline; a Redis Cluster: one per master, at once), and ``_catch_up`` reads every topic's
+catch-up together, a round at a time. Peer: the session as it was before (``dashboard/session.py``
+at ``--before``, read from git), on the same hub and Redis, measured in the same run, interleaved.
 
 Each topic has ``--keys`` state keys of ~230 bytes and 5 frames; the page subscribes to ``--topics``
 topics in a row and acks everything. Reported: the median over ``--rounds`` of the time from the
@@ -12,7 +14,7 @@ first subscription to every topic live, on one Redis (the machine's on 6379, or 
 on a local Redis Cluster of three masters and three replicas (Debian's redis-server; skipped
 without it).
 
-Usage: ``python bench/session_sync.py [--topics 200] [--keys 20] [--rounds 5] [--no-cluster]``
+Usage: ``python bench/session_sync.py [--topics 200] [--keys 20] [--rounds 5] [--no-cluster] [--before REV]``
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import argparse
 import asyncio
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import types
 import uuid
 from pathlib import Path
 
@@ -38,8 +42,19 @@ from controllers.telemetry.redisboot import ensure_redis  # noqa: E402
 from dashboard.hub import StreamHub  # noqa: E402
 from dashboard.session import ClientSession  # noqa: E402
 
+BEFORE = "de0c0c0"  # the last commit whose session synced one topic at a time
 
-async def _until_live(url: str, prefix: str, topics: list[str], batched: bool) -> float:
+
+def session_before(rev: str) -> type:
+    """``ClientSession`` as ``dashboard/session.py`` was at ``rev`` (from git)."""
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:dashboard/session.py"], check=True,
+                            capture_output=True, text=True).stdout
+    module = types.ModuleType("session_before")
+    exec(compile(source, f"{rev}:dashboard/session.py", "exec"), module.__dict__)  # noqa: S102 (our own history)
+    return module.ClientSession
+
+
+async def _until_live(url: str, prefix: str, topics: list[str], session_class: type) -> float:
     hub = StreamHub(url, prefix)
     session: ClientSession
 
@@ -49,12 +64,7 @@ async def _until_live(url: str, prefix: str, topics: list[str], batched: bool) -
             ack = orjson.dumps({"op": "ack", "seq": msg["seq"]}).decode()
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(session.handle(ack)))
 
-    session = ClientSession(hub, send)
-    if not batched:
-        async def one_by_one(_due: object) -> dict:
-            return {}
-
-        session._prefetch = one_by_one  # type: ignore[method-assign]
+    session = session_class(hub, send)
     try:
         await session.start()
         started = time.perf_counter()
@@ -84,10 +94,11 @@ def measure(where: str, url: str, args: argparse.Namespace) -> list[str]:
     topics = [f"w/bench/sync-{i:03d}" for i in range(args.topics)]
     pub = _fill(url, prefix, topics, args.keys)
     times: dict[bool, list[float]] = {False: [], True: []}
+    contenders = {False: session_before(args.before), True: ClientSession}
     try:
         for _ in range(args.rounds):
             for batched in (False, True):  # interleaved: both see the same machine
-                times[batched].append(asyncio.run(_until_live(url, prefix, topics, batched)))
+                times[batched].append(asyncio.run(_until_live(url, prefix, topics, contenders[batched])))
     finally:
         pub.stop()
     peer, ours = statistics.median(times[False]) * 1000, statistics.median(times[True]) * 1000
@@ -100,8 +111,10 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=20, help="state keys per topic")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-cluster", action="store_true", help="skip the Redis Cluster row")
+    parser.add_argument("--before", default=BEFORE, help=f"the peer's commit ({BEFORE})")
     args = parser.parse_args()
-    rows = ["| Redis | topics | one topic at a time (peer), ms | batched (ctrlscope), ms | speed-up |",
+    rows = [f"| Redis | topics | one topic at a time (the session at {args.before}), ms | batched (ctrlscope), ms "
+            "| speed-up |",
             "|---|---:|---:|---:|---:|"]
     run_dir = Path(tempfile.mkdtemp(prefix="bench-sync-"))
     handle = ensure_redis(run_dir)

@@ -436,6 +436,46 @@ class AsyncStreamReader:
                 raise ResumeRefused(ResyncReason.UNKNOWN_POSITION) from None
             raise
 
+    async def read_after_many(self, positions: dict[str, bytes], count: int = 1000) -> dict[str, list[Entry] | BaseException]:
+        """``read_after`` of several topics in one round (one pipeline; a cluster: one per master, at
+        once): each topic's entries, or the exception its ``read_after`` would raise (ResumeRefused,
+        or in a cluster the error of its master). A topic at ``START``, or whose position the stream
+        no longer starts at, is read again on its own for the exact answer (rare: a topic empty at its
+        snapshot, a trimmed position). Losing the connection to a single Redis raises."""
+        out: dict[str, list[Entry] | BaseException] = {}
+        batch = [(topic, after) for topic, after in positions.items() if after != START]
+        if batch:
+            if self._router is not None:
+                streams = [self.keys.stream(topic) for topic, _ in batch]
+                calls: list[Call] = [(key_slot(topic.encode()), lambda pipe, key=key, after=after:
+                                      pipe.xrange(key, min=after, max=b"+", count=count + 1))
+                                     for (topic, after), key in zip(batch, streams, strict=True)]
+                replies = await self._router.route(calls, partial=True)
+            else:
+                pipe = self.client.pipeline(transaction=False)
+                for topic, after in batch:
+                    pipe.xrange(self.keys.stream(topic), min=after, max=b"+", count=count + 1)
+                replies = await pipe.execute(raise_on_error=False)
+            for (topic, after), rows in zip(batch, replies, strict=True):
+                if isinstance(rows, BaseException):
+                    out[topic] = rows
+                    continue
+                try:
+                    out[topic] = entries_after(after, rows)
+                except ResumeRefused:
+                    pass  # read alone below, for which reason
+        for topic, after in positions.items():
+            if topic not in out:
+                try:
+                    out[topic] = await self.read_after(topic, after, count)
+                except ResumeRefused as refused:
+                    out[topic] = refused
+                except redis.RedisError as exc:
+                    if self._router is None:
+                        raise
+                    out[topic] = exc
+        return out
+
     async def replay_point(self, topic: str, position: bytes | None) -> bytes | None:
         """Where a resync after a Redis outage replays from: the first entry after ``position`` (the
         last entry the reader had read, on the Redis before the outage), or without a position the

@@ -180,20 +180,20 @@ def test_a_resync_asked_while_another_is_under_way_is_announced(redis_url: str) 
 async def _catch_up_cut_off(redis_url: str, prefix: str) -> tuple[list[dict], int]:
     pub, hub, session, sent, acking, acker = await _session(redis_url, prefix, window=64)
     reads = [0]
-    read_after = hub.reader.read_after
+    read_after_many = hub.reader.read_after_many
 
-    async def failing_once(topic: str, after: bytes, count: int = 1000):  # type: ignore[no-untyped-def]
+    async def failing_once(positions: dict[str, bytes], count: int = 1000):  # type: ignore[no-untyped-def]
         # Redis fails under the catch-up read after the resync's snapshot (a cluster node going away).
         reads[0] += 1
         if reads[0] == 1:
             raise redis.ConnectionError("connection reset by the test")
-        return await read_after(topic, after, count)
+        return await read_after_many(positions, count)
 
     try:
         # Frames the page lacks after the snapshot the resync will take: published while the
         # session is cut off from the tail (not live: they come by the catch-up read).
         session.force_resync(TOPIC, ResyncReason.REDIS_RECONNECTED)
-        hub.reader.read_after = failing_once  # type: ignore[method-assign]
+        hub.reader.read_after_many = failing_once  # type: ignore[method-assign]
         for i in range(3, 13):
             pub.publish(TOPIC, {"i": i})
             await asyncio.to_thread(pub.flush)

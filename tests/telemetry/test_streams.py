@@ -98,6 +98,19 @@ def test_sync_and_async_readers_see_the_same_snapshot_and_entries(redis_url, pre
                 await reader.check_resume("t", snap_id, "another-epoch")
             assert await reader.retains("t", snap_id)
             assert await reader.leading_reset("t") is None  # the first frame, a reset, is trimmed away
+            # Many topics' reads in one round say what each topic's own read_after would: entries,
+            # or the ResumeRefused it raises ("retention" from 0-0 after a trim, a position older
+            # than the stream's first entry; "unknown-position" for one never written there).
+            first = sync.client.xrange(keys.stream("t"), count=1)[0][0]
+            older = f"{int(first.split(b'-')[0]) - 1}-0".encode()
+            never = f"{int(newest[0][0].split(b'-')[0])}-{int(newest[0][0].split(b'-')[1]) + 999}".encode()
+            batch = await reader.snapshots(["t", "nothing"])
+            assert batch == {"t": ((snap_id, state), sync.epoch()), "nothing": ((b"0-0", {}), sync.epoch())}
+            got = await reader.read_after_many({"t": newest[0][0]}, 10)
+            assert got == {"t": newest[1:]}
+            for position, reason in ((b"0-0", "retention"), (older, "retention"), (never, "unknown-position")):
+                refused = (await reader.read_after_many({"t": position}))["t"]
+                assert isinstance(refused, ResumeRefused) and refused.reason == reason, (position, refused)
         finally:
             await client.aclose()
 
