@@ -22,6 +22,9 @@ class Measured:
     name: str
     pid: int  # 0: the headless Chromium processes this process started (browser, renderers, GPU...)
     samples: list[tuple[float, int]] = field(default_factory=list)  # (seconds since load start, RSS)
+    # (seconds since load start, anonymous RSS): RSS less its file-backed and shared pages (a
+    # mapped database file's pages the process touched, its binary's): what a leak grows.
+    anon: list[tuple[float, int]] = field(default_factory=list)
     cpu_start: float = 0.0
     cpu_end: float = 0.0
 
@@ -41,18 +44,22 @@ class Measured:
         return total
 
     def sample(self, at: float) -> int:
-        rss = 0
+        rss = anon = 0
         for p in self.procs():
             try:
-                rss += p.memory_info().rss
+                info = p.memory_info()
             except psutil.NoSuchProcess:
                 continue
+            rss += info.rss
+            anon += info.rss - getattr(info, "shared", 0)  # Linux: shared = RssFile + RssShmem
         self.samples.append((at, rss))
+        self.anon.append((at, anon))
         return rss
 
-    def rss_at(self, at: float) -> int:
-        """The first sample at or after ``at`` seconds."""
-        return next((rss for t, rss in self.samples if t >= at), self.samples[-1][1])
+    def rss_at(self, at: float, anonymous: bool = False) -> int:
+        """The first sample at or after ``at`` seconds (``anonymous``: of the anonymous RSS)."""
+        samples = self.anon if anonymous else self.samples
+        return next((rss for t, rss in samples if t >= at), samples[-1][1])
 
     @property
     def rss_peak(self) -> int:

@@ -36,7 +36,8 @@ Measured:
 
 Peer column: the goal and each process' own warm-up baseline (a soak has no other contender): 0 lost,
 RSS growth after warm-up < 5 % in every process (worker, daphne, simulator or kube-apiserver and etcd,
-Redis) at 60 minutes.
+Redis) at 60 minutes; etcd's anonymous RSS (``ANON_GOAL``: its RSS also counts the pages of its
+mapped database file). Every process' anonymous RSS is in the table too.
 
 ``--real`` runs the same pipeline on the real control plane (``controllers.realcluster``, built from
 the Go module proxy and cached): the load generator patches through TLS with the admin's token, the
@@ -105,6 +106,11 @@ PROFILE_S = 20.0  # --profile: seconds of the first tab's CPU profile
 # Records the page's client has applied (its own counter): the profile's denominator.
 APPLIED_JS = "() => window.ctrlscope.client.stats.records"
 GOAL_PROCESSES = ("worker", "daphne", "simulator", "kube-apiserver", "etcd", "redis")
+# Held to their anonymous RSS: etcd's RSS also counts the pages of its database file it has touched
+# (bbolt maps the whole file), which grow towards the file's size as compactions move its pages
+# around, long after the file itself stopped growing (2026-12-07: 49 MiB anonymous, 126 MiB
+# file-backed at 175 MiB); its heap is what a leak would grow, and the file's size is in the warm-up.
+ANON_GOAL = ("etcd",)
 
 # Installed once the tabs are live: per (topic, publisher) frames applied, duplicates, gaps, and the
 # frames a snapshot replaced. Counting starts at the cursor each topic has now (or at its first
@@ -284,9 +290,14 @@ class SoakResult:
     stream_budget: int = 0  # the worker's CTRLSCOPE_STREAM_BYTES
     redis_server: str = ""  # version, allocator and fragmentation at the end (INFO)
 
-    def growth(self, m: Measured) -> float:
-        warm = m.rss_at(self.warmup_s)
-        return 100.0 * (m.samples[-1][1] - warm) / warm
+    def growth(self, m: Measured, anonymous: bool = False) -> float:
+        warm = m.rss_at(self.warmup_s, anonymous)
+        end = (m.anon if anonymous else m.samples)[-1][1]
+        return 100.0 * (end - warm) / warm if warm else 0.0
+
+    def goal_growth(self, m: Measured) -> float:
+        """The growth the goal holds ``m`` to: RSS, but etcd's anonymous RSS (ANON_GOAL)."""
+        return self.growth(m, anonymous=m.name in ANON_GOAL)
 
     def lost(self) -> int:
         return sum(t.lost + t.behind for t in self.tabs) + self.worker_dropped
@@ -294,8 +305,9 @@ class SoakResult:
     def failures(self, growth_limit: float = GROWTH_GOAL) -> list[str]:
         out = []
         for m in self.processes:
-            if m.name in GOAL_PROCESSES and self.growth(m) >= growth_limit:
-                out.append(f"{m.name} RSS grew {self.growth(m):.1f} % after warm-up (goal < {growth_limit:g} %)")
+            if m.name in GOAL_PROCESSES and self.goal_growth(m) >= growth_limit:
+                what = "anonymous RSS" if m.name in ANON_GOAL else "RSS"
+                out.append(f"{m.name} {what} grew {self.goal_growth(m):.1f} % after warm-up (goal < {growth_limit:g} %)")
         for i, t in enumerate(self.tabs, 1):
             if t.lost or t.behind:
                 out.append(f"tab {i} lost {t.lost} frames, {t.behind} still undelivered at the end")
@@ -825,15 +837,19 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
              "Peer: each process' own RSS after warm-up, against the goal (growth < "
              f"{growth_limit:g} % after warm-up; the load generator and Chromium, the sum over its processes, are shown for information).",
              "",
-             "| process | RSS start MiB | after warm-up | end | growth after warm-up | CPU s | % of one core | goal |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
+             "| process | RSS start MiB | after warm-up | end | growth after warm-up | anonymous RSS after warm-up → end MiB (growth) | CPU s | % of one core | goal |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for m in r.processes:
         growth = r.growth(m)
-        verdict = ("PASS" if growth < growth_limit else "FAIL") if m.name in GOAL_PROCESSES else "–"
+        goal = r.goal_growth(m)
+        verdict = ("PASS" if goal < growth_limit else "FAIL") if m.name in GOAL_PROCESSES else "–"
+        if m.name in ANON_GOAL and m.name in GOAL_PROCESSES:
+            verdict += " (anonymous)"
         cpu = m.cpu_end - m.cpu_start
         lines.append(f"| {m.name} | {m.samples[0][1] / 2**20:.0f} | {m.rss_at(r.warmup_s) / 2**20:.0f} | "
-                     f"{m.samples[-1][1] / 2**20:.0f} | {growth:+.1f} % | {cpu:,.0f} | {100 * cpu / r.elapsed_s:.0f} % | "
-                     f"{verdict} |")
+                     f"{m.samples[-1][1] / 2**20:.0f} | {growth:+.1f} % | {m.rss_at(r.warmup_s, True) / 2**20:.0f} → "
+                     f"{m.anon[-1][1] / 2**20:.0f} ({r.growth(m, True):+.1f} %) | {cpu:,.0f} | "
+                     f"{100 * cpu / r.elapsed_s:.0f} % | {verdict} |")
     lines += ["",
               "| tab | topics | frames published | delivered | resyncs [why] (frames they replaced) | reconnects | lag when the load stopped | lost | JS heap after GC, MiB (after warm-up → end) | DOM nodes | goal |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -846,7 +862,7 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
                      f"{t.heap[0]:.0f} → {t.heap[1]:.0f} ({_pct(*t.heap)}) | {t.nodes[0]:,} → {t.nodes[1]:,} | {verdict} |")
     failures = r.failures(growth_limit)
     held = ", ".join(m.name for m in r.processes if m.name in GOAL_PROCESSES)
-    lines += ["", f"Goals (0 lost, RSS growth after warm-up < {growth_limit:g} % in {held}): "
+    lines += ["", f"Goals (0 lost, RSS growth after warm-up < {growth_limit:g} % in {held}; etcd's anonymous RSS): "
                   f"{'PASS' if not failures else 'FAIL'}"]
     lines += [f"- {f}" for f in failures]
     return "\n".join(lines)
