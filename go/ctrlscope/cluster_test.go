@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -425,6 +426,8 @@ func TestPublisherOnARealRedisCluster(t *testing.T) {
 // one logged a reconnect on a healthy cluster (a loaded CI run). The reloads now ask over
 // connections of their own (clusterslots.go): while they run under load, the guard refuses nothing.
 func TestGoRedisSlotMapReloadsUseNoConnectionOfTheFrames(t *testing.T) {
+	traceRefusals.Store(true)
+	defer traceRefusals.Store(false)
 	c := startCluster(t)
 	var logs logLines
 	p, err := NewPublisher(c.url(), PublisherOptions{Prefix: "ctrlscope-go-reload:", Name: "pub-reload", Logf: logs.logf})
@@ -449,13 +452,43 @@ func TestGoRedisSlotMapReloadsUseNoConnectionOfTheFrames(t *testing.T) {
 	}
 	load.stop(t)
 	if n := p.refusedDials.Load(); n != 0 {
-		t.Fatalf("the dial guard refused %d connection(s) go-redis made while connected; log %q", n, logs.all())
+		t.Fatalf("the dial guard refused %d connection(s) go-redis made while connected; log %q; the goroutines at the first:\n%v",
+			n, logs.all(), p.firstRefusal.Load())
 	}
 	if lines := logs.all(); len(lines) != 0 {
 		t.Fatalf("reconnects on a healthy cluster: %q", lines)
 	}
 	if p.FramesPublished.Load() <= before {
 		t.Fatal("no frames were published while the slot map was reloaded")
+	}
+}
+
+// TestALoneCommandDialsNoNode: a publisher's first lone command after it connected (the SADD that
+// announces its topics) dials no node. With go-redis' routing policies on, that command first read
+// the COMMAND table from a random node of the map over its data pool, a replica half the time, which
+// the guard refused; ten fresh publishers all escaping that is a chance of 1 in ~1,000.
+func TestALoneCommandDialsNoNode(t *testing.T) {
+	traceRefusals.Store(true)
+	defer traceRefusals.Store(false)
+	c := startCluster(t)
+	topic := topicIn("w/go/lone", 0, 16383)
+	for i := range 10 {
+		p, err := NewPublisher(c.url(), PublisherOptions{Prefix: "ctrlscope-go-lone:", Name: fmt.Sprintf("pub-lone-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Start()
+		p.Publish(topic, rec(i))
+		waitWithin(t, "the first frame", 30*time.Second, func() bool { return p.FramesPublished.Load() >= 1 })
+		p.Stop(time.Second)
+		if n := p.refusedDials.Load(); n != 0 {
+			t.Fatalf("publisher %d: the dial guard refused %d connection(s); the goroutines at the first:\n%v",
+				i, n, p.firstRefusal.Load())
+		}
+	}
+	members, err := c.reader(t).SMembers(context.Background(), "ctrlscope-go-lone:topics").Result()
+	if err != nil || !slices.Contains(members, topic) {
+		t.Fatalf("the topic was not announced: %v %v", members, err)
 	}
 }
 

@@ -60,10 +60,14 @@ func newClusterClient(u string, getenv func(string) string, p *Publisher) (*redi
 		Addrs: t.Nodes, Password: getenv(EnvRedisPassword),
 		ReadTimeout: rw, WriteTimeout: rw, DialTimeout: dialTimeout, MaxRetries: -1, MaxRedirects: 8,
 		DialerRetries: 1, PipelinePoolSize: -1, ClusterSlots: p.slots.ClusterSlots,
+		// Every command of the publisher has one key, so it needs no request/response policies;
+		// with them, go-redis sends a lone command only after its COMMAND table is cached, which
+		// it reads from a random node of the map, a replica too, over that node's data pool: the
+		// first SADD after a connect dialed a node nobody had checked, and the guard refused it.
+		DisableRoutingPolicies: true,
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if p.connected.Load() && !p.mayReconnect.Load() {
-				p.refusedDials.Add(1)
-				return refusedConn{addr}, nil // as redialGuard: the call fails, the loop reconnects and checks
+				return p.refuse(addr), nil // as redialGuard: the call fails, the loop reconnects and checks
 			}
 			return dial(ctx, network, addr)
 		},

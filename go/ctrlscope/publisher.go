@@ -226,6 +226,9 @@ type Publisher struct {
 	// checkApplied looked at what it kept.
 	mayReconnect atomic.Bool
 	refusedDials atomic.Int64 // connections the guard refused (tests: nothing but a reconnect's cause dials)
+	// firstRefusal: every goroutine's stack when the guard refused its first dial (string; only while
+	// traceRefusals is set), so a test that finds a refusal says which call of go-redis dialed.
+	firstRefusal atomic.Value
 	// slots: a cluster's slot map source, with connections of its own (clusterslots.go).
 	slots *slotSource
 	// downSince and downCause: when and why the connection was lost after it had been up (zero while
@@ -256,11 +259,23 @@ func (g redialGuard) DialHook(next redis.DialHook) redis.DialHook {
 		if g.p.connected.Load() && !g.p.mayReconnect.Load() {
 			// The call fails with errReconnected; the loop then counts the publisher disconnected and
 			// its next flush rechecks the epoch and what Redis kept.
-			g.p.refusedDials.Add(1)
-			return refusedConn{addr}, nil
+			return g.p.refuse(addr), nil
 		}
 		return next(ctx, network, addr)
 	}
+}
+
+// traceRefusals makes refuse keep the stacks of the first refusal (tests).
+var traceRefusals atomic.Bool
+
+// refuse counts a dial the guard refused and keeps the first one's stack.
+func (p *Publisher) refuse(addr string) net.Conn {
+	if p.refusedDials.Add(1) == 1 && traceRefusals.Load() {
+		// Every goroutine: the dial runs in a goroutine of go-redis' pool, the caller in another.
+		buf := make([]byte, 1<<20)
+		p.firstRefusal.Store(string(buf[:runtime.Stack(buf, true)]))
+	}
+	return refusedConn{addr}
 }
 
 func (redialGuard) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
