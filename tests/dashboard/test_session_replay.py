@@ -81,28 +81,41 @@ async def _close(pub, hub, session, acker) -> None:  # type: ignore[no-untyped-d
     pub.stop()
 
 
-async def _scenario(redis_url: str, prefix: str) -> list[dict]:
+async def _scenario(redis_url: str, prefix: str) -> tuple[list[dict], int]:
     pub, hub, session, sent, acking, acker = await _session(redis_url, prefix)
     try:
         # The page stops acking: what the tail delivers now waits in the session (window 2).
         acking[0] = False
-        for i in range(3, 23):
+
+        def held() -> bool:
+            # The window is full, so the sender waits and the cursor stays where its last batch put
+            # it, and the tail has delivered frames after it: the stream has frames past the position.
+            return session._sent_seq - session._acked_seq >= session.window and bool(session.subs[TOPIC].pending)
+
+        # At least 20 frames, one per flush, and more until some are held: on a busy machine the tail
+        # can deliver every frame before the sender runs once, which then sends them all in one batch.
+        i = 3
+        while i < 23 or not held():
+            assert i < 200, "the session never held a frame back"
             pub.publish(TOPIC, {"i": i})
             await asyncio.to_thread(pub.flush)
-        await _until(lambda: session.subs[TOPIC].pending or len(_frames(sent)) >= 2, "the tail delivering")
+            i += 1
+            if i >= 23:
+                await asyncio.sleep(0.05)  # the tail's delivery of this one
+        last = i - 1
         # The hub's side of a comeback (StreamHub._check_down, _redis_back): the subscriber's
         # position, then, awaiting Redis, the replay point after it.
         point = await hub.reader.replay_point(TOPIC, session.position(TOPIC))
         assert point is not None, "frames after the position are in the stream"
         # Meanwhile the page acks again and the session sends what it held.
         acking[0] = True
-        await _until(lambda: _records(sent)[-1:] == [22], "the held frames sent")
+        await _until(lambda: _records(sent)[-1:] == [last], "the held frames sent")
         session.force_resync(TOPIC, ResyncReason.REDIS_RECONNECTED, replay_from=point)
         await _until(lambda: session.subs[TOPIC].live and sent[-1].get("t") == "snapshot", "the resync's snapshot")
-        pub.publish(TOPIC, {"i": 23})
+        pub.publish(TOPIC, {"i": last + 1})
         await asyncio.to_thread(pub.flush)
-        await _until(lambda: _records(sent)[-1:] == [23], "the frame after the resync")
-        return sent
+        await _until(lambda: _records(sent)[-1:] == [last + 1], "the frame after the resync")
+        return sent, last + 1
     finally:
         await _close(pub, hub, session, acker)
 
@@ -110,14 +123,14 @@ async def _scenario(redis_url: str, prefix: str) -> list[dict]:
 def test_a_replay_point_the_session_has_since_passed_resends_nothing(redis_url: str) -> None:
     prefix = f"ctrlscope-test-replay-{uuid.uuid4().hex[:8]}:"
     try:
-        sent = run_async(asyncio.wait_for(_scenario(redis_url, prefix), 60))
+        sent, end = run_async(asyncio.wait_for(_scenario(redis_url, prefix), 60))
     finally:
         delete_prefix(redis_url, prefix)
     ids = [eid for eid, _ in _frames(sent)]
     twice = sorted({i for i in ids if ids.count(i) > 1})
     assert [m["reason"] for m in sent if m.get("t") == "resync"] == [ResyncReason.REDIS_RECONNECTED]
     assert not twice, f"{len(twice)} frame(s) sent twice, e.g. {twice[:3]}"
-    assert _records(sent) == list(range(3, 24)), "every record after the first snapshot, once, in order"
+    assert _records(sent) == list(range(3, end + 1)), "every record after the first snapshot, once, in order"
 
 
 def _unannounced_snapshots(sent: list[dict]) -> list[str]:
