@@ -134,13 +134,19 @@ async def _many_topics(redis_url: str, prefix: str, resync_one_meanwhile: bool) 
         pub.stop()
 
 
-def test_a_page_with_many_topics_gets_their_snapshots_in_few_rounds_and_every_frame_after(redis_url: str) -> None:
+def _run_many_topics(redis_url: str, resync_one_meanwhile: bool) -> tuple[list[dict], dict]:
+    """_many_topics under a fresh prefix, every frame checked against the streams, the prefix deleted."""
     prefix = f"ctrlscope-test-prefetch-{uuid.uuid4().hex[:8]}:"
     try:
-        sent, calls = run_async(asyncio.wait_for(_many_topics(redis_url, prefix, False), 90))
+        sent, calls = run_async(asyncio.wait_for(_many_topics(redis_url, prefix, resync_one_meanwhile), 90))
         _check_every_frame_once(redis_url, prefix, sent)
     finally:
         delete_prefix(redis_url, prefix)
+    return sent, calls
+
+
+def test_a_page_with_many_topics_gets_their_snapshots_in_few_rounds_and_every_frame_after(redis_url: str) -> None:
+    sent, calls = _run_many_topics(redis_url, False)
     batched = sum(len(topics) for topics in calls["snapshots"])
     assert batched + len(calls["snapshot"]) >= len(TOPICS)
     # The first subscription's sync may start before the page's other subscriptions arrive; the
@@ -151,12 +157,7 @@ def test_a_page_with_many_topics_gets_their_snapshots_in_few_rounds_and_every_fr
 
 
 def test_a_resync_asked_after_the_batched_read_gets_a_snapshot_of_its_own(redis_url: str) -> None:
-    prefix = f"ctrlscope-test-prefetch-{uuid.uuid4().hex[:8]}:"
-    try:
-        sent, calls = run_async(asyncio.wait_for(_many_topics(redis_url, prefix, True), 90))
-        _check_every_frame_once(redis_url, prefix, sent)
-    finally:
-        delete_prefix(redis_url, prefix)
+    sent, calls = _run_many_topics(redis_url, True)
     # The Redis-reconnected resync of every topic was read in one round; the first topic's later
     # reason was read on its own, and announced as that reason.
     assert calls["snapshot"] == [TOPICS[0]], calls["snapshot"]
