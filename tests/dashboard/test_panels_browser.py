@@ -328,6 +328,54 @@ def test_the_timeline_keeps_at_most_its_attempt_budget_over_every_key(browser, d
     close_page(page)
 
 
+def test_the_timeline_keeps_the_details_of_its_newest_attempts_and_lets_go_of_bars_out_of_its_window(
+        browser, dashboard, publisher_factory):
+    """An attempt's triggers (up to 20, with their changed fields) are kept for the newest 2,000
+    attempts over every key (timeline_panel.js MAX_DETAILED_ATTEMPTS); an older one keeps the line
+    that sums them up, and its details say where the rest is. A bar that leaves the window is let go
+    of (2026-12-07's real soak: a tab's JS heap grew ~2 MiB a minute for an hour, its DOM 27,000 →
+    92,000 nodes, with every attempt's triggers and every bar once drawn kept)."""
+    pub, obs, page = open_for_a_burst(browser, dashboard, publisher_factory)
+    keys, rounds = 100, 30  # 3,000 attempts: 1,000 past the budget
+    obs.clock = clock = FakeClock(start=0.0, wall_offset=time.time() - 600)
+    for n in range(rounds):
+        if n == rounds - 1:
+            clock.step(570.0)  # the last round 30 s ago: in the 1-minute window, out of the 10-second one
+        for i in range(keys):
+            key = f"default/k{i:03d}"
+            obs.on_event("podset", event="update", key=key, requests=[key])
+            obs.on_reconcile_start("podset", key=key, worker=0)
+            clock.step(0.001)
+            obs.on_reconcile_end("podset", key=key, worker=0, duration=0.001, result="success")
+        pub.flush()
+    page.wait_for_function(f"() => window.ctrlscope.client.stats.records >= {keys * rounds * 3}", timeout=30_000)
+    attempts = """() => [...window.ctrlscope.lanes.values()].flatMap((l) => l.attempts)"""
+    kept = page.evaluate(f"""() => ({attempts})().sort((a, b) => a.id - b.id).map((a) => ({{
+        id: a.id, triggers: a.prov && a.prov.triggers ? a.prov.triggers.length : null, summary: a.prov && a.prov.summary }}))""")
+    assert len(kept) == keys * rounds
+    detailed = [a for a in kept if a["triggers"] is not None]
+    assert 2_000 <= len(detailed) <= 2_500, len(detailed)  # trimmed to 2,000 each time it passes 2,500
+    assert detailed == kept[-len(detailed):], "the newest attempts keep their triggers"
+    assert all(a["triggers"] == 1 for a in detailed)
+    oldest, newest = kept[0], kept[-1]
+    assert oldest["summary"].startswith("1 trigger: 1 update event"), oldest
+
+    page.evaluate(f"() => window.ctrlscope.showDetails({oldest['id']})")
+    why = page.inner_text("#details .enqueued-by")
+    assert why.startswith("1 trigger: 1 update event") and "newest 2,000 attempts" in why, why
+    assert "/k/default/k000" in page.get_attribute("#details .enqueued-by a", "href")
+    page.evaluate(f"() => window.ctrlscope.showDetails({newest['id']})")
+    assert page.query_selector("#details details.triggers li.trigger"), "a recent attempt lists its triggers"
+    page.click("#details-close")
+
+    # The last round's bars are drawn in the 1-minute window; in the 10-second one they are let go of.
+    held = f"() => ({attempts})().filter((a) => a.el).length"
+    page.wait_for_function(f"() => ({held})() >= 50", timeout=10_000)  # 50 lanes drawn
+    page.click("button[data-window='10']")
+    page.wait_for_function(f"() => ({held})() === 0", timeout=10_000)
+    close_page(page)
+
+
 def test_rows_a_busy_frame_skips_are_marked_and_pausing_draws_them(browser, dashboard, publisher_factory):
     pub, obs, page = open_for_a_burst(browser, dashboard, publisher_factory)
     # A calm start: 150 rows, 30 a flush, each flush drawn before the next (no frame skips any), and

@@ -48,6 +48,12 @@
   // Attempts kept over every lane: 200 for each of 100 busy keys, fewer for the quiet keys of a
   // controller with thousands (2,000 lanes of 200 would be 400,000 attempts with their triggers).
   const MAX_TOTAL_ATTEMPTS = 20000;
+  // Attempts whose triggers and enqueuing events are kept, the newest over every lane; older ones keep
+  // the one-line summary of their triggers (the key's page has every one). An attempt of a busy key
+  // absorbs up to 20 triggers with their changed fields (2026-12-07's real-control-plane soak: 16
+  // each, ~8 KB of JS heap per attempt), so the attempt budget alone let a tab's heap grow by ~2 MiB a
+  // minute for an hour towards 160 MiB.
+  const MAX_DETAILED_ATTEMPTS = 2000;
   const COUNT_EVERY = 1000;     // attempts added between two counts of the total (amortised)
   const SUBROW = 12;            // px per handler row in the lane of a key with several handlers
   const RESULTS = Object.values(P.ReconcileResult); // an attempt bar's colour: anything else is drawn as an error
@@ -78,6 +84,7 @@
     const lanes = new Map(); // key -> {key, attempts: [], pending: [], running, last, summary, el}
     let attemptSeq = 0;
     const attemptsById = new Map();
+    const detailed = []; // attempts still holding their triggers and events, oldest first (MAX_DETAILED_ATTEMPTS)
     let selected = null; // attempt id
     let selectedMark = null; // the mark whose attempts the details list: {key, ids}
     let backMark = null; // the mark the shown attempt's details were opened from
@@ -137,6 +144,27 @@
         if (excess <= 0) break;
       }
     }
+    // An older attempt gives up its trigger list and enqueuing events for the line that sums them up.
+    function forgetDetails(a) {
+      if (a.prov && a.prov.triggers) a.prov = { summary: Prov.summary(a.prov.triggers, a.prov.count), count: a.prov.count, self: a.prov.self, triggers: null };
+      a.eventCount = a.events.length;
+      a.events = [];
+    }
+
+    // "Why it ran" in an attempt's details: its triggers (v1.7), else the events that enqueued it;
+    // for an attempt past MAX_DETAILED_ATTEMPTS, the line that sums them up and where the rest is.
+    function whyItRan(a, none) {
+      const forgotten = a.prov ? a.prov.triggers === null : a.eventCount > 0;
+      if (forgotten) {
+        const what = a.prov ? a.prov.summary : a.eventCount + (a.eventCount === 1 ? " enqueuing event" : " enqueuing events");
+        return el("p", { className: "muted enqueued-by forgotten" }, what + " (this page keeps the details of the newest " +
+          MAX_DETAILED_ATTEMPTS.toLocaleString() + " attempts: ", el("a", { href: keyPage(a.key) }, "the key's page"), " has every one)");
+      }
+      if (a.prov) return Prov.details(a.prov.triggers, a.prov.count);
+      if (a.events.length) return el("ul", { className: "enqueued-by" }, ...a.events.map((e) => el("li", null, clock(e.ts) + "  " + e.event + "  " + e.key)));
+      return el("p", { className: "muted enqueued-by" }, none);
+    }
+
     function lane(key) {
       let l = lanes.get(key);
       if (!l) {
@@ -264,6 +292,8 @@
           l.running = null;
           l.attempts.push(a);
           attemptsById.set(a.id, a);
+          detailed.push(a);
+          if (detailed.length > MAX_DETAILED_ATTEMPTS * 1.25) for (const old of detailed.splice(0, detailed.length - MAX_DETAILED_ATTEMPTS)) forgetDetails(old);
           if (l.attempts.length > MAX_ATTEMPTS) attemptsById.delete(l.attempts.shift().id);
           l.last = Math.max(l.last, ts);
           if (++addedSinceCount >= COUNT_EVERY) keepTotalAttempts();
@@ -296,7 +326,7 @@
         if (a.handler) a.el.dataset.handler = a.handler;
         const named = a.handler ? [a.handler, a.cause, "retry " + (a.retry || 0)].filter(Boolean) : [];
         a.el.title = [...named, a.rawResult, a.error_kind, fmtPrecise(a.duration * 1000), nextStep(a), self ? "self-triggered" : "",
-          a.prov ? Prov.summary(a.prov.triggers, a.prov.count) : "", a.error].filter(Boolean).join(" · ");
+          a.prov ? (a.prov.triggers ? Prov.summary(a.prov.triggers, a.prov.count) : a.prov.summary) : "", a.error].filter(Boolean).join(" · ");
       }
       return a.el;
     }
@@ -476,7 +506,12 @@
           const marks = [];
           let before = null; // the attempt before the window, whose gap to the first mark is labelled
           for (const a of list) {
-            if (a.end < t0) { before = a; continue; }
+            if (a.end < t0) {
+              // Out of the window: its bar and gap are drawn again only if the window grows back,
+              // so they are let go (kept, 20,000 attempts' elements held ~65,000 detached nodes).
+              before = a; a.el = null; a.gapEl = null;
+              continue;
+            }
             const cur = marks[marks.length - 1];
             if (cur && px(a.start) - cur.right < APART_PX) cur.attempts.push(a);
             else marks.push({ attempts: [a], prev: cur ? cur.attempts[cur.attempts.length - 1] : before });
@@ -577,12 +612,10 @@
       const w = waitBefore(a, prev);
       if (w) rows.push(["waited before", waitText(w) + ranAfter(a, prev, w)], ["chosen by", chosenBy(w)]);
       if (a.requeue_after) rows.push(["requeue_after", a.requeue_after + " s"]);
-      const evs = a.prov ? Prov.details(a.prov.triggers, a.prov.count) : a.events.length
-        ? el("ul", { className: "enqueued-by" }, ...a.events.map((e) => el("li", null, clock(e.ts) + "  " + e.event + "  " + e.key)))
-        : el("p", { className: "muted enqueued-by" }, a.handler && prev ? "no watch event: the framework's own retry of " + a.handler
-          : a.handler && idx > 0 ? "no new watch event: the events before the key's previous attempt (the same pass over the object)"
-          : prev ? "no watch event: re-queued by the workqueue (rate-limited retry, requeue or requeue_after)"
-          : "no enqueuing event in the loaded history");
+      const evs = whyItRan(a, a.handler && prev ? "no watch event: the framework's own retry of " + a.handler
+        : a.handler && idx > 0 ? "no new watch event: the events before the key's previous attempt (the same pass over the object)"
+        : prev ? "no watch event: re-queued by the workqueue (rate-limited retry, requeue or requeue_after)"
+        : "no enqueuing event in the loaded history");
       const lines = api.logs ? api.logs.during(a.key, a.handler, a.start, a.end) : [];
       const logs = lines.length
         ? el("ul", { className: "attempt-logs" }, ...lines.map((g) => el("li", { className: "lvl-" + g.level },
@@ -665,8 +698,7 @@
           el("thead", null, el("tr", null, ...["#", "result", "started", "took", "waited before", "chosen by", "error"].map((h) => el("th", null, h)))),
           el("tbody", null, ...rows)),
         el("h3", null, first.prov ? "why the first ran" : "enqueued by"),
-        first.prov ? Prov.details(first.prov.triggers, first.prov.count) : first.events.length ? el("ul", { className: "enqueued-by" }, ...first.events.map((e) => el("li", null, clock(e.ts) + "  " + e.event + "  " + e.key)))
-          : el("p", { className: "muted enqueued-by" }, "no enqueuing event in the loaded history"));
+        whyItRan(first, "no enqueuing event in the loaded history"));
       box.hidden = false;
       timelineDirty = true;
       schedule();
