@@ -511,6 +511,8 @@ func (l *logLines) all() []string {
 }
 
 func TestPublisherSurvivesAMasterKill(t *testing.T) {
+	traceRefusals.Store(true) // a reconnect before the kill says which go-redis call dialed
+	defer traceRefusals.Store(false)
 	c := startCluster(t)
 	prefix := "ctrlscope-go-kill:"
 	var logs logLines
@@ -562,7 +564,8 @@ func TestPublisherSurvivesAMasterKill(t *testing.T) {
 	// Nothing was down yet: a reconnect here is the publisher refusing its own client's dials
 	// (before one pool per node: the first SADD's connection, every round, a reconnect every 2 s).
 	if lines := logs.all(); len(lines) != 0 {
-		t.Fatalf("reconnects while every node was up: %q", lines)
+		t.Fatalf("reconnects while every node was up: %q (the outage's error and its chain: %v); the first dial refused (%d in all), "+
+			"every goroutine:\n%v", lines, p.lostWith.Load(), p.refusedDials.Load(), p.firstRefusal.Load())
 	}
 	killedAt := time.Now()
 	c.kill(t, victim)

@@ -235,6 +235,10 @@ type Publisher struct {
 	// up), for the one line the reconnect logs. Only the flush goroutine touches them.
 	downSince time.Time
 	downCause error
+	// lostWith: the error of the last outage, and the types along its Unwrap chain (string), for a
+	// test that sees a reconnect it did not cause: the log line reads every cause that is not a
+	// refused dial and unwraps to errReconnected as "the connection dropped".
+	lostWith atomic.Value
 	// probe tells whether the server answers at all, without go-redis (newRedisClient); nil: unknown.
 	probe func(context.Context) error
 }
@@ -290,7 +294,10 @@ type refusedConn struct{ addr string }
 
 func (c refusedConn) Read([]byte) (int, error)  { return 0, c.err() }
 func (c refusedConn) Write([]byte) (int, error) { return 0, c.err() }
-func (c refusedConn) err() error                { return refusedDial{c.addr} }
+
+// err is wrapped once more than refusedDial: go-redis unwraps a failed handshake's error once
+// (initPooledConn), and the reconnect's line names the address only while refusedDial is in the chain.
+func (c refusedConn) err() error { return fmt.Errorf("%w", refusedDial{c.addr}) }
 
 // refusedDial is errReconnected with the address of the connection refused.
 type refusedDial struct{ addr string }
@@ -905,6 +912,11 @@ func (p *Publisher) ensureEpoch(ctx context.Context) (string, error) {
 func (p *Publisher) lost(err error) error {
 	if p.downSince.IsZero() && p.lastEpoch != "" {
 		p.downSince, p.downCause = p.clock.Now(), err
+		chain := fmt.Sprintf("%v [", err)
+		for e := err; e != nil; e = errors.Unwrap(e) {
+			chain += fmt.Sprintf(" %T", e)
+		}
+		p.lostWith.Store(chain + " ]")
 	}
 	p.connected.Store(false)
 	p.epoch = ""
@@ -1204,6 +1216,20 @@ func (p *Publisher) build(batches int) *inflight {
 	return in
 }
 
+// loadScript loads the frame script where EVALSHA runs it: the server, or every master of a cluster.
+// Not go-redis' ClusterClient.ScriptLoad, which loads it on every shard, replicas too: it dialed
+// replicas the publisher never connects to, the dial guard refused them, and a healthy cluster
+// counted a reconnect (TestPublisherSurvivesAMasterKill, 3 of 23 loaded runs). Every master has
+// its connection by then: ensureEpoch's clusterIdentity asked each one.
+func (p *Publisher) loadScript(ctx context.Context) error {
+	if p.cc != nil {
+		return p.cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			return frameScript.Load(ctx, node).Err()
+		})
+	}
+	return frameScript.Load(ctx, p.cmd).Err()
+}
+
 func (p *Publisher) flush(ctx context.Context, batches, depth int) (int, error) {
 	epoch, err := p.ensureEpoch(ctx)
 	if err != nil {
@@ -1222,7 +1248,7 @@ func (p *Publisher) flush(ctx context.Context, batches, depth int) (int, error) 
 	results, err := p.send(ctx, epoch, in.frames)
 	if err != nil && isNoScript(err) {
 		// Redis restarted (or SCRIPT FLUSH): load the script and resend; seqs make this exactly-once.
-		if lerr := frameScript.Load(ctx, p.cmd).Err(); lerr != nil { // a cluster's: on every master
+		if lerr := p.loadScript(ctx); lerr != nil {
 			return 0, p.lost(lerr)
 		}
 		results, err = p.send(ctx, epoch, in.frames)
