@@ -21,9 +21,8 @@ Measured:
   most half of ``--minutes``: until then Redis grows by design, and that is a bounded buffer
   filling, not a leak (the table says when warm-up ended); with ``--real`` also until etcd's
   database file has stopped growing (``_etcd_db_bytes``); and until no process held to the goal
-  has passed its RSS peak by more than ``PEAK_SLACK`` for ``STABLE_S`` (the API server's heap
-  follows the write rate, Redis' allocator settles after the streams fill). ``--minutes`` are then measured after
-  warm-up: a 60-minute soak is an hour of steady state. Each tab's JS heap after a forced GC and
+  has passed its RSS peak by more than ``PEAK_SLACK`` for ``STABLE_S`` (Redis' allocator settles
+  after the streams fill). ``--minutes`` are then measured after warm-up: a 60-minute soak is an hour of steady state. Each tab's JS heap after a forced GC and
   its DOM node count are read every minute too (``_HeapProbe``).
 - per tab, frames published vs delivered, counted by frame seq (every frame carries its publisher's
   per-topic ``seq``, +1 per frame): a script installed in the page listens on the page's own
@@ -513,7 +512,8 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
                 tab_heaps = ", ".join(f"{mib:.0f} MiB/{nodes:,}" for mib, nodes in heaps[-1][1])
                 upstream = ""
                 if cluster is not None:
-                    gauges.append((elapsed, _control_plane_gauges(cluster)))
+                    if not gauges or gauges[-1][0] != elapsed:  # not already read at warm-up, this same sample
+                        gauges.append((elapsed, _control_plane_gauges(cluster)))
                     upstream = "; " + ", ".join(f"{k} {v:,.0f}" for k, v in gauges[-1][1].items())
                 progress(f"  {elapsed / 60:5.1f} min: {(writes - last_writes) / (elapsed - last_report):,.0f} writes/s "
                          f"({failed.value} failed), load {os.getloadavg()[0]:.1f}; RSS MiB: {rss}; "
