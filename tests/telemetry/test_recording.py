@@ -9,11 +9,28 @@ import orjson
 import pytest
 import redis
 
-from controllers.clock import RealClock
 from controllers.telemetry.recording import RecordingError, read_recording, replay, replay_topic
 from controllers.telemetry.streams import Keys, StreamReader
 from controllers.telemetry.telemetry_observer import TelemetryObserver
 from tests.telemetry.recording import recording
+
+
+class SleepingClock:
+    """Moves only when ``replay`` sleeps: the replay's timing is read, not raced against a loaded machine."""
+
+    def __init__(self) -> None:
+        self.t = 100.0
+        self.slept: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def wall(self) -> float:
+        return 1_700_000_000.0 + self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.t += seconds
 
 
 def drive(obs: TelemetryObserver, n: int) -> None:
@@ -43,9 +60,11 @@ def test_a_recorded_session_replays_the_same_records_and_state(publisher_factory
     assert len(recorded) == 20
 
     player = publisher_factory()
-    t0 = time.monotonic()
-    assert replay(path, player, speed=4.0, clock=RealClock()) == len(frames)
-    assert time.monotonic() - t0 < length, f"4x replays a {length:.2f} s session in well under its length"
+    clock = SleepingClock()
+    assert replay(path, player, speed=4.0, clock=clock) == len(frames)
+    # 4x: the replay waits a quarter of the recording's length in all, spread between its items.
+    assert sum(clock.slept) == pytest.approx(length / 4, abs=1e-6), clock.slept
+    assert len(clock.slept) >= len(frames) // 2
     player.flush()
     topic = replay_topic("w/w1/controller/podset")
     assert topic == "w/w1@replay/controller/podset"
@@ -82,7 +101,7 @@ def test_a_replay_at_speed_keeps_the_order_of_records_across_frames(publisher_fa
     path = tmp_path / "two-frames.gz"
     path.write_bytes(gzip.compress(b"".join(orjson.dumps(line) + b"\n" for line in lines), mtime=0))
     player = publisher_factory()
-    assert replay(path, player, speed=4.0, clock=RealClock()) == 2  # 10 ms of waiting
+    assert replay(path, player, speed=4.0, clock=SleepingClock()) == 2  # 10 ms of waiting
     player.flush()
     reader = StreamReader(redis.Redis.from_url(redis_url), Keys(prefix))
     ts = [orjson.loads(raw)["r"][0]["ts"] for topic in ("w/w1@replay/queue/podset", "w/w1@replay/controller/podset")
