@@ -37,7 +37,10 @@ Measured:
 
 Peer column: the goal and each process' own warm-up baseline (a soak has no other contender): 0 lost,
 RSS growth after warm-up < 5 % in ctrlscope's processes (worker, daphne, the simulator, Redis) at 60
-minutes. With ``--real`` the API server and etcd are upstream's: measured (``UPSTREAM_PROCESSES``),
+minutes; for Redis, less what the streams its publisher never trimmed gained after warm-up
+(``SoakResult.goal_growth``: such a stream still holds every frame it got, under its byte budget;
+the scoreboard's, at about a frame a second, takes hours to fill 4 MiB, so no warm-up can wait
+for it, and its growth is bounded by design). With ``--real`` the API server and etcd are upstream's: measured (``UPSTREAM_PROCESSES``),
 and what their growth is read from their own metrics (``_control_plane_gauges``: the PodSet watch
 cache's capacity, the API server's Go heap, etcd's database file), not held to the goal. Every
 process' anonymous RSS is in the table too.
@@ -300,11 +303,25 @@ class SoakResult:
     redis_server: str = ""  # version, allocator and fragmentation at the end (INFO)
     # --real: (elapsed s, _control_plane_gauges) every minute, and at warm-up
     control_plane: list[tuple[float, dict[str, float]]] = field(default_factory=list)
+    # What the streams never trimmed by the end gained after warm-up, MiB: data kept by design
+    # (every frame such a stream ever got is still in it, under its byte budget), which Redis' RSS
+    # growth is held to the goal without.
+    filling_mib: float = 0.0
+    filling: list[str] = field(default_factory=list)  # those streams, "topic warm → end MiB"
 
     def growth(self, m: Measured, anonymous: bool = False) -> float:
         warm = m.rss_at(self.warmup_s, anonymous)
         end = (m.anon if anonymous else m.samples)[-1][1]
         return 100.0 * (end - warm) / warm if warm else 0.0
+
+    def goal_growth(self, m: Measured) -> float:
+        """The growth held to the goal: RSS growth after warm-up, for Redis less what its streams
+        still filling their budget gained (a slow stream, e.g. the scoreboard's one frame a second,
+        takes hours to reach a 4 MiB budget: bounded growth by design, not a leak)."""
+        if m.name != "redis" or not self.filling_mib:
+            return self.growth(m)
+        warm = m.rss_at(self.warmup_s)
+        return 100.0 * (m.samples[-1][1] - warm - self.filling_mib * 2**20) / warm if warm else 0.0
 
     def lost(self) -> int:
         return sum(t.lost + t.behind for t in self.tabs) + self.worker_dropped
@@ -312,8 +329,9 @@ class SoakResult:
     def failures(self, growth_limit: float = GROWTH_GOAL) -> list[str]:
         out = []
         for m in self.processes:
-            if m.name in GOAL_PROCESSES and self.growth(m) >= growth_limit:
-                out.append(f"{m.name} RSS grew {self.growth(m):.1f} % after warm-up (goal < {growth_limit:g} %)")
+            if m.name in GOAL_PROCESSES and self.goal_growth(m) >= growth_limit:
+                less = f" ({self.goal_growth(m):+.1f} % less its filling streams' data)" if self.goal_growth(m) != self.growth(m) else ""
+                out.append(f"{m.name} RSS grew {self.growth(m):.1f} % after warm-up{less} (goal < {growth_limit:g} %)")
         for i, t in enumerate(self.tabs, 1):
             if t.lost or t.behind:
                 out.append(f"tab {i} lost {t.lost} frames, {t.behind} still undelivered at the end")
@@ -441,6 +459,7 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
         budget = _stream_budget(env)  # the worker's, from the same environment
         peaks: dict[str, tuple[int, float]] = {}  # stream -> (peak length, when), for _streams_full
         warm_done_at: float | None = None
+        warm_streams: dict[str, float] = {}  # topic -> its stream's MiB when warm-up ended
         gauges: list[tuple[float, dict[str, float]]] = []  # --real: the control plane's own metrics
         last_report = 0.0
         last_writes = 0
@@ -476,6 +495,8 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
                 growing = [k for k in peaks if elapsed - peaks[k][1] < STABLE_S]
                 progress(f"soak: warm-up ends at {elapsed / 60:.1f} min ({WARMUP_CAP:.0%} of the measured time) "
                          f"with {', '.join(growing) or 'a busy stream not yet trimmed'} still growing")
+            if warm_done_at is not None and not warm_streams:
+                warm_streams = {t: mib for t, _, mib in _streams(client, keys, counted[0])}
             if end is None and warm_done_at is not None:
                 if cluster is not None:
                     gauges.append((elapsed, _control_plane_gauges(cluster)))
@@ -532,6 +553,9 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
         used.append(_used_mib(client))
         load_avg = os.getloadavg()
         streams = _streams(client, keys, counted[0])
+        # Only against a size read when warm-up ended (none when it never did: nothing is discounted).
+        filling = [(t, warm_streams[t], mib) for t, _, mib in streams
+                   if t in warm_streams and mib > warm_streams[t] and not _trimmed(client, keys.stream(t))]
         stop_load.set()
         load.join(30)
         if heap_snapshots is not None:
@@ -549,6 +573,8 @@ def run(*, minutes: float, rate: float = 1000.0, tabs: int = 5, run_dir: Path, b
                           worker_frames=frames, worker_dropped=dropped, redis_used_mib=tuple(used[:3]),
                           started=started, machine=f"{os.cpu_count()} cores", load_average=load_avg,
                           streams=streams, stream_budget=budget, redis_server=_redis_server(client), control_plane=gauges,
+                          filling_mib=sum(end - warm for _, warm, end in filling),
+                          filling=[f"{t.split('/', 2)[-1]} {warm:.2f} → {end:.2f}" for t, warm, end in filling],
                           api=(f"the real control plane (kube-apiserver {cluster.binaries.kubernetes_version})"
                                if cluster is not None else "the simulator"))
     finally:
@@ -743,6 +769,24 @@ def _redis_server(client: redis.Redis) -> str:
             f"{memory.get('mem_fragmentation_ratio')} at the end)")
 
 
+def _written(client: redis.Redis, stream: str) -> tuple[int, int]:
+    """(frames in ``stream``, frames its publisher wrote to it): its last frame's ``seq``, numbered
+    from 1 per publisher run; the length when the frame carries none."""
+    length, last = client.xlen(stream), client.xrevrange(stream, count=1)
+    if not last:
+        return 0, 0
+    try:
+        return length, int(orjson.loads(last[0][1][b"f"]).get("seq") or length)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return length, length
+
+
+def _trimmed(client: redis.Redis, stream: str) -> bool:
+    """The publisher has trimmed ``stream`` (it holds fewer frames than were written to it)."""
+    length, written = _written(client, stream)
+    return written > length
+
+
 def _streams_full(client: redis.Redis, keys: Keys, topics: list[str], elapsed: float, duration: float,
                   budget: int, peaks: dict[str, tuple[int, float]]) -> bool:
     """Every busy stream has stopped growing: from then on Redis stops growing by design.
@@ -761,13 +805,9 @@ def _streams_full(client: redis.Redis, keys: Keys, topics: list[str], elapsed: f
     full, busy = [], []
     for t in topics:
         stream = keys.stream(t)
-        length, last = client.xlen(stream), client.xrevrange(stream, count=1)
-        if not last:
+        length, written = _written(client, stream)
+        if not length:
             continue
-        try:
-            written = int(orjson.loads(last[0][1][b"f"]).get("seq") or length)
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            written = length
         since = _note_peak(peaks, stream, length, elapsed)
         trimmed = written > length
         full.append(trimmed and elapsed - since >= STABLE_S)
@@ -902,7 +942,7 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
              "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for m in r.processes:
         growth = r.growth(m)
-        verdict = ("PASS" if growth < growth_limit else "FAIL") if m.name in GOAL_PROCESSES else \
+        verdict = ("PASS" if r.goal_growth(m) < growth_limit else "FAIL") if m.name in GOAL_PROCESSES else \
             "– (upstream's: measured)" if m.name in UPSTREAM_PROCESSES else "–"
         cpu = m.cpu_end - m.cpu_start
         lines.append(f"| {m.name} | {m.samples[0][1] / 2**20:.0f} | {m.rss_at(r.warmup_s) / 2**20:.0f} | "
@@ -919,6 +959,11 @@ def table(result: SoakResult, growth_limit: float = GROWTH_GOAL) -> str:
         lines.append(f"| {i} | {t.topics} | {t.published:,} | {t.delivered:,} | {t.resyncs}"
                      f"{f' [{reasons}]' if reasons else ''} ({t.skipped:,}) | {t.reconnects} | {t.lag:,} frames | {lost} | "
                      f"{t.heap[0]:.0f} → {t.heap[1]:.0f} ({_pct(*t.heap)}) | {t.nodes[0]:,} → {t.nodes[1]:,} | {verdict} |")
+    redis = next((m for m in r.processes if m.name == "redis"), None)
+    if redis is not None and r.filling:
+        lines += ["", f"Redis held to the goal: {r.goal_growth(redis):+.1f} % = its RSS growth less "
+                      f"{r.filling_mib:.2f} MiB the streams never trimmed gained after warm-up (all their frames "
+                      f"still in them, under the {r.stream_budget / 2**20:g} MiB budget): {', '.join(r.filling)} (MiB)"]
     failures = r.failures(growth_limit)
     held = ", ".join(m.name for m in r.processes if m.name in GOAL_PROCESSES)
     lines += ["", f"Goals (0 lost, RSS growth after warm-up < {growth_limit:g} % in {held}): "
