@@ -125,10 +125,13 @@ class TelemetryObserver(Observer):
         self._reconciling: dict[int, str] = {}  # thread id -> controller whose Reconcile runs on it
         config = DetectionConfig.from_env() if detection == FROM_ENV else detection
         self._detect_lock = threading.Lock()
-        # Writes of a Reconcile sent and not yet answered, by (controller, key the path names, "" for
-        # a create): an event of such a key waits for the answer before self is decided.
+        # Writes of a Reconcile sent and answered, [started, answered], by (controller, key the path
+        # names, "" for a create): an event of such a key waits for the answers of the writes sent
+        # before it arrived (_await_writes_of). Slots with nothing in flight are dropped once no
+        # event waits (_write_waiters), so that a waiter's counts never restart under it.
         self._writes_cond = threading.Condition()
-        self._writes_in_flight: dict[tuple[str, str], int] = {}
+        self._writes: dict[tuple[str, str], list[int]] = {}
+        self._write_waiters = 0
         self.provenance: Provenance | None = None
         self.detectors: Detectors | None = None
         if isinstance(config, DetectionConfig):
@@ -535,32 +538,55 @@ class TelemetryObserver(Observer):
         if controller is not None:
             with self._writes_cond:
                 slot = (controller, written_key(path) or "")
-                self._writes_in_flight[slot] = self._writes_in_flight.get(slot, 0) + 1
+                counts = self._writes.get(slot)
+                if counts is None:
+                    counts = self._writes[slot] = [0, 0]
+                counts[0] += 1
 
     def _write_answered(self, controller: str, path: str) -> None:
         """The end of a write ``on_request_start`` counted: events waiting for it go on."""
         slot = (controller, written_key(path) or "")
         with self._writes_cond:
-            n = self._writes_in_flight.get(slot, 0)
-            if n > 1:
-                self._writes_in_flight[slot] = n - 1
-            elif n:
-                del self._writes_in_flight[slot]
-                self._writes_cond.notify_all()
+            counts = self._writes.get(slot)
+            if counts is None:
+                return
+            counts[1] += 1
+            if counts[1] >= counts[0] and not self._write_waiters:
+                del self._writes[slot]
+            self._writes_cond.notify_all()
 
     def _await_writes_of(self, controller: str, key: str) -> None:
-        """Wait, at most ``SELF_WAIT_LIMIT`` on the clock, until no write of ``key`` (nor a create) by
-        ``controller`` is in flight: its answer says whether this event is that write coming back."""
-        in_flight = self._writes_in_flight
-        if not in_flight:  # the usual case, without the lock: a dict's emptiness is read atomically
+        """Wait, at most ``SELF_WAIT_LIMIT`` on the clock, until the writes of ``key`` (and creates) by
+        ``controller`` that were in flight when the event arrived are answered: an answer says whether
+        this event is that write coming back.
+
+        Only those: a write sent after the event arrived cannot be what the event shows. Waiting
+        until none is in flight, as this did before, starved the handler whenever the controller
+        kept writing the key (a soak at ~600 writes/s had every PodSet event wait up to the limit,
+        the handler fell behind the watch, and its pending events grew the worker by ~90 MiB a
+        minute). Answers are counted per slot, not matched to their write: with two writes of one
+        key in flight at once, the later one's answer may end the wait (as much as the limit does)."""
+        writes = self._writes
+        if not writes:  # the usual case, without the lock: a dict's emptiness is read atomically
             return
         with self._writes_cond:
-            deadline = self.clock.now() + SELF_WAIT_LIMIT
-            while (controller, key) in in_flight or (controller, "") in in_flight:
-                left = deadline - self.clock.now()
-                if left <= 0:
-                    return
-                self.clock.wait(self._writes_cond, left)
+            targets = [(slot, counts[0]) for slot in ((controller, key), (controller, ""))
+                       if (counts := writes.get(slot)) is not None and counts[1] < counts[0]]
+            if not targets:
+                return
+            self._write_waiters += 1
+            try:
+                deadline = self.clock.now() + SELF_WAIT_LIMIT
+                while any(writes[slot][1] < started for slot, started in targets):
+                    left = deadline - self.clock.now()
+                    if left <= 0:
+                        return
+                    self.clock.wait(self._writes_cond, left)
+            finally:
+                self._write_waiters -= 1
+                if not self._write_waiters:  # the slots kept for waiters that nothing is in flight of
+                    for slot in [slot for slot, (started, answered) in writes.items() if answered >= started]:
+                        del writes[slot]
 
     def on_request(self, *, method: str, path: str, code: int, duration: float,
                    controller: str | None = None, rv: str | None = None) -> None:

@@ -142,6 +142,45 @@ func TestAnEventBeforeItsWritesAnswerIsStillSelf(t *testing.T) {
 	}
 }
 
+// A controller that keeps writing a key always has a write of it in flight. The event waits for
+// the write that was in flight when it arrived, not for the next one: waiting until none was in
+// flight made every event of a busy key wait the whole limit, and the handler fell behind the watch.
+func TestAnEventWaitsOnlyForTheWritesSentBeforeItArrived(t *testing.T) {
+	pub, err := NewPublisher("redis://127.0.0.1:1/0", PublisherOptions{Name: "busy", BufferLimit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	h := &recordingHook{}
+	tel := NewTelemetry(pub, "busy", TelemetryOptions{Hook: h, Clock: clk})
+	ct := tel.ControllerTopic("c")
+	key, path := "ns/a", "/api/v1/namespaces/ns/configmaps/a/status"
+	ctx := ct.ReconcileStart(context.Background(), key, 0)
+	first := tel.WriteStarted(ctx, "PUT", path) // the write whose event comes next
+	handled := make(chan struct{})
+	go func() {
+		ct.Event(EventCall{Event: ControllerEventUpdate, Key: key, Requests: []string{key}, Old: obj("2"), New: obj("3")})
+		close(handled)
+	}()
+	for deadline := time.Now().Add(5 * time.Second); !clk.HasWaiters(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the event is not waiting for the write in flight")
+		}
+	}
+	next := tel.WriteStarted(ctx, "PUT", path) // the key's next write, sent after the event arrived
+	defer next()
+	tel.RequestRV(ctx, "PUT", path, 200, time.Millisecond, "3") // the first one's answer
+	first()
+	select {
+	case <-handled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the event waited for a write sent after it arrived")
+	}
+	if len(h.events) != 1 || !h.events[0].Self {
+		t.Fatalf("events %+v: want the update with rv 3 as the controller's own", h.events)
+	}
+}
+
 // A write that is never answered holds an event of its key at most selfWaitLimit (on the
 // telemetry's clock), and the event is then not the controller's own.
 func TestAnEventWaitsForAWriteInFlightAtMostTheLimit(t *testing.T) {

@@ -74,3 +74,26 @@ def test_an_event_waits_for_a_write_in_flight_at_most_the_limit(publisher_factor
     thread.join(5)
     [event] = _events(pub, obs, redis_url, prefix)
     assert "self" not in event, event
+
+
+def test_an_event_waits_only_for_the_writes_sent_before_it_arrived(publisher_factory, redis_url, prefix):
+    """A controller that keeps writing a key always has a write of it in flight. The event waits for
+    the write that was in flight when it arrived, not for the next one: waiting until none is in
+    flight made every event of a busy key wait the whole limit, and the handler fell behind the watch
+    (a soak's worker grew ~90 MiB a minute with its pending events)."""
+    pub = publisher_factory()
+    clock = FakeClock()
+    obs = TelemetryObserver(pub, worker="busy", clock=clock)
+    obs.on_reconcile_start("c", key="ns/a", worker=0)
+    obs.on_request_start(method="PUT", path=PATH)  # the write whose event comes next
+    done = threading.Event()
+    thread = _event(obs, done)
+    assert clock.wait_for_waiters(1), "the event is not waiting for the write in flight"
+    obs.on_request_start(method="PUT", path=PATH)  # the next write of the key, sent after the event arrived
+    obs.on_request(method="PUT", path=PATH, code=200, duration=0.001, rv="3")  # the first one's answer
+    assert done.wait(5), "the event waited for a write sent after it arrived"
+    thread.join(5)
+    [event] = _events(pub, obs, redis_url, prefix)
+    assert event.get("self") is True, event
+    obs.on_request(method="PUT", path=PATH, code=200, duration=0.001, rv="4")
+    assert obs._writes == {}, "a slot with nothing in flight is kept after its waiters left"
