@@ -47,7 +47,9 @@ are emitted under it, so the stream's order is the order the state changed in.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from controllers.clock import Clock, RealClock, wall_ms
@@ -88,6 +90,22 @@ SELF_WAIT_LIMIT = 1.0
 WATCHER_COUNTERS = ("watch", "watch_starts", "watch_ends", "expired", "reads", "read_errors")
 """v1.6: a raw watcher's stage counters (the metrics sample's ``stages.watchers``)."""
 
+@dataclass
+class _ParkedEvent:
+    """An event record held back until the writes in flight when it arrived are answered (or
+    ``SELF_WAIT_LIMIT`` has passed on the clock): only then can ``self`` be decided."""
+
+    controller: str
+    key: str
+    rv: str | None
+    old_rv: str | None
+    record: dict[str, Any]
+    requests: list[str]
+    ts: float
+    targets: list[tuple[tuple[str, str], int]]  # (write slot, writes started in it when the event arrived)
+    deadline: float  # on the clock
+
+
 FROM_ENV = "env"
 """``TelemetryObserver(detection=FROM_ENV)``: thresholds from ``CTRLSCOPE_DETECT_*`` (the default)."""
 
@@ -126,12 +144,14 @@ class TelemetryObserver(Observer):
         config = DetectionConfig.from_env() if detection == FROM_ENV else detection
         self._detect_lock = threading.Lock()
         # Writes of a Reconcile sent and answered, [started, answered], by (controller, key the path
-        # names, "" for a create): an event of such a key waits for the answers of the writes sent
-        # before it arrived (_await_writes_of). Slots with nothing in flight are dropped once no
-        # event waits (_write_waiters), so that a waiter's counts never restart under it.
+        # names, "" for a create): an event of such a key is parked until the writes sent before it
+        # arrived are answered (_writes_in_flight). Slots with nothing in flight are dropped once no
+        # parked event waits (_write_waiters), so that a waiter's counts never restart under it.
         self._writes_cond = threading.Condition()
         self._writes: dict[tuple[str, str], list[int]] = {}
         self._write_waiters = 0
+        # Event records parked for those answers, in the order the events arrived (_detect_lock).
+        self._parked: deque[_ParkedEvent] = deque()
         self.provenance: Provenance | None = None
         self.detectors: Detectors | None = None
         if isinstance(config, DetectionConfig):
@@ -176,10 +196,11 @@ class TelemetryObserver(Observer):
         self._component(name, kind, findings=findings)
 
     def evaluate(self) -> None:
-        """v1.7: the findings' time rules and held changes, with the clock's time (the publisher runs
-        this before building each flush's frames)."""
+        """v1.7: the findings' time rules and held changes, with the clock's time, and the parked
+        events whose wait is over (the publisher runs this before building each flush's frames)."""
         if self.detectors is not None:
             with self._detect_lock:
+                self._release_parked_locked()
                 self.detectors.evaluate()
 
     def describe_cluster(self, *, name: str, server: str, version: str = "", simulated: bool | None = None,
@@ -420,16 +441,26 @@ class TelemetryObserver(Observer):
                 record["diff"] = paths
                 if more:
                     record["diff_more"] = more
-        if rv is not None and rv != old_rv:
-            # Its own write's answer may not have been read yet (on_request_start says why).
-            self._await_writes_of(controller, key)
         ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
         with self._detect_lock:
-            # (an update that kept its resourceVersion is a resync: it brings back no write)
-            if rv is not None and rv != old_rv and provenance.is_self(controller, key, rv):
-                record["self"] = True
-            self._emit(TopicKind.CONTROLLER, controller, record, ts)
-            provenance.event(controller, record, requests)
+            # Its own write's answer may not have been read yet (on_request_start says why): the
+            # record waits for it, parked, and so do the events after it (their order is kept).
+            # (An update that kept its resourceVersion is a resync: it brings back no write.)
+            targets = self._writes_in_flight(controller, key) if rv is not None and rv != old_rv else []
+            if targets or self._parked:
+                self._parked.append(_ParkedEvent(controller, key, rv, old_rv, record, requests, ts, targets,
+                                                 self.clock.now() + SELF_WAIT_LIMIT))
+                return
+            self._emit_event_locked(controller, key, rv, old_rv, record, requests, ts)
+
+    def _emit_event_locked(self, controller: str, key: str, rv: str | None, old_rv: str | None,
+                           record: dict[str, Any], requests: list[str], ts: float) -> None:  # _detect_lock held
+        provenance = self.provenance
+        assert provenance is not None
+        if rv is not None and rv != old_rv and provenance.is_self(controller, key, rv):
+            record["self"] = True
+        self._emit(TopicKind.CONTROLLER, controller, record, ts)
+        provenance.event(controller, record, requests)
 
     def on_controller(self, controller: str, *, watches: list[str], workers: int, started: bool,
                       mode: str | None = None, unseen: list[str] | None = None,
@@ -458,6 +489,10 @@ class TelemetryObserver(Observer):
         else:
             ts = wall_ms(self.clock)  # before the lock: waiting for it must not move the record's time
             with self._detect_lock:
+                # A parked event that maps to this key is one of its triggers: out it goes now, with
+                # the events parked before it (an attempt cannot wait; its key's own write, if that
+                # is what the event shows, was answered before the attempt that made it ended).
+                self._release_parked_locked(until=(controller, key))
                 triggers, count, self_triggered = self.provenance.take(controller, key)
                 record.update(triggers=triggers, trigger_count=count)
                 if self_triggered:
@@ -553,40 +588,61 @@ class TelemetryObserver(Observer):
             counts[1] += 1
             if counts[1] >= counts[0] and not self._write_waiters:
                 del self._writes[slot]
-            self._writes_cond.notify_all()
+            waiting = self._write_waiters
+        if waiting:
+            with self._detect_lock:
+                self._release_parked_locked()
 
-    def _await_writes_of(self, controller: str, key: str) -> None:
-        """Wait, at most ``SELF_WAIT_LIMIT`` on the clock, until the writes of ``key`` (and creates) by
-        ``controller`` that were in flight when the event arrived are answered: an answer says whether
-        this event is that write coming back.
-
-        Only those: a write sent after the event arrived cannot be what the event shows. Waiting
-        until none is in flight, as this did before, starved the handler whenever the controller
-        kept writing the key (a soak at ~600 writes/s had every PodSet event wait up to the limit,
-        the handler fell behind the watch, and its pending events grew the worker by ~90 MiB a
-        minute). Answers are counted per slot, not matched to their write: with two writes of one
-        key in flight at once, the later one's answer may end the wait (as much as the limit does)."""
+    def _writes_in_flight(self, controller: str, key: str) -> list[tuple[tuple[str, str], int]]:
+        """The writes of ``key`` (and creates) by ``controller`` in flight now, as (slot, writes
+        started in it): an event arriving now waits for their answers; one counted as waiting
+        keeps these slots until it is released (_detect_lock held)."""
         writes = self._writes
         if not writes:  # the usual case, without the lock: a dict's emptiness is read atomically
-            return
+            return []
         with self._writes_cond:
             targets = [(slot, counts[0]) for slot in ((controller, key), (controller, ""))
                        if (counts := writes.get(slot)) is not None and counts[1] < counts[0]]
-            if not targets:
-                return
-            self._write_waiters += 1
-            try:
-                deadline = self.clock.now() + SELF_WAIT_LIMIT
-                while any(writes[slot][1] < started for slot, started in targets):
-                    left = deadline - self.clock.now()
-                    if left <= 0:
-                        return
-                    self.clock.wait(self._writes_cond, left)
-            finally:
-                self._write_waiters -= 1
-                if not self._write_waiters:  # the slots kept for waiters that nothing is in flight of
-                    for slot in [slot for slot, (started, answered) in writes.items() if answered >= started]:
-                        del writes[slot]
+            if targets:
+                self._write_waiters += 1
+            return targets
+
+    def _answered(self, targets: list[tuple[tuple[str, str], int]]) -> bool:
+        with self._writes_cond:
+            return all(self._writes[slot][1] >= started for slot, started in targets)
+
+    def _release_parked_locked(self, until: tuple[str, str] | None = None) -> None:
+        """Emit the parked events, in order, up to the first still waiting for an answer within its
+        limit; ``until`` (controller, request key): also every one up to the last that maps to it,
+        answered or not (_detect_lock held)."""
+        parked = self._parked
+        if not parked:
+            return
+        last = -1
+        if until is not None:
+            controller, request = until
+            last = max((i for i, p in enumerate(parked) if p.controller == controller and request in p.requests),
+                       default=-1)
+        now = self.clock.now()
+        n = 0
+        while parked:
+            p = parked[0]
+            if n > last and p.targets and now < p.deadline and not self._answered(p.targets):
+                break
+            parked.popleft()
+            n += 1
+            if p.targets:
+                self._unwait()
+            self._emit_event_locked(p.controller, p.key, p.rv, p.old_rv, p.record, p.requests, p.ts)
+
+    def _unwait(self) -> None:
+        """One parked event stopped waiting; the last one drops the slots with nothing in flight."""
+        with self._writes_cond:
+            self._write_waiters -= 1
+            if not self._write_waiters:
+                writes = self._writes
+                for slot in [slot for slot, (started, answered) in writes.items() if answered >= started]:
+                    del writes[slot]
 
     def on_request(self, *, method: str, path: str, code: int, duration: float,
                    controller: str | None = None, rv: str | None = None) -> None:
