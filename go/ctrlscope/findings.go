@@ -476,7 +476,7 @@ func (c *ControllerTopic) readySinceLocked(key string, ks *keyState, at float64)
 // and, within a kind, by key.
 func (c *ControllerTopic) evaluateLocked(now float64) next {
 	cfg := c.detect()
-	n := nextNothing
+	n := c.releaseParkedLocked(now, "") // the parked events whose limit has passed
 	var quiet []string
 	for key, ks := range c.streaking {
 		if now-ks.streakLast >= cfg.HotLoopQuiet*1000 {

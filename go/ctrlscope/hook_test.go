@@ -111,115 +111,120 @@ func TestHookSeesTheProvenanceWithItsLinks(t *testing.T) {
 }
 
 // The controller's write and its watch event race: the API server sends the event and the write's
-// answer at about the same time, and the event may be handled before the answer is read. An event
-// of a key the controller is writing waits for that answer, so it is still the write coming back.
+// answer at about the same time, and the event may be handled before the answer is read. The record
+// of an event of a key the controller is writing is parked until that answer, so it is still the
+// write coming back; the handler itself never waits.
 func TestAnEventBeforeItsWritesAnswerIsStillSelf(t *testing.T) {
-	pub, err := NewPublisher("redis://127.0.0.1:1/0", PublisherOptions{Name: "race", BufferLimit: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &recordingHook{}
-	tel := NewTelemetry(pub, "race", TelemetryOptions{Hook: h})
+	tel, h := raceTelemetry(t, "race", nil)
 	ct := tel.ControllerTopic("c")
 	key, path := "ns/a", "/api/v1/namespaces/ns/configmaps/a/status"
 	ctx := ct.ReconcileStart(context.Background(), key, 0)
 	finished := tel.WriteStarted(ctx, "PUT", path)
+	handle(t, ct, key, "3")
+	if len(h.events) != 0 {
+		t.Fatalf("the event was recorded while its key's write was in flight: %+v", h.events)
+	}
+	tel.RequestRV(ctx, "PUT", path, 200, time.Millisecond, "3") // the answer, read after the event arrived
+	finished()
+	if len(h.events) != 1 || !h.events[0].Self {
+		t.Fatalf("events %+v: want the update with rv 3 as the controller's own", h.events)
+	}
+}
+
+// raceTelemetry is a Telemetry with detections on and a recordingHook, on clk when one is given.
+func raceTelemetry(t *testing.T, name string, clk *clocktesting.FakeClock) (*Telemetry, *recordingHook) {
+	t.Helper()
+	pub, err := NewPublisher("redis://127.0.0.1:1/0", PublisherOptions{Name: name, BufferLimit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &recordingHook{}
+	opts := TelemetryOptions{Hook: h}
+	if clk != nil {
+		opts.Clock = clk
+	}
+	return NewTelemetry(pub, name, opts), h
+}
+
+// handle is the informer's handler with an update of key to rv: it must return at once, whatever
+// is in flight.
+func handle(t *testing.T, ct *ControllerTopic, key, rv string) {
+	t.Helper()
 	handled := make(chan struct{})
-	go func() { // the informer's handler, with the write's event
-		ct.Event(EventCall{Event: ControllerEventUpdate, Key: key, Requests: []string{key}, Old: obj("2"), New: obj("3")})
+	go func() {
+		ct.Event(EventCall{Event: ControllerEventUpdate, Key: key, Requests: []string{key}, Old: obj("2"), New: obj(rv)})
 		close(handled)
 	}()
 	select {
 	case <-handled:
-		t.Fatal("the event was recorded while its key's write was in flight")
-	case <-time.After(50 * time.Millisecond):
-	}
-	tel.RequestRV(ctx, "PUT", path, 200, time.Millisecond, "3") // the answer, read after the event arrived
-	finished()
-	<-handled
-	if len(h.events) != 1 || !h.events[0].Self {
-		t.Fatalf("events %+v: want the update with rv 3 as the controller's own", h.events)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the event handler waited for a write in flight")
 	}
 }
 
 // A controller that keeps writing a key always has a write of it in flight. The event waits for
 // the write that was in flight when it arrived, not for the next one: waiting until none was in
-// flight made every event of a busy key wait the whole limit, and the handler fell behind the watch.
+// flight held every event of a busy key the whole limit, and the handler fell behind the watch.
 func TestAnEventWaitsOnlyForTheWritesSentBeforeItArrived(t *testing.T) {
-	pub, err := NewPublisher("redis://127.0.0.1:1/0", PublisherOptions{Name: "busy", BufferLimit: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
-	h := &recordingHook{}
-	tel := NewTelemetry(pub, "busy", TelemetryOptions{Hook: h, Clock: clk})
+	tel, h := raceTelemetry(t, "busy", clk)
 	ct := tel.ControllerTopic("c")
 	key, path := "ns/a", "/api/v1/namespaces/ns/configmaps/a/status"
 	ctx := ct.ReconcileStart(context.Background(), key, 0)
 	first := tel.WriteStarted(ctx, "PUT", path) // the write whose event comes next
-	handled := make(chan struct{})
-	go func() {
-		ct.Event(EventCall{Event: ControllerEventUpdate, Key: key, Requests: []string{key}, Old: obj("2"), New: obj("3")})
-		close(handled)
-	}()
-	for deadline := time.Now().Add(5 * time.Second); !clk.HasWaiters(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the event is not waiting for the write in flight")
-		}
-	}
+	handle(t, ct, key, "3")
 	next := tel.WriteStarted(ctx, "PUT", path) // the key's next write, sent after the event arrived
 	defer next()
 	tel.RequestRV(ctx, "PUT", path, 200, time.Millisecond, "3") // the first one's answer
 	first()
-	select {
-	case <-handled:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the event waited for a write sent after it arrived")
-	}
 	if len(h.events) != 1 || !h.events[0].Self {
-		t.Fatalf("events %+v: want the update with rv 3 as the controller's own", h.events)
+		t.Fatalf("events %+v: want the update with rv 3 released as the controller's own", h.events)
 	}
 }
 
-// A write that is never answered holds an event of its key at most selfWaitLimit (on the
-// telemetry's clock), and the event is then not the controller's own.
+// A write that is never answered holds an event's record at most selfWaitLimit (on the
+// telemetry's clock, checked before every flush), and the event is then not the controller's own.
 func TestAnEventWaitsForAWriteInFlightAtMostTheLimit(t *testing.T) {
-	pub, err := NewPublisher("redis://127.0.0.1:1/0", PublisherOptions{Name: "limit", BufferLimit: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
-	h := &recordingHook{}
-	tel := NewTelemetry(pub, "limit", TelemetryOptions{Hook: h, Clock: clk})
+	tel, h := raceTelemetry(t, "limit", clk)
 	ct := tel.ControllerTopic("c")
 	key := "ns/a"
 	ctx := ct.ReconcileStart(context.Background(), key, 0)
 	finished := tel.WriteStarted(ctx, "POST", "/api/v1/namespaces/ns/configmaps") // a create: any key waits
 	defer finished()
-	handled := make(chan struct{})
-	go func() {
-		ct.Event(EventCall{Event: ControllerEventUpdate, Key: key, Requests: []string{key}, Old: obj("2"), New: obj("3")})
-		close(handled)
-	}()
-	for deadline := time.Now().Add(5 * time.Second); !clk.HasWaiters(); time.Sleep(time.Millisecond) {
-		select {
-		case <-handled:
-			t.Fatal("the event did not wait for the create in flight")
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the event is not waiting on the telemetry's clock")
-		}
-	}
+	handle(t, ct, key, "3")
 	clk.Step(selfWaitLimit - time.Millisecond)
-	select {
-	case <-handled:
-		t.Fatal("the event went on before the limit")
-	case <-time.After(20 * time.Millisecond):
+	tel.evaluate()
+	if len(h.events) != 0 {
+		t.Fatalf("the event went on before the limit: %+v", h.events)
 	}
 	clk.Step(time.Millisecond)
-	<-handled
+	tel.evaluate()
 	if len(h.events) != 1 || h.events[0].Self {
 		t.Fatalf("events %+v: want one, not the controller's own", h.events)
+	}
+}
+
+// An attempt of a key lists its triggers: a parked event that maps to the key is one, so the
+// attempt releases it (undecided as to self) before it takes them; events after a parked one wait
+// behind it, in order.
+func TestAnAttemptTakesItsKeysParkedEventAsATrigger(t *testing.T) {
+	tel, h := raceTelemetry(t, "trigger", nil)
+	ct := tel.ControllerTopic("c")
+	ctx := ct.ReconcileStart(context.Background(), "ns/z", 0)
+	finished := tel.WriteStarted(ctx, "POST", "/api/v1/namespaces/ns/configmaps") // a create: every key waits
+	defer finished()
+	handle(t, ct, "ns/b", "7")
+	handle(t, ct, "ns/c", "8")
+	ct.ReconcileStart(context.Background(), "ns/b", 1)
+	if len(h.events) != 1 || h.events[0].RV != "7" || len(h.attempts) != 2 {
+		t.Fatalf("events %+v, attempts %+v: want ns/b's event out, ns/c's still parked", h.events, h.attempts)
+	}
+	if got := h.attempts[1]; got.Count != 1 {
+		t.Fatalf("the attempt of ns/b has %+v, want the parked event as its one trigger", got)
+	}
+	ct.ReconcileStart(context.Background(), "ns/c", 2)
+	if len(h.events) != 2 || h.events[1].RV != "8" {
+		t.Fatalf("events %+v", h.events)
 	}
 }

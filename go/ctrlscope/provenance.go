@@ -18,9 +18,13 @@ package ctrlscope
 // WrittenMax, rv -> the key its path names); an event whose new object has one of those rvs, for
 // that key, is the write coming back. The API server sends a write's watch event and its answer at
 // about the same time, on two connections: the event may reach the controller first. So the
-// transport says when a write is sent (WriteStarted), and an event of a key the controller is
-// writing (or of any key while it creates) waits, at most selfWaitLimit, for that answer before it
-// is recorded (a loaded CI run recorded a status write's own event without self).
+// transport says when a write is sent (WriteStarted), and the record of an event of a key the
+// controller is writing (or of any key while it creates) is parked until the answers of the writes
+// in flight when it arrived are read, at most selfWaitLimit (a loaded CI run recorded a status
+// write's own event without self). The event handler never waits for them: it did once, and fell
+// behind its watch while the controller kept writing. Events after a parked one are parked behind
+// it (their order is kept); an attempt of a key a parked event maps to releases it first (it is
+// one of the attempt's triggers).
 //
 // All of it lives in the controller's ControllerTopic, under its mu, and each record is published
 // under that lock too: an event record is before a reconcile_start record exactly when its trigger
@@ -82,45 +86,77 @@ func (t *Telemetry) WriteStarted(ctx context.Context, method, path string) (fini
 		if len(w.writes) == 0 && c.inflight[key] == w {
 			delete(c.inflight, key)
 		}
+		next := c.releaseParkedLocked(c.tel.now(), "")
 		c.mu.Unlock()
+		c.tel.pub.after(next)
 	}
 }
 
-// awaitWritesOf waits until the writes of key (and creates) that were in flight when the event
-// arrived are answered, at most selfWaitLimit on the telemetry's clock when it has timers (a
-// FakeClock in tests), else the wall clock's. Only those: a write sent after the event arrived
-// cannot be what it shows. Waiting until none was in flight starved the handler of a controller
-// that kept writing a key (every event waited the whole limit, and the handler fell behind the
-// watch: the Python twin's soak worker grew ~90 MiB a minute).
-func (c *ControllerTopic) awaitWritesOf(key string) {
-	c.mu.Lock()
+// inflightLocked is the writes of key (and creates) in flight now: an event arriving now waits
+// for their answers. Only those: a write sent after the event arrived cannot be what it shows, and
+// a controller that keeps writing a key always has one in flight.
+func (c *ControllerTopic) inflightLocked(key string) []chan struct{} { // c.mu held
 	var waits []chan struct{}
 	for _, k := range [2]string{key, ""} {
 		if w := c.inflight[k]; w != nil {
 			waits = append(waits, w.writes...)
 		}
 	}
-	c.mu.Unlock()
-	if len(waits) == 0 {
-		return
-	}
-	var limit <-chan time.Time
-	if clk, ok := c.tel.clock.(interface {
-		After(time.Duration) <-chan time.Time
-	}); ok {
-		limit = clk.After(selfWaitLimit)
-	} else {
-		timer := time.NewTimer(selfWaitLimit)
-		defer timer.Stop()
-		limit = timer.C
-	}
-	for _, done := range waits {
+	return waits
+}
+
+// parkedEvent is an event record held back until the writes in flight when it arrived are
+// answered (waits closed) or its deadline passes: only then can self be decided.
+type parkedEvent struct {
+	e            EventCall
+	rb, tb       *record // the record and the trigger's fields, built but for self and ts
+	kind         TriggerKind
+	resync       bool
+	newRV, oldRV string
+	paths        []string
+	more         int
+	at           float64 // wall ms when it arrived: the record's ts
+	waits        []chan struct{}
+	deadline     float64 // wall ms, on the telemetry's clock
+}
+
+func (p *parkedEvent) answered() bool {
+	for _, done := range p.waits {
 		select {
 		case <-done:
-		case <-limit:
-			return
+		default:
+			return false
 		}
 	}
+	return true
+}
+
+// releaseParkedLocked publishes the parked events, in order, up to the first one still waiting
+// for an answer within its limit; with request set, also every one up to the last that maps to it,
+// answered or not (its attempt is starting).
+func (c *ControllerTopic) releaseParkedLocked(now float64, request string) next { // c.mu held
+	if len(c.parked) == 0 {
+		return nextNothing
+	}
+	last := -1
+	if request != "" {
+		for i, p := range c.parked {
+			if contains(p.e.Requests, request) {
+				last = i
+			}
+		}
+	}
+	n, nx := 0, nextNothing
+	for ; n < len(c.parked); n++ {
+		p := c.parked[n]
+		if n > last && len(p.waits) > 0 && now < p.deadline && !p.answered() {
+			break
+		}
+		nx = max(nx, c.emitEventLocked(p))
+		c.parked[n] = nil
+	}
+	c.parked = append(c.parked[:0], c.parked[n:]...)
+	return nx
 }
 
 // EventCall is one controller event: a watched object's event mapped to requests (or dropped by
@@ -372,39 +408,54 @@ func (c *ControllerTopic) Event(e EventCall) {
 		kind = TriggerKindResync
 	}
 	t := c.tel
-	if !resync && newRV != "" {
-		c.awaitWritesOf(e.Key) // its own write's answer may not have been read yet
-	}
+	p := &parkedEvent{e: e, rb: rb, tb: tb, kind: kind, resync: resync, newRV: newRV, oldRV: oldRV, paths: paths,
+		more: more, at: t.now()}
 	c.mu.Lock()
-	self := !resync && newRV != "" && c.written.self(newRV, e.Key)
+	if !resync && newRV != "" {
+		p.waits = c.inflightLocked(e.Key) // its own write's answer may not have been read yet
+	}
+	if len(p.waits) > 0 || len(c.parked) > 0 {
+		p.deadline = p.at + float64(selfWaitLimit/time.Millisecond)
+		c.parked = append(c.parked, p)
+		c.mu.Unlock()
+		return
+	}
+	next := c.emitEventLocked(p)
+	c.mu.Unlock()
+	t.pub.after(next)
+}
+
+// emitEventLocked decides p's self, publishes its record and leaves a trigger for each key it
+// requests; the caller calls the publisher's after with the result once it holds no lock.
+func (c *ControllerTopic) emitEventLocked(p *parkedEvent) next { // c.mu held
+	e, rb, tb := &p.e, p.rb, p.tb
+	self := !p.resync && p.newRV != "" && c.written.self(p.newRV, e.Key)
 	if self {
 		rb.boolean("self", true)
 		tb.boolean("self", true)
 	}
-	now := t.now()
-	next := c.publish(rb.done(now))
+	next := c.publish(rb.done(p.at))
 	if len(e.Requests) > 0 {
 		var link any
-		if hook != nil {
-			d := EventDerived{RV: newRV, OldRV: oldRV, Self: self}
-			if !resync {
-				d.Diff, d.DiffMore = paths, more
+		if hook := c.tel.hook; hook != nil {
+			d := EventDerived{RV: p.newRV, OldRV: p.oldRV, Self: self}
+			if !p.resync {
+				d.Diff, d.DiffMore = p.paths, p.more
 			}
-			link = hook.Event(c.name, e, d)
+			link = hook.Event(c.name, *e, d)
 		}
 		fields := append([]byte(nil), tb.b...)
 		for i, key := range e.Requests {
 			if i > 0 && contains(e.Requests[:i], key) {
 				continue
 			}
-			c.keyLocked(key).triggers.add(trigger{kind: kind, ts: now, fields: fields, paths: paths, self: self,
-				event: e.Event, key: e.Key, source: e.Source, rv: newRV, link: link})
+			c.keyLocked(key).triggers.add(trigger{kind: p.kind, ts: p.at, fields: fields, paths: p.paths, self: self,
+				event: e.Event, key: e.Key, source: e.Source, rv: p.newRV, link: link})
 		}
 	}
-	c.mu.Unlock()
 	rb.release()
 	tb.release()
-	t.pub.after(next)
+	return next
 }
 
 func contains(list []string, s string) bool {

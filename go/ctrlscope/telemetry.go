@@ -830,6 +830,7 @@ type ControllerTopic struct {
 	keys      map[string]*keyState // keys with something kept (keyState.empty)
 	written   written
 	inflight  map[string]*writesInFlight // writes sent, not yet answered (provenance.go)
+	parked    []*parkedEvent             // event records waiting for those answers, in order (provenance.go)
 	findings  findingBook
 	streaking map[string]*keyState // keys with a self-triggered streak
 	running   map[string]*keyState // keys with an attempt running
@@ -908,6 +909,10 @@ func (c *ControllerTopic) ReconcileStart(ctx context.Context, key string, worker
 		return ctx
 	}
 	c.mu.Lock()
+	// A parked event that maps to this key is one of its triggers: out it goes now, with the events
+	// parked before it (an attempt cannot wait; if the event is its key's own write, the attempt
+	// that made it was answered before it ended).
+	released := c.releaseParkedLocked(c.tel.now(), key)
 	ks := c.keyLocked(key)
 	pt := &ks.triggers
 	rb.key("triggers")
@@ -927,7 +932,7 @@ func (c *ControllerTopic) ReconcileStart(ctx context.Context, key string, worker
 	now := c.tel.now()
 	next := c.publish(rb.done(now))
 	rb.release()
-	next = max(next, c.attemptStartedLocked(key, ks, worker, now, selfTriggered, pt.list))
+	next = max(next, released, c.attemptStartedLocked(key, ks, worker, now, selfTriggered, pt.list))
 	if hook != nil {
 		ctx = hook.ReconcileStart(ctx, c.name, key, worker, hookTriggers(pt))
 	}
