@@ -39,7 +39,8 @@ import (
 	"time"
 )
 
-// selfWaitLimit bounds how long an event waits for the answer to a write of its key in flight.
+// selfWaitLimit bounds how long an event's record is parked for the answer to a write of its key
+// in flight.
 const selfWaitLimit = time.Second
 
 // writesInFlight is a controller's writes sent and not yet answered, of the key their path names
@@ -148,12 +149,12 @@ func (c *ControllerTopic) releaseParkedLocked(now float64, request string) next 
 	}
 	n, nx := 0, nextNothing
 	for ; n < len(c.parked); n++ {
-		p := c.parked[n]
+		p := &c.parked[n]
 		if n > last && len(p.waits) > 0 && now < p.deadline && !p.answered() {
 			break
 		}
 		nx = max(nx, c.emitEventLocked(p))
-		c.parked[n] = nil
+		*p = parkedEvent{} // its record went back to the pool; the objects it held go too
 	}
 	c.parked = append(c.parked[:0], c.parked[n:]...)
 	return nx
@@ -408,7 +409,8 @@ func (c *ControllerTopic) Event(e EventCall) {
 		kind = TriggerKindResync
 	}
 	t := c.tel
-	p := &parkedEvent{e: e, rb: rb, tb: tb, kind: kind, resync: resync, newRV: newRV, oldRV: oldRV, paths: paths,
+	// A value, copied into c.parked only when it is parked: most events are not, and allocate nothing.
+	p := parkedEvent{e: e, rb: rb, tb: tb, kind: kind, resync: resync, newRV: newRV, oldRV: oldRV, paths: paths,
 		more: more, at: t.now()}
 	c.mu.Lock()
 	if !resync && newRV != "" {
@@ -420,7 +422,7 @@ func (c *ControllerTopic) Event(e EventCall) {
 		c.mu.Unlock()
 		return
 	}
-	next := c.emitEventLocked(p)
+	next := c.emitEventLocked(&p)
 	c.mu.Unlock()
 	t.pub.after(next)
 }

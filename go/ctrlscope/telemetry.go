@@ -830,7 +830,7 @@ type ControllerTopic struct {
 	keys      map[string]*keyState // keys with something kept (keyState.empty)
 	written   written
 	inflight  map[string]*writesInFlight // writes sent, not yet answered (provenance.go)
-	parked    []*parkedEvent             // event records waiting for those answers, in order (provenance.go)
+	parked    []parkedEvent              // event records waiting for those answers, in order (provenance.go)
 	findings  findingBook
 	streaking map[string]*keyState // keys with a self-triggered streak
 	running   map[string]*keyState // keys with an attempt running
