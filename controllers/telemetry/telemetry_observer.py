@@ -84,7 +84,8 @@ from controllers.telemetry.provenance import Provenance, written_key
 from controllers.telemetry.publisher import RedisPublisher
 from controllers.telemetry.summary import resource_version, summarize
 
-# How long an event waits, at most, for the answer to a write of its key in flight (on_request_start).
+# How long an event's record is parked, at most, for the answer to a write of its key in flight
+# (on_request_start).
 SELF_WAIT_LIMIT = 1.0
 
 WATCHER_COUNTERS = ("watch", "watch_starts", "watch_ends", "expired", "reads", "read_errors")
@@ -147,7 +148,7 @@ class TelemetryObserver(Observer):
         # names, "" for a create): an event of such a key is parked until the writes sent before it
         # arrived are answered (_writes_in_flight). Slots with nothing in flight are dropped once no
         # parked event waits (_write_waiters), so that a waiter's counts never restart under it.
-        self._writes_cond = threading.Condition()
+        self._writes_lock = threading.Lock()  # nothing waits on it: events are parked, not held
         self._writes: dict[tuple[str, str], list[int]] = {}
         self._write_waiters = 0
         # Event records parked for those answers, in the order the events arrived (_detect_lock).
@@ -571,7 +572,7 @@ class TelemetryObserver(Observer):
         if controller is None:
             controller = self._reconciling.get(threading.get_ident())
         if controller is not None:
-            with self._writes_cond:
+            with self._writes_lock:
                 slot = (controller, written_key(path) or "")
                 counts = self._writes.get(slot)
                 if counts is None:
@@ -581,7 +582,7 @@ class TelemetryObserver(Observer):
     def _write_answered(self, controller: str, path: str) -> None:
         """The end of a write ``on_request_start`` counted: events waiting for it go on."""
         slot = (controller, written_key(path) or "")
-        with self._writes_cond:
+        with self._writes_lock:
             counts = self._writes.get(slot)
             if counts is None:
                 return
@@ -600,7 +601,7 @@ class TelemetryObserver(Observer):
         writes = self._writes
         if not writes:  # the usual case, without the lock: a dict's emptiness is read atomically
             return []
-        with self._writes_cond:
+        with self._writes_lock:
             targets = [(slot, counts[0]) for slot in ((controller, key), (controller, ""))
                        if (counts := writes.get(slot)) is not None and counts[1] < counts[0]]
             if targets:
@@ -608,7 +609,7 @@ class TelemetryObserver(Observer):
             return targets
 
     def _answered(self, targets: list[tuple[tuple[str, str], int]]) -> bool:
-        with self._writes_cond:
+        with self._writes_lock:
             return all(self._writes[slot][1] >= started for slot, started in targets)
 
     def _release_parked_locked(self, until: tuple[str, str] | None = None) -> None:
@@ -637,7 +638,7 @@ class TelemetryObserver(Observer):
 
     def _unwait(self) -> None:
         """One parked event stopped waiting; the last one drops the slots with nothing in flight."""
-        with self._writes_cond:
+        with self._writes_lock:
             self._write_waiters -= 1
             if not self._write_waiters:
                 writes = self._writes
