@@ -202,6 +202,45 @@ func (h *dueHeap) Pop() any {
 	return x
 }
 
+// push and pop are container/heap's Push and Pop, typed: heap.Push takes an any, which boxes the
+// dueEntry (an allocation for every key that becomes ready, on the queue's hot path).
+func (h *dueHeap) push(e dueEntry) {
+	*h = append(*h, e)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !s.Less(i, parent) {
+			break
+		}
+		s.Swap(i, parent)
+		i = parent
+	}
+}
+
+func (h *dueHeap) pop() dueEntry {
+	s := *h
+	n := len(s) - 1
+	s.Swap(0, n)
+	for i := 0; ; {
+		j := 2*i + 1
+		if j >= n {
+			break
+		}
+		if r := j + 1; r < n && s.Less(r, j) {
+			j = r
+		}
+		if !s.Less(j, i) {
+			break
+		}
+		s.Swap(i, j)
+		i = j
+	}
+	e := s[n]
+	s[n] = dueEntry{} // its key string is not kept alive by the backing array
+	*h = s[:n]
+	return e
+}
+
 // detect is the controller's thresholds (nil: provenance and detection are off).
 func (c *ControllerTopic) detect() *DetectConfig { return c.tel.detect }
 
@@ -459,7 +498,7 @@ func (c *ControllerTopic) queueOpLocked(op QueueOp, key string, now float64, del
 
 func (c *ControllerTopic) readySinceLocked(key string, ks *keyState, at float64) {
 	ks.readySince, ks.hasReadySince = at, true
-	heap.Push(&c.due, dueEntry{deadline: at + c.detect().WaitingAfter*1000, since: at, key: key})
+	c.due.push(dueEntry{deadline: at + c.detect().WaitingAfter*1000, since: at, key: key})
 	if len(c.due) > 2*len(c.keys)+64 { // mostly stale entries (keys taken since): keep the live ones
 		live := c.due[:0]
 		for _, e := range c.due {
@@ -511,7 +550,7 @@ func (c *ControllerTopic) evaluateLocked(now float64) next {
 	n = max(n, c.findings.flushHeld(FindingKindSlowReconcile, now))
 	var due []dueEntry
 	for len(c.due) > 0 && c.due[0].deadline <= now {
-		e := heap.Pop(&c.due).(dueEntry)
+		e := c.due.pop()
 		if ks := c.keys[e.key]; ks != nil && !ks.processing && ks.hasReadySince && ks.readySince == e.since {
 			due = append(due, e)
 		}

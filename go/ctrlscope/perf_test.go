@@ -40,7 +40,7 @@ func TestReconcileSummaryMatchesEncodingJSON(t *testing.T) {
 }
 
 // BenchmarkReconcileTelemetry is what one controller-runtime Reconcile costs ctrlscope's encoder
-// and publisher, as the queue and Reconciler wrappers call it (add, get, done, forget; reconcile
+// and publisher, as the queue and Reconciler wrappers call it (add, get, forget, done; reconcile
 // start and end), distinct keys, with the frames built (not sent) every MaxFrameRecords records.
 func BenchmarkReconcileTelemetry(b *testing.B) {
 	pub, err := NewPublisher("redis://127.0.0.1:1/0", PublisherOptions{Name: "bench", BufferLimit: 1 << 30})
@@ -60,19 +60,13 @@ func BenchmarkReconcileTelemetry(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		key := keys[i%len(keys)]
-		if _, ok := qt.Item(key); !ok { // classify
-			qt.Record(QueueRecord{Op: QueueOpAdd, Key: key, Depth: 1})
-		}
-		it, _ := qt.Item(key)
-		w := 0.001
-		_ = it
-		qt.Record(QueueRecord{Op: QueueOpGet, Key: key, Depth: 0, Duration: &w})
+		qt.RecordAdd(key, 1)
+		qt.RecordTimed(QueueOpGet, key, 0)
 		rctx := ct.ReconcileStart(ctx, key, 0)
 		_ = rctx
 		ct.ReconcileEnd(key, 0, time.Microsecond, ReconcileResultSuccess, 0, "")
 		qt.Record(QueueRecord{Op: QueueOpForget, Key: key, Depth: 0, Requeues: &zero})
-		_, _ = qt.Item(key)
-		qt.Record(QueueRecord{Op: QueueOpDone, Key: key, Depth: 0, Duration: &w})
+		qt.RecordTimed(QueueOpDone, key, 0)
 		if pub.n >= pub.opts.MaxFrameRecords {
 			pub.build(1)
 		}

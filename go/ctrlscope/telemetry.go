@@ -24,6 +24,7 @@ package ctrlscope
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,10 @@ type Telemetry struct {
 	// MetricsTopic and ErrorsTopic are this worker's metrics and errors topics.
 	MetricsTopic, ErrorsTopic string
 }
+
+// reconcileSummaryCap holds a summary without its error text: {"attempts":N,"result":"requeue_after",
+// "at":<wall ms>,"duration":<s>,"error":null} is under 110 bytes.
+const reconcileSummaryCap = 128
 
 // appendReconcileSummary appends a key's last reconcile, a controller topic's state value, byte for
 // byte as encoding/json writes {"attempts","result","at","duration","error"} (error null when "").
@@ -753,6 +758,71 @@ func (q *QueueTopic) RecordAdd(key string, depth int) (QueueOp, QueueItem, bool)
 	return op, item, ok
 }
 
+// RecordTimed publishes a get or a done of key at depth whose duration is read off the key's item
+// in the same step: for get, how long it waited queued; for done, how long it was processing (none
+// when the item is not in that state). It returns the item as it was before (had false: none).
+//
+// A get of a key the item does not have queued is the inner queue handing out a key whose delayed
+// add fired before the wrapper's timer did: that add is published first, at depth+1 (addedFirst;
+// the caller drops its timer). A wrapper would otherwise ask Item, then Record: two turns of the
+// publisher's lock and two lookups of the key on every get and every done.
+func (q *QueueTopic) RecordTimed(op QueueOp, key string, depth int) (prev QueueItem, had, addedFirst bool) {
+	detect := q.tel.detect != nil
+	if detect {
+		q.ctrl.mu.Lock()
+	}
+	now := q.tel.now()
+	p := q.tel.pub
+	var next next
+	p.mu.Lock()
+	if q.ts == nil {
+		q.ts = p.topic(q.topic)
+	}
+	e := q.ts.state[key]
+	had = e != nil && e.live && e.kind == valueQueueItem
+	if had {
+		prev = e.item
+	}
+	if op == QueueOpGet && (!had || prev.S != QueueItemStateQueued) {
+		rb := newRecord(RecordKindQueue).str("op", string(QueueOpAdd)).str("key", key).int("depth", depth+1).
+			optFloat("delay", nil).optInt("requeues", nil).optFloat("duration", nil)
+		next = p.publishLocked(q.ts, rb.done(now))
+		prev, had = p.foldQueueEntryLocked(q.ts, e, key, QueueOpAdd, now, nil, nil)
+		rb.release()
+		if detect { // its findings publish too: not under the publisher's lock
+			p.mu.Unlock()
+			next = max(next, q.ctrl.queueOpLocked(QueueOpAdd, key, now, nil))
+			p.mu.Lock()
+		}
+		e = q.ts.state[key]
+		addedFirst = true
+	}
+	in := QueueItemStateProcessing
+	if op == QueueOpGet {
+		in = QueueItemStateQueued
+	}
+	var took *float64
+	var seconds float64
+	if had && prev.S == in && prev.Since > 0 {
+		// since and now are both µs-rounded wall ms: their difference, rounded to the µs, is what
+		// the clock said (and is written without strconv).
+		seconds = math.Round((now-prev.Since)*1e3) / 1e6
+		took = &seconds
+	}
+	rb := newRecord(RecordKindQueue).str("op", string(op)).str("key", key).int("depth", depth).
+		optFloat("delay", nil).optInt("requeues", nil).optFloat("duration", took)
+	next = max(next, p.publishLocked(q.ts, rb.done(now)))
+	p.foldQueueEntryLocked(q.ts, e, key, op, now, nil, nil)
+	p.mu.Unlock()
+	rb.release()
+	if detect {
+		next = max(next, q.ctrl.queueOpLocked(op, key, now, nil))
+		q.ctrl.mu.Unlock()
+	}
+	p.after(next)
+	return prev, had, addedFirst
+}
+
 // Item is key's current item, if any.
 func (q *QueueTopic) Item(key string) (QueueItem, bool) {
 	p := q.tel.pub
@@ -823,6 +893,8 @@ type ControllerTopic struct {
 	ts       *topicState       // the publisher's, from the first record on (publisher's mu)
 	counts   *controllerCounts // from the first ReconcileEnd on (tel.mu)
 	known    atomic.Bool       // the controller has its components entry
+	// lastResult is counts.LastResult as last set (written under tel.mu), read without it.
+	lastResult atomic.Value // ReconcileResult
 
 	// mu guards what follows: provenance and findings (provenance.go, findings.go). Lock order:
 	// mu, then the Telemetry's, then the publisher's.
@@ -981,7 +1053,10 @@ func (c *ControllerTopic) ReconcileEnd(key string, worker int, duration time.Dur
 	}
 	next := p.publishLocked(c.ts, rec)
 	e := p.entry(c.ts, key)
-	e.count++ // attempts
+	e.count++            // attempts
+	if cap(e.val) == 0 { // a key's first summary: one allocation, not append's four growths
+		e.val = make([]byte, 0, reconcileSummaryCap+len(errText))
+	}
 	e.val = appendReconcileSummary(e.val[:0], e.count, string(result), now, duration.Seconds(), errText)
 	c.ts.setLive(e, valueRaw)
 	p.mu.Unlock()
@@ -1000,11 +1075,15 @@ func (c *ControllerTopic) ReconcileEnd(key string, worker int, duration time.Dur
 		hook.ReconcileEnd(c.name, key, result, requeueAfter, errText)
 	}
 	p.after(next)
+	if last, _ := c.lastResult.Load().(ReconcileResult); last == result && c.known.Load() {
+		return // the counts say so already: no Telemetry lock on every attempt
+	}
 	t.mu.Lock()
 	if c.counts == nil {
 		c.counts = t.controllerCounts(c.name)
 	}
 	c.counts.LastResult = string(result)
+	c.lastResult.Store(result)
 	known := c.known.Load()
 	if !known {
 		_, known = t.components[string(ComponentKindController)+"/"+c.name]

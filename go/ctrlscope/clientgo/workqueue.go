@@ -20,7 +20,6 @@ package clientgo
 
 import (
 	"container/heap"
-	"math"
 	"sync"
 	"time"
 
@@ -205,20 +204,12 @@ func (q *Queue[T]) gotLocked(item T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	key := q.keyOf(item)
-	depth := q.len()
-	it, ok := q.qt.Item(key)
-	if !ok || it.S != ctrlscope.QueueItemStateQueued {
-		// The inner queue handed out a key our model does not have queued: its delayed add fired
-		// before our timer did. Publish that add now (and drop our timer), so the story stays whole.
+	// Published with the time since the key's first unprocessed add. A key our model does not have
+	// queued is one whose delayed add the inner queue fired before our timer did: RecordTimed
+	// publishes that add first, and our timer is dropped, so the story stays whole.
+	if _, _, addedFirst := q.qt.RecordTimed(ctrlscope.QueueOpGet, key, q.len()); addedFirst {
 		q.cancel(key)
-		it, ok = q.record(ctrlscope.QueueOpAdd, key, depth+1, nil, nil, nil)
 	}
-	var waited *float64
-	if ok && it.S == ctrlscope.QueueItemStateQueued && it.Since > 0 {
-		w := sinceSeconds(q.tel, it.Since)
-		waited = &w
-	}
-	q.record(ctrlscope.QueueOpGet, key, depth, nil, waited, nil)
 }
 
 // Done marks item processed; a key added meanwhile is queued again (published as requeue).
@@ -226,16 +217,10 @@ func (q *Queue[T]) Done(item T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	key := q.keyOf(item)
-	it, _ := q.qt.Item(key)
-	var worked *float64
-	if it.S == ctrlscope.QueueItemStateProcessing && it.Since > 0 {
-		w := sinceSeconds(q.tel, it.Since)
-		worked = &w
-	}
 	depth := q.len() // done reports the depth before a dirty key goes back in
 	q.inner.Done(item)
-	q.record(ctrlscope.QueueOpDone, key, depth, nil, worked, nil)
-	if it.Dirty {
+	// Published with the time the key was processing, read off its item in the same step.
+	if it, _, _ := q.qt.RecordTimed(ctrlscope.QueueOpDone, key, depth); it.Dirty {
 		q.record(ctrlscope.QueueOpRequeue, key, q.len(), nil, nil, nil)
 	}
 }
@@ -460,16 +445,4 @@ func (q *Queue[T]) fireLoop() {
 			timer.Stop()
 		}
 	}
-}
-
-// sinceSeconds is the time from sinceMs (a wallMs) to now in seconds, at the µs resolution both
-// ends have: the difference of two µs-rounded doubles is a few hundred ns off a whole µs, and
-// rounded it is written without strconv (ctrlscope's appendFloat).
-func sinceSeconds(tel *ctrlscope.Telemetry, sinceMs float64) float64 {
-	return math.Round((wallMs(tel)-sinceMs)*1e3) / 1e6
-}
-
-// wallMs is the telemetry clock's wall time in ms, the time base of the items' since.
-func wallMs(tel *ctrlscope.Telemetry) float64 {
-	return float64(tel.Clock().Now().UnixMicro()) / 1e3 // as ctrlscope's records: µs resolution
 }

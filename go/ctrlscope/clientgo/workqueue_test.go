@@ -2,10 +2,13 @@ package clientgo
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/ctrlscope/ctrlscope/go/ctrlscope"
 	"github.com/ctrlscope/ctrlscope/go/internal/testtel"
@@ -97,5 +100,48 @@ func TestQueueTellsClientGosStory(t *testing.T) {
 	}
 	if len(state) != 0 {
 		t.Errorf("a forgotten, done key leaves no state: %v", state)
+	}
+}
+
+// A delayed add the inner queue fires before our timer does is published when the key is handed
+// out: add, then get (with the time it waited: none, it was just added), and our timer is
+// dropped, so it publishes no second add when it fires. Get and done carry the time the key
+// waited queued and was processing, read off its item in the same step as the record.
+func TestGetOfAKeyWhoseDelayedAddFiredFirst(t *testing.T) {
+	h := newHarness(t)
+	innerClock := testingclock.NewFakeClock(h.Clock.Now()) // the inner queue's; ours is h.Clock
+	limiter := ObserveRateLimiter[string](workqueue.DefaultTypedControllerRateLimiter[string]())
+	inner := workqueue.NewTypedRateLimitingQueueWithConfig[string](limiter,
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "late", Clock: innerClock})
+	q := WrapQueue[string](h.Tel, "late", inner, limiter, QueueOptions[string]{Clock: h.Clock})
+
+	q.AddAfter("default/a", time.Second)
+	innerClock.Step(time.Second) // the inner queue's timer fires; ours has not
+	waitFor(t, func() bool { return inner.Len() == 1 })
+	key, _ := q.Get()
+	h.Clock.Step(3 * time.Millisecond) // processing for 3 ms
+	q.Done(key)
+	h.Clock.Step(2 * time.Second) // our timer's time: it was dropped, it publishes nothing
+	q.Add("default/b")
+	h.Clock.Step(5 * time.Millisecond) // queued for 5 ms
+	key, _ = q.Get()
+	q.Done(key)
+	q.ShutDown()
+	h.Flush(t)
+
+	topic := h.Tel.Topic(ctrlscope.TopicKindQueue, "late")
+	recs, _ := h.Read(t, topic)
+	var got []string
+	for _, r := range recs {
+		s := r["op"].(string) + " " + r["key"].(string)
+		if d, ok := r["duration"].(float64); ok {
+			s += " " + strconv.FormatFloat(d, 'f', -1, 64)
+		}
+		got = append(got, s)
+	}
+	want := []string{"add_after default/a", "add default/a", "get default/a 0", "done default/a 0.003",
+		"add default/b", "get default/b 0.005", "done default/b 0", "shutdown "}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("records:\n got  %v\n want %v", got, want)
 	}
 }
