@@ -13,6 +13,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from dashboard import memtrim  # noqa: E402
 from dashboard.base_path import BasePathMiddleware  # noqa: E402
 from dashboard.consumers import TelemetryConsumer  # noqa: E402
 from dashboard.sso import TrustedProxyWebsocketMiddleware  # noqa: E402
@@ -29,3 +30,5 @@ application = ProtocolTypeRouter(
 )
 # Mounted under CTRLSCOPE_BASE_PATH behind a proxy (base_path.py); a no-op when it is empty.
 application = BasePathMiddleware(application, settings.CTRLSCOPE_BASE_PATH)
+# Freed memory back to the system every few seconds (memtrim.py: else RSS follows the high-water mark).
+memtrim.start(settings.CTRLSCOPE_MALLOC_TRIM_S)

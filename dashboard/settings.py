@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from controllers.telemetry import redis_config as _redis_config
 from controllers.telemetry.presence import parse_retention as _parse_retention
+from dashboard import memtrim as _memtrim
 from dashboard.base_path import parse_base_path as _parse_base_path
 from dashboard.sso_settings import apply as _apply_sso
 
@@ -84,6 +85,12 @@ CTRLSCOPE_PREFIX = os.environ.get("CTRLSCOPE_PREFIX", "ctrlscope:")
 # How long the keys of a worker or simulator that stopped publishing stay in Redis (presence.py).
 try:
     CTRLSCOPE_RETENTION = _parse_retention(os.environ.get("CTRLSCOPE_RETENTION"))
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+
+# daphne gives the memory it freed back to the system every this many seconds (memtrim.py; 0: off).
+try:
+    CTRLSCOPE_MALLOC_TRIM_S = _memtrim.interval_from_env(os.environ)
 except ValueError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 
