@@ -740,16 +740,8 @@ func (q *QueueTopic) RecordAdd(key string, depth int) (QueueOp, QueueItem, bool)
 			op = QueueOpDefer
 		}
 	}
-	rb := newRecord(RecordKindQueue).str("op", string(op)).str("key", key).int("depth", depth).
-		optFloat("delay", nil).optInt("requeues", nil).optFloat("duration", nil)
-	next := p.publishLocked(q.ts, rb.done(now))
-	var item QueueItem
-	var ok bool
-	if key != "" {
-		item, ok = p.foldQueueEntryLocked(q.ts, e, key, op, now, nil, nil)
-	}
+	next, item, ok := q.publishOpLocked(e, op, key, depth, nil, now)
 	p.mu.Unlock()
-	rb.release()
 	if detect {
 		next = max(next, q.ctrl.queueOpLocked(op, key, now, nil))
 		q.ctrl.mu.Unlock()
@@ -784,11 +776,7 @@ func (q *QueueTopic) RecordTimed(op QueueOp, key string, depth int) (prev QueueI
 		prev = e.item
 	}
 	if op == QueueOpGet && (!had || prev.S != QueueItemStateQueued) {
-		rb := newRecord(RecordKindQueue).str("op", string(QueueOpAdd)).str("key", key).int("depth", depth+1).
-			optFloat("delay", nil).optInt("requeues", nil).optFloat("duration", nil)
-		next = p.publishLocked(q.ts, rb.done(now))
-		prev, had = p.foldQueueEntryLocked(q.ts, e, key, QueueOpAdd, now, nil, nil)
-		rb.release()
+		next, prev, had = q.publishOpLocked(e, QueueOpAdd, key, depth+1, nil, now)
 		if detect { // its findings publish too: not under the publisher's lock
 			p.mu.Unlock()
 			next = max(next, q.ctrl.queueOpLocked(QueueOpAdd, key, now, nil))
@@ -809,18 +797,31 @@ func (q *QueueTopic) RecordTimed(op QueueOp, key string, depth int) (prev QueueI
 		seconds = math.Round((now-prev.Since)*1e3) / 1e6
 		took = &seconds
 	}
-	rb := newRecord(RecordKindQueue).str("op", string(op)).str("key", key).int("depth", depth).
-		optFloat("delay", nil).optInt("requeues", nil).optFloat("duration", took)
-	next = max(next, p.publishLocked(q.ts, rb.done(now)))
-	p.foldQueueEntryLocked(q.ts, e, key, op, now, nil, nil)
+	n, _, _ := q.publishOpLocked(e, op, key, depth, took, now)
+	next = max(next, n)
 	p.mu.Unlock()
-	rb.release()
 	if detect {
 		next = max(next, q.ctrl.queueOpLocked(op, key, now, nil))
 		q.ctrl.mu.Unlock()
 	}
 	p.after(next)
 	return prev, had, addedFirst
+}
+
+// publishOpLocked publishes op of key at depth (no delay, no requeues; duration nil: none) and
+// folds it into key's item, e its entry (nil: none) (publisher's mu held).
+func (q *QueueTopic) publishOpLocked(e *stateEntry, op QueueOp, key string, depth int, duration *float64,
+	now float64) (next, QueueItem, bool) {
+	p := q.tel.pub
+	rb := newRecord(RecordKindQueue).str("op", string(op)).str("key", key).int("depth", depth).
+		optFloat("delay", nil).optInt("requeues", nil).optFloat("duration", duration)
+	n := p.publishLocked(q.ts, rb.done(now))
+	rb.release()
+	if key == "" {
+		return n, QueueItem{}, false
+	}
+	item, ok := p.foldQueueEntryLocked(q.ts, e, key, op, now, nil, nil)
+	return n, item, ok
 }
 
 // Item is key's current item, if any.
