@@ -8,8 +8,9 @@ freed in its arenas for reuse and gives pages back on its own only from the top 
 and from whole heaps of the other arenas, so a heap with anything live near its top keeps every
 free page below it resident. daphne's RSS then follows the highest total ever in flight at once,
 not what it holds: in the 60-minute soak of 2026-12-07 it rose 209 → 261 MiB after warm-up and
-stayed there, and in the next run, at 235 MiB, its arenas had 134 MB from the system with 72 MB in
-use (one thread arena: 20.7 MB, 0.2 MB in use); one ``malloc_trim(0)`` (from gdb) took RSS to 199 MiB.
+stayed there. In the next run its arenas had 143 MB from the system with 72 MB in use (one thread
+arena: 20.7 MB, 0.2 MB in use), and one ``malloc_trim(0)`` (from gdb) took its RSS 229 → 195 MiB;
+at the end of that run they had 150 MB with 30 MB in use, and a trim took it 217 → 129 MiB.
 
 ``malloc_trim(0)`` gives back the free pages anywhere in every arena (``madvise``), not only at the
 top. It holds each arena's lock while it walks it, ~2–16 ms for a ~100 MB heap on a loaded
