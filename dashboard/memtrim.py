@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping
 
@@ -44,7 +45,7 @@ def interval_from_env(environ: Mapping[str, str]) -> float:
         value = float(raw)
     except ValueError:
         raise ValueError(f"{ENV}={raw!r}: expected seconds between trims (a number, 0 turns it off)") from None
-    if not value >= 0 or value == float("inf"):  # also NaN
+    if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"{ENV}={raw!r}: expected a finite number of seconds ≥ 0 (0 turns it off)")
     return value
 
