@@ -752,11 +752,12 @@ func (q *QueueTopic) RecordAdd(key string, depth int) (QueueOp, QueueItem, bool)
 
 // RecordTimed publishes a get or a done of key at depth whose duration is read off the key's item
 // in the same step: for get, how long it waited queued; for done, how long it was processing (none
-// when the item is not in that state). It returns the item as it was before (had false: none).
+// when the item is not in that state). It returns the item as the get or done found it (had
+// false: none).
 //
 // A get of a key the item does not have queued is the inner queue handing out a key whose delayed
 // add fired before the wrapper's timer did: that add is published first, at depth+1 (addedFirst;
-// the caller drops its timer). A wrapper would otherwise ask Item, then Record: two turns of the
+// the caller drops its timer), and the item returned is the one it made. A wrapper would otherwise ask Item, then Record: two turns of the
 // publisher's lock and two lookups of the key on every get and every done.
 func (q *QueueTopic) RecordTimed(op QueueOp, key string, depth int) (prev QueueItem, had, addedFirst bool) {
 	detect := q.tel.detect != nil
